@@ -1,0 +1,34 @@
+# Quick start: `make demo` (the whole pipeline on the bundled example), `make test` (the test suite).
+# Both create ./.venv on first use and install everything the project needs into it.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint gpu-test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[cuda,toolchain,triton,test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check fatbinkit tests benchmarks examples
+	$(VENV)/bin/mypy
+
+test: lint
+	$(PY) -m pytest -q tests
+
+gpu-test: $(STAMP)
+	$(PY) -m pytest -q tests/gpu
+
+bench: $(STAMP)
+	$(PY) benchmarks/embed.py
+	$(PY) benchmarks/fatbin.py
+
+clean:
+	rm -rf $(VENV) .fixtures

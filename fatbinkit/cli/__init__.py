@@ -1,0 +1,46 @@
+"""The ``fatbinkit`` command line: a thin layer over the public API.
+
+Exit status: 0 success, 1 failure (one ``fatbinkit: error: ...`` line on stderr), 2 usage error.
+Each command group lives in its own module and adds its sub-commands through ``register``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ..errors import FatbinkitError
+from . import check, embed, fatbin, load
+
+_GROUPS = (embed, fatbin, check, load)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fatbinkit",
+        description="Build, embed, inspect, check and load GPU kernel binaries.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for group in _GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (also used as the console entry point)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.func(args)
+    except FatbinkitError as exc:
+        message = " ".join(str(exc).split("\n", 1)[0].split())
+        print(f"fatbinkit: error: {message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

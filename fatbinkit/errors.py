@@ -1,0 +1,88 @@
+"""One exception hierarchy for everything fatbinkit refuses or fails to do.
+
+Every error a user can provoke with bad input derives from :class:`FatbinkitError`; messages carry
+the numbers (offset, size, limit) needed to find the problem without a debugger.
+"""
+
+from __future__ import annotations
+
+
+class FatbinkitError(Exception):
+    """Root of every error raised by fatbinkit."""
+
+
+class InvalidArgumentError(FatbinkitError, ValueError):
+    """A caller-supplied value is not acceptable (bad symbol name, duplicate, unknown arch...)."""
+
+
+class InputError(FatbinkitError, OSError):
+    """An input file cannot be read (missing, a directory, no permission)."""
+
+
+class OutputError(FatbinkitError, OSError):
+    """An output cannot be written (missing folder, no permission); nothing partial is left."""
+
+
+class FormatError(FatbinkitError):
+    """Bytes do not follow the expected layout.
+
+    ``offset`` is where in the input the problem was seen, when known.
+    """
+
+    def __init__(self, message: str, *, offset: int | None = None) -> None:
+        if offset is not None:
+            message = f"{message} (at offset {offset:#x})"
+        super().__init__(message)
+        self.offset = offset
+
+
+class TruncatedError(FormatError):
+    """A header, table or payload extends past the end of its input."""
+
+
+class DecompressionError(FormatError):
+    """A compressed payload is corrupt, or inflates to a size other than recorded."""
+
+
+class UnsupportedError(FatbinkitError):
+    """The input is valid, but this operation cannot handle it safely (refused, not guessed)."""
+
+
+class ToolNotFoundError(FatbinkitError):
+    """An NVIDIA tool or library is needed and not installed; the message names the package."""
+
+
+class ToolError(FatbinkitError):
+    """An external tool ran and failed; the message carries its command line and stderr."""
+
+
+class CompatibilityError(FatbinkitError):
+    """No image in a set can load on the requested device/driver; the message says why."""
+
+
+class CudaError(FatbinkitError):
+    """A CUDA driver call failed; ``code`` is the CUresult name (e.g. ``CUDA_ERROR_INVALID_PTX``)."""
+
+    def __init__(self, message: str, *, code: str | None = None, log: str = "") -> None:
+        text = f"{code}: {message}" if code else message
+        if log:
+            text = f"{text}\n{log}"
+        super().__init__(text)
+        self.code = code
+        self.log = log
+
+
+class CudaUnavailableError(CudaError):
+    """cuda-python, the driver library or a GPU is missing."""
+
+
+class NoBinaryForGpuError(CudaError):
+    """CUDA_ERROR_NO_BINARY_FOR_GPU, with the archs present and the device's."""
+
+
+class UnsupportedPtxVersionError(CudaError):
+    """CUDA_ERROR_UNSUPPORTED_PTX_VERSION, with the PTX ISA and the driver it needs."""
+
+
+class JitError(CudaError):
+    """CUDA_ERROR_INVALID_PTX or another JIT failure; ``log`` holds the JIT error log."""
