@@ -1,1 +1,1 @@
-"""Shared test fixtures."""
+"""Shared test fixtures (third-party binaries: see tests/thirdparty.py)."""
