@@ -47,9 +47,33 @@ _SMALL = 1 << 20  # blobs up to this size are gathered in one write buffer
 _SENDFILE = sys.platform.startswith("linux")  # file-to-file sendfile is Linux-only
 _BFD_HASH_SIZE = 4051  # bfd_default_hash_table_size
 _BFD_PRIMES = (
-    31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521, 131071, 262139,
-    524287, 1048573, 2097143, 4194301, 8388593, 16777213, 33554393, 67108859, 134217689,
-    268435399, 536870909, 1073741789, 2147483647,
+    31,
+    61,
+    127,
+    251,
+    509,
+    1021,
+    2039,
+    4093,
+    8191,
+    16381,
+    32749,
+    65521,
+    131071,
+    262139,
+    524287,
+    1048573,
+    2097143,
+    4194301,
+    8388593,
+    16777213,
+    33554393,
+    67108859,
+    134217689,
+    268435399,
+    536870909,
+    1073741789,
+    2147483647,
 )  # libiberty/bfd higher_prime_number's table
 
 
@@ -107,9 +131,14 @@ def symbol_names(name: str | bytes, style: Style = "aoti") -> tuple[str, str, st
 
 
 @dataclass(frozen=True)
-class _Placed:
-    """A blob's place in ``.rodata``: its content or path, offset, size, and padding before it."""
+class Placed:
+    """A blob's place in the section that holds all blobs.
 
+    ``symbols`` are its ``(start, end, size)`` names, ``offset`` is from the section start,
+    ``padding`` the zero bytes before it, ``source`` its content or the path to stream it from.
+    """
+
+    symbols: tuple[str, str, str]
     source: Content | Path
     offset: int
     size: int
@@ -117,11 +146,20 @@ class _Placed:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Every blob placed, the section's size and its alignment (the largest blob alignment)."""
+
+    blobs: tuple[Placed, ...]
+    size: int
+    align: int
+
+
+@dataclass(frozen=True)
 class _Layout:
     """Everything but the blob contents, computed from sizes alone."""
 
     head: bytes  # ELF header plus padding up to .rodata
-    blobs: tuple[_Placed, ...]
+    blobs: tuple[Placed, ...]
     tail: bytes  # padding, .symtab, .strtab, .shstrtab, section headers
 
     @property
@@ -215,46 +253,51 @@ def _strtab(names: Sequence[bytes]) -> tuple[bytes, list[int]]:
     return bytes(table), offsets
 
 
-def _layout(blobs: Iterable[Blob], machine: str | None, style: Style, align: int) -> _Layout:
-    machine = host_machine() if machine is None else _MACHINE_ALIASES.get(machine, machine)
-    if machine not in MACHINES:
-        raise InvalidArgumentError(
-            f"unknown machine {machine!r}; use one of {', '.join(MACHINES)}"
-        )
+def place(blobs: Iterable[Blob], *, style: Style = "aoti", align: int = DEFAULT_ALIGN) -> Placement:
+    """Validate ``blobs`` and lay them out back to back, each at its alignment.
+
+    Checks names (C identifiers for ``"aoti"``), duplicates (also two file names that ld would
+    mangle alike), alignments, and that every path is a readable regular file, reading only sizes.
+    """
     blobs = list(blobs)
     if not blobs:
         raise InvalidArgumentError("no blobs to embed")
-
-    names: list[bytes] = []  # start, end, size per blob
     seen: dict[str, str | bytes] = {}
-    aligns: list[int] = []
+    placed: list[Placed] = []
+    cursor = 0
+    section_align = 1
     for blob in blobs:
-        start = symbol_names(blob.name, style)
-        if start[0] in seen:
+        names = symbol_names(blob.name, style)
+        if names[0] in seen:
             raise InvalidArgumentError(
-                f"blob names {seen[start[0]]!r} and {blob.name!r} both give symbol {start[0]}"
-                if seen[start[0]] != blob.name
+                f"blob names {seen[names[0]]!r} and {blob.name!r} both give symbol {names[0]}"
+                if seen[names[0]] != blob.name
                 else f"duplicate blob name {blob.name!r}"
             )
-        seen[start[0]] = blob.name
-        names += [s.encode("ascii") for s in start]
+        seen[names[0]] = blob.name
         a = align if blob.align is None else blob.align
         if not isinstance(a, int) or a < 1 or a > MAX_ALIGN or a & (a - 1):
             raise InvalidArgumentError(
                 f"blob {blob.name!r}: alignment {a!r} is not a power of two in 1..{MAX_ALIGN}"
             )
-        aligns.append(a)
-
-    section_align = max(aligns)
-    rodata_offset = _align_up(elf.FileHeader.FORMAT.size, section_align)
-    placed: list[_Placed] = []
-    cursor = 0
-    for blob, a in zip(blobs, aligns, strict=True):
+        section_align = max(section_align, a)
         source, size = _source_size(blob)
         offset = _align_up(cursor, a)
-        placed.append(_Placed(source, offset, size, offset - cursor))
+        placed.append(Placed(names, source, offset, size, offset - cursor))
         cursor = offset + size
-    rodata_size = cursor
+    return Placement(tuple(placed), cursor, section_align)
+
+
+def _layout(blobs: Iterable[Blob], machine: str | None, style: Style, align: int) -> _Layout:
+    machine = host_machine() if machine is None else _MACHINE_ALIASES.get(machine, machine)
+    if machine not in MACHINES:
+        raise InvalidArgumentError(f"unknown machine {machine!r}; use one of {', '.join(MACHINES)}")
+    placement = place(blobs, style=style, align=align)
+    placed = placement.blobs
+    rodata_size = placement.size
+    section_align = placement.align
+    rodata_offset = _align_up(elf.FileHeader.FORMAT.size, section_align)
+    names = [n.encode("ascii") for p in placed for n in p.symbols]
 
     symbols = [elf.Symbol(0, 0, 0, elf.SHN_UNDEF, 0, 0)]
     symbols += [
@@ -285,28 +328,58 @@ def _layout(blobs: Iterable[Blob], machine: str | None, style: Style, align: int
     sym_size = elf.Symbol.FORMAT.size
     sections = [
         elf.SectionHeader(0, elf.SHT_NULL, 0, 0, 0, 0, 0, 0, 0, 0),
-        elf.SectionHeader(sh_names[3], elf.SHT_PROGBITS, elf.SHF_ALLOC, 0, rodata_offset,
-                          rodata_size, 0, 0, section_align, 0),
+        elf.SectionHeader(
+            sh_names[3],
+            elf.SHT_PROGBITS,
+            elf.SHF_ALLOC,
+            0,
+            rodata_offset,
+            rodata_size,
+            0,
+            0,
+            section_align,
+            0,
+        ),
         elf.SectionHeader(sh_names[4], elf.SHT_PROGBITS, 0, 0, note_offset, 0, 0, 0, 1, 0),
-        elf.SectionHeader(sh_names[0], elf.SHT_SYMTAB, 0, 0, symtab_offset, len(symtab),
-                          4, 3, 8, sym_size),
-        elf.SectionHeader(sh_names[1], elf.SHT_STRTAB, 0, 0, strtab_offset, len(strtab),
-                          0, 0, 1, 0),
-        elf.SectionHeader(sh_names[2], elf.SHT_STRTAB, 0, 0, shstrtab_offset, len(shstrtab),
-                          0, 0, 1, 0),
+        elf.SectionHeader(
+            sh_names[0], elf.SHT_SYMTAB, 0, 0, symtab_offset, len(symtab), 4, 3, 8, sym_size
+        ),
+        elf.SectionHeader(
+            sh_names[1], elf.SHT_STRTAB, 0, 0, strtab_offset, len(strtab), 0, 0, 1, 0
+        ),
+        elf.SectionHeader(
+            sh_names[2], elf.SHT_STRTAB, 0, 0, shstrtab_offset, len(shstrtab), 0, 0, 1, 0
+        ),
     ]
     ident = elf.ELFMAG + bytes([elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EV_CURRENT]) + bytes(9)
     header = elf.FileHeader(
-        ident, elf.ET_REL, MACHINES[machine], elf.EV_CURRENT, 0, 0, shdr_offset, 0,
-        elf.FileHeader.FORMAT.size, 0, 0, elf.SectionHeader.FORMAT.size, len(sections), 5,
+        ident,
+        elf.ET_REL,
+        MACHINES[machine],
+        elf.EV_CURRENT,
+        0,
+        0,
+        shdr_offset,
+        0,
+        elf.FileHeader.FORMAT.size,
+        0,
+        0,
+        elf.SectionHeader.FORMAT.size,
+        len(sections),
+        5,
     )
     head = header.pack() + bytes(rodata_offset - elf.FileHeader.FORMAT.size)
-    tail = b"".join((
-        bytes(symtab_offset - note_offset), symtab, strtab, shstrtab,
-        bytes(shdr_offset - shstrtab_offset - len(shstrtab)),
-        *(s.pack() for s in sections),
-    ))
-    return _Layout(head, tuple(placed), tail)
+    tail = b"".join(
+        (
+            bytes(symtab_offset - note_offset),
+            symtab,
+            strtab,
+            shstrtab,
+            bytes(shdr_offset - shstrtab_offset - len(shstrtab)),
+            *(s.pack() for s in sections),
+        )
+    )
+    return _Layout(head, placed, tail)
 
 
 class _Sink:
