@@ -48,7 +48,7 @@ def make_files(cwd: Path, sizes: dict[bytes, int], seed: int = 0) -> dict[bytes,
 
 
 def elf_view(path: Path) -> dict[str, object]:
-    """Sections (flags, align, bytes) and symbols (value, bind, type, shndx, size), via pyelftools."""
+    """Sections (type, flags, align, bytes) and symbols (value, bind, type, shndx, size)."""
     with open(path, "rb") as f:
         e = ELFFile(f)
         sections = {
@@ -214,7 +214,10 @@ def c_accessor(names: list[str]) -> str:
 static const unsigned char *const starts[] = {{{starts}}};
 static const unsigned char *const ends[] = {{{ends}}};
 size_t blob_count(void) {{ return {len(names)}; }}
-const unsigned char *blob(size_t i, size_t *n) {{ *n = (size_t)(ends[i] - starts[i]); return starts[i]; }}
+const unsigned char *blob(size_t i, size_t *n) {{
+  *n = (size_t)(ends[i] - starts[i]);
+  return starts[i];
+}}
 #ifdef MAIN
 int main(void) {{
   for (size_t i = 0; i < blob_count(); i++) {{
