@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 
 from . import elf
 from .elfobj import DEFAULT_ALIGN, Blob, Placed, place
-from .errors import FormatError, InputError, OutputError, UnsupportedError
+from .errors import FormatError, InputError, OutputError, TruncatedError, UnsupportedError
 from .outfile import atomic_path
 
 SECTION = ".fatbinkit"
@@ -63,6 +64,21 @@ def _read_header(path: Path) -> os.stat_result:
         raise UnsupportedError(
             f"{path} is not a shared library (e_type {header.type}, expected ET_DYN {elf.ET_DYN})"
         )
+    for what, count, entsize, expected in (
+        ("program header", header.phnum, header.phentsize, 56),
+        ("section header", header.shnum, header.shentsize, elf.SectionHeader.FORMAT.size),
+    ):
+        if count and entsize != expected:
+            raise FormatError(f"{path}: {what} size {entsize}, expected {expected}", offset=0)
+    for what, offset, count, entsize in (
+        ("program headers", header.phoff, header.phnum, header.phentsize),
+        ("section headers", header.shoff, header.shnum, header.shentsize),
+    ):
+        if offset + count * entsize > st.st_size:
+            raise TruncatedError(
+                f"{path}: {what} end at {offset + count * entsize}, past the file end {st.st_size}",
+                offset=offset,
+            )
     return st
 
 
@@ -103,6 +119,8 @@ def inject(
         binary = lief.ELF.parse(str(src))
         if binary is None:
             raise FormatError(f"LIEF cannot parse {src}")
+        if not binary.has_section(".dynsym"):
+            raise UnsupportedError(f"{src} has no dynamic symbol table to export from")
         if binary.has_section(SECTION):
             raise UnsupportedError(
                 f"{src} already has a {SECTION} section; inject all blobs into the original at once"
@@ -162,6 +180,14 @@ def _check(
     lief: Any, path: Path, placed: tuple[Placed, ...], payload: bytearray, src: Path
 ) -> None:
     """Re-read LIEF's output and refuse it unless every symbol points at its blob, read-only."""
+    with warnings.catch_warnings():  # LIEF warns on enum values it does not know
+        warnings.simplefilter("ignore")
+        _check_output(lief, path, placed, payload, src)
+
+
+def _check_output(
+    lief: Any, path: Path, placed: tuple[Placed, ...], payload: bytearray, src: Path
+) -> None:
     out = lief.ELF.parse(str(path)) if path.stat().st_size else None
     if out is None or not out.has_section(SECTION):
         raise UnsupportedError(f"LIEF wrote an unreadable library for {src}; nothing written")
