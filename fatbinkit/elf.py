@@ -8,7 +8,7 @@ the same layout.
 from __future__ import annotations
 
 import struct
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import ClassVar
 
 from .errors import TruncatedError
@@ -65,7 +65,11 @@ class FileHeader:
     shstrndx: int
 
     def pack(self) -> bytes:
-        return self.FORMAT.pack(*astuple(self))
+        return self.FORMAT.pack(
+            self.ident, self.type, self.machine, self.version, self.entry, self.phoff, self.shoff,
+            self.flags, self.ehsize, self.phentsize, self.phnum, self.shentsize, self.shnum,
+            self.shstrndx,
+        )  # fmt: skip
 
     @classmethod
     def unpack(cls, data: bytes | memoryview) -> FileHeader:
@@ -103,7 +107,10 @@ class SectionHeader:
     entsize: int
 
     def pack(self) -> bytes:
-        return self.FORMAT.pack(*astuple(self))
+        return self.FORMAT.pack(
+            self.name, self.type, self.flags, self.addr, self.offset, self.size, self.link,
+            self.info, self.addralign, self.entsize,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -120,7 +127,7 @@ class Symbol:
     size: int
 
     def pack(self) -> bytes:
-        return self.FORMAT.pack(*astuple(self))
+        return self.FORMAT.pack(self.name, self.info, self.other, self.shndx, self.value, self.size)
 
 
 def st_info(bind: int, kind: int) -> int:

@@ -15,15 +15,16 @@ The layout is computed from the blobs' sizes first; file contents are then strea
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import platform
 import re
 import stat
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeAlias
+from typing import BinaryIO, Literal, NamedTuple, TypeAlias
 
 from . import elf
 from .errors import InputError, InvalidArgumentError, UnsupportedError
@@ -43,8 +44,8 @@ MAX_ALIGN = 1 << 16
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LD_KEEP = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _SHSTRTAB_NAMES = (b".symtab", b".strtab", b".shstrtab", b".rodata", b".note.GNU-stack")
-_SMALL = 1 << 20  # blobs up to this size are gathered in one write buffer
-_SENDFILE = sys.platform.startswith("linux")  # file-to-file sendfile is Linux-only
+_CHUNK = 1 << 20  # copy buffer where the kernel cannot copy file to file
+_IOV_MAX = 1024  # pieces per pwritev call
 _BFD_HASH_SIZE = 4051  # bfd_default_hash_table_size
 _BFD_PRIMES = (
     31,
@@ -130,8 +131,7 @@ def symbol_names(name: str | bytes, style: Style = "aoti") -> tuple[str, str, st
     return f"{stem}_start", f"{stem}_end", f"{stem}_size"
 
 
-@dataclass(frozen=True)
-class Placed:
+class Placed(NamedTuple):
     """A blob's place in the section that holds all blobs.
 
     ``symbols`` are its ``(start, end, size)`` names, ``offset`` is from the section start,
@@ -171,26 +171,28 @@ def _align_up(value: int, align: int) -> int:
     return (value + align - 1) & -align
 
 
-def _source_size(blob: Blob) -> tuple[Content | Path, int]:
+def _source(blob: Blob) -> tuple[Content | Path, int]:
+    """A blob's content, or its path (a regular file, checked by ``stat``), and its size."""
     source = blob.source
+    if isinstance(source, memoryview):  # as flat bytes, whatever its item format or layout
+        source = source.cast("B") if source.c_contiguous else source.tobytes()
     if isinstance(source, (bytes, bytearray, memoryview)):
-        view = memoryview(source)
-        return source, view.nbytes
-    if isinstance(source, os.PathLike):
-        path = Path(os.fsdecode(os.fspath(source)))
-        try:
-            st = path.stat()
-        except OSError as e:
-            raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-        if stat.S_ISDIR(st.st_mode):
-            raise InputError(f"cannot read {path}: it is a directory")
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"cannot read {path}: not a regular file")
-        return path, st.st_size
-    raise InvalidArgumentError(
-        f"blob {blob.name!r}: source must be bytes, bytearray, memoryview or a path, "
-        f"not {type(source).__name__}"
-    )
+        return source, len(source)
+    if not isinstance(source, os.PathLike):
+        raise InvalidArgumentError(
+            f"blob {blob.name!r}: source must be bytes, bytearray, memoryview or a path, "
+            f"not {type(source).__name__}"
+        )
+    path = source if isinstance(source, Path) else Path(os.fsdecode(os.fspath(source)))
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"cannot read {path}: it is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"cannot read {path}: not a regular file")
+    return path, st.st_size
 
 
 def _bfd_order(names: Sequence[bytes]) -> list[int]:
@@ -281,7 +283,7 @@ def place(blobs: Iterable[Blob], *, style: Style = "aoti", align: int = DEFAULT_
                 f"blob {blob.name!r}: alignment {a!r} is not a power of two in 1..{MAX_ALIGN}"
             )
         section_align = max(section_align, a)
-        source, size = _source_size(blob)
+        source, size = _source(blob)
         offset = _align_up(cursor, a)
         placed.append(Placed(names, source, offset, size, offset - cursor))
         cursor = offset + size
@@ -299,25 +301,26 @@ def _layout(blobs: Iterable[Blob], machine: str | None, style: Style, align: int
     rodata_offset = _align_up(elf.FileHeader.FORMAT.size, section_align)
     names = [n.encode("ascii") for p in placed for n in p.symbols]
 
-    symbols = [elf.Symbol(0, 0, 0, elf.SHN_UNDEF, 0, 0)]
-    symbols += [
+    local = [elf.Symbol(0, 0, 0, elf.SHN_UNDEF, 0, 0)]
+    local += [
         elf.Symbol(0, elf.st_info(elf.STB_LOCAL, elf.STT_SECTION), 0, shndx, 0, 0)
         for shndx in (1, 2)
     ]
     order = _bfd_order(names) if style == "ld" else range(len(names))
-    ordered = [names[i] for i in order]
-    strtab, name_offsets = _strtab(ordered)
+    strtab, name_offsets = _strtab([names[i] for i in order])
+    # Global symbols: (shndx, value) per name, packed in bulk with the same Elf64_Sym layout.
+    where: list[tuple[int, int]] = []
+    for p in placed:
+        where += [(1, p.offset), (1, p.offset + p.size), (elf.SHN_ABS, p.size)]
     glob = elf.st_info(elf.STB_GLOBAL, elf.STT_NOTYPE)
-    for i, name_offset in zip(order, name_offsets, strict=True):
-        blob_index, which = divmod(i, 3)
-        p = placed[blob_index]
-        if which == 0:
-            symbols.append(elf.Symbol(name_offset, glob, 0, 1, p.offset, 0))
-        elif which == 1:
-            symbols.append(elf.Symbol(name_offset, glob, 0, 1, p.offset + p.size, 0))
-        else:
-            symbols.append(elf.Symbol(name_offset, glob, 0, elf.SHN_ABS, p.size, 0))
-    symtab = b"".join(s.pack() for s in symbols)
+    pack = elf.Symbol.FORMAT.pack
+    symtab = b"".join(
+        [s.pack() for s in local]
+        + [
+            pack(name_offset, glob, 0, *where[i], 0)
+            for i, name_offset in zip(order, name_offsets, strict=True)
+        ]
+    )
     shstrtab, sh_names = _strtab(_SHSTRTAB_NAMES)
 
     note_offset = rodata_offset + rodata_size
@@ -382,77 +385,95 @@ def _layout(blobs: Iterable[Blob], machine: str | None, style: Style, align: int
     return _Layout(head, placed, tail)
 
 
-class _Sink:
-    """Collects output: small pieces gathered in a buffer, big files streamed to ``fd``."""
+class _Output:
+    """Writes pieces at known offsets: in-memory runs with ``pwritev``, files kernel to kernel."""
 
-    def __init__(self, fd: int | None) -> None:
-        self.fd = fd
-        self.buffer = bytearray()
+    def __init__(self, file: BinaryIO) -> None:
+        self.file = file
+        self.fd = file.fileno() if isinstance(file, io.FileIO) else None
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self.fd is not None and len(data) > _SMALL:
-            self.flush()
-            _write_all(self.fd, memoryview(data))
-        else:
-            self.buffer += data
-            if self.fd is not None and len(self.buffer) > 4 * _SMALL:
-                self.flush()
+    def write(self, offset: int, pieces: list[Content]) -> None:
+        for i in range(0, len(pieces), _IOV_MAX):
+            batch = pieces[i : i + _IOV_MAX]
+            if self.fd is not None and hasattr(os, "pwritev"):
+                done = os.pwritev(self.fd, batch, offset)
+                total = sum(len(p) for p in batch)
+                if done == total:
+                    offset += total
+                    continue
+                data = memoryview(b"".join(batch))[done:]  # short write: finish the rest
+                offset += done
+            else:
+                data = memoryview(b"".join(batch))
+            self.file.seek(offset)
+            while data:
+                n = self.file.write(data) or 0
+                data, offset = data[n:], offset + n
 
-    def flush(self) -> None:
-        if self.fd is not None and self.buffer:
-            _write_all(self.fd, memoryview(self.buffer))
-            self.buffer.clear()
-
-    def copy(self, path: Path, size: int) -> None:
+    def copy(self, path: Path, size: int, offset: int) -> None:
+        """Copy the file at ``path``, which must still be ``size`` bytes, to ``offset``."""
         try:
-            with open(path, "rb", buffering=0) as src:
-                if os.fstat(src.fileno()).st_size != size:
+            src = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        except OSError as e:
+            raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+        try:
+            if os.fstat(src).st_size != size:
+                raise InputError(f"{path} changed size while being embedded")
+            done = self._copy_in_kernel(src, size, offset)
+            if done < size:
+                os.lseek(src, done, os.SEEK_SET)
+                self.file.seek(offset + done)
+            while done < size:
+                chunk = os.read(src, min(_CHUNK, size - done))
+                if not chunk:
                     raise InputError(f"{path} changed size while being embedded")
-                if self.fd is None or size <= _SMALL:
-                    data = src.read(size) if size else b""
-                    if len(data) != size:
-                        raise InputError(f"{path} changed size while being embedded")
-                    self.write(data)
-                else:
-                    self.flush()
-                    _stream(src.fileno(), self.fd, size, path)
+                self.file.write(chunk)
+                done += len(chunk)
         except InputError:
             raise
         except OSError as e:
             raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+        finally:
+            os.close(src)
+
+    def _copy_in_kernel(self, src: int, size: int, offset: int) -> int:
+        """Bytes copied with ``copy_file_range`` (0 where the system cannot do it)."""
+        if self.fd is None or not hasattr(os, "copy_file_range"):
+            return 0
+        done = 0
+        while done < size:
+            try:
+                n = os.copy_file_range(src, self.fd, size - done, done, offset + done)
+            except OSError as e:
+                if e.errno in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                    return done  # the caller copies the rest through a buffer
+                raise
+            if n == 0:
+                break
+            done += n
+        return done
 
 
-def _write_all(fd: int, view: memoryview) -> None:
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _stream(in_fd: int, fd: int, size: int, path: Path) -> None:
-    """Copy ``size`` bytes of an open file to ``fd`` without holding them in memory."""
-    offset = 0
-    while offset < size:
-        if _SENDFILE:
-            sent = os.sendfile(fd, in_fd, offset, min(size - offset, 1 << 30))
-        else:
-            chunk = os.read(in_fd, min(size - offset, _SMALL))
-            _write_all(fd, memoryview(chunk))
-            sent = len(chunk)
-        if sent == 0:
-            raise InputError(f"{path} changed size while being embedded")
-        offset += sent
-
-
-def _emit(layout: _Layout, sink: _Sink) -> None:
-    sink.write(layout.head)
+def _emit(layout: _Layout, out: _Output) -> None:
+    """Write everything; padding before a file blob is left as a hole, which reads as zeros."""
+    run: list[Content] = [layout.head]
+    run_offset = 0
+    cursor = len(layout.head)
     for p in layout.blobs:
-        if p.padding:
-            sink.write(bytes(p.padding))
+        cursor += p.padding
         if isinstance(p.source, Path):
-            sink.copy(p.source, p.size)
+            if run:
+                out.write(run_offset, run)
+            out.copy(p.source, p.size, cursor)
+            run, run_offset = [], cursor + p.size
         else:
-            sink.write(p.source)
-    sink.write(layout.tail)
-    sink.flush()
+            if p.padding:
+                run.append(bytes(p.padding))
+            if p.size:
+                run.append(p.source)
+        cursor += p.size
+    run.append(layout.tail)
+    out.write(run_offset, run)
 
 
 def object_bytes(
@@ -464,9 +485,9 @@ def object_bytes(
 ) -> bytes:
     """The relocatable object embedding ``blobs``, in memory (see :func:`write_object`)."""
     layout = _layout(blobs, machine, style, align)
-    sink = _Sink(None)
-    _emit(layout, sink)
-    return bytes(sink.buffer)
+    buffer = io.BytesIO()
+    _emit(layout, _Output(buffer))
+    return buffer.getvalue()
 
 
 def write_object(
@@ -484,9 +505,5 @@ def write_object(
     created; a failure later (an input vanishing, a full disk) leaves no file behind.
     """
     layout = _layout(blobs, machine, style, align)
-    with atomic_path(path) as tmp:
-        fd = os.open(tmp, os.O_WRONLY | getattr(os, "O_BINARY", 0))
-        try:
-            _emit(layout, _Sink(fd))
-        finally:
-            os.close(fd)
+    with atomic_path(path) as tmp, open(tmp, "r+b", buffering=0) as file:
+        _emit(layout, _Output(file))
