@@ -468,7 +468,7 @@ def _image_bytes(image: Any) -> bytes | memoryview:
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
     to_bytes = getattr(image, "to_bytes", None)
-    if callable(to_bytes):
+    if callable(to_bytes) and not isinstance(image, int):
         data = to_bytes()
         if isinstance(data, bytes):
             return data
