@@ -487,7 +487,7 @@ def _elf_abi_version(cubin: Buffer) -> int:
     return int(cubin[8])
 
 
-def _elf_section(cubin: Buffer, name: bytes) -> bytes | None:
+def elf_section(cubin: Buffer, name: bytes) -> bytes | None:
     """Contents of section ``name`` in a 64-bit little-endian ELF, or None."""
     b = bytes(cubin[:64])
     if len(b) < 64 or b[4] != 2 or b[5] != 1:
@@ -558,7 +558,7 @@ def make_entry(
         major, minor = 1, _elf_abi_version(payload)
         if arch.number >= 100:
             flags |= EntryFlags.COMPAT
-            compat = _elf_section(payload, b".nv.compat") or b""
+            compat = elf_section(payload, b".nv.compat") or b""
             opt_data = (b"\0" + compat[:-1]) if compat else b""
         if options:
             raise InvalidArgumentError("ELF entries carry no options string")

@@ -30,6 +30,7 @@ from .fatbin import (
     EntryKind,
     Fatbin,
     FatbinEntry,
+    elf_section,
     is_fatbin,
 )
 
@@ -85,13 +86,28 @@ def cubin_arch(data: Buffer) -> Arch:
     abi = data[8]
     (flags,) = struct.unpack_from("<I", data, 48)
     if abi >= 8:
-        sm, specific = (flags >> 8) & 0xFF, bool(flags & 0x8)
+        sm, specific = (flags >> 8) & 0xFF, bool(flags & 0x8) or _compat_arch_specific(data)
     else:
         sm, specific = flags & 0xFF, bool(flags & 0x800)
     try:
         return Arch(sm, "a" if specific else "")
     except InvalidArgumentError as e:
         raise FormatError(f"cubin e_flags {flags:#x} hold no valid SM", offset=48) from e
+
+
+def _compat_arch_specific(cubin: Buffer) -> bool:
+    """Attribute 0x09 of ``.nv.compat`` (ptxas 13 ABI v2): 1 for an ``a`` target."""
+    compat = elf_section(cubin, b".nv.compat") or b""
+    pos = 0
+    while pos + 4 <= len(compat):
+        fmt, attr = compat[pos], compat[pos + 1]
+        if fmt == 2 and attr == 0x09:
+            return compat[pos + 2] == 1
+        if fmt == 4:
+            pos += 4 + int.from_bytes(compat[pos + 2 : pos + 4], "little")
+        else:
+            pos += 4
+    return False
 
 
 def ptx_arch(data: Buffer) -> Arch:

@@ -80,7 +80,7 @@ def cuobjdump(*args: str | os.PathLike[str], cwd: Path | None = None) -> str:
         [str(find_tool("cuobjdump")), *map(str, args)], cwd=cwd, capture_output=True, text=True,
         check=False,
     )
-    if proc.returncode != 0:
+    if proc.returncode != 0 and "does not contain device code" not in proc.stderr:
         raise AssertionError(f"cuobjdump {args} failed: {proc.stderr}")
     return proc.stdout
 
