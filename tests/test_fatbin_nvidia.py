@@ -60,8 +60,10 @@ def nvidia_fatbins(kernels: Kernels, tmp_path_factory: pytest.TempPathFactory) -
     subprocess.run(
         [
             system_tool("nvcc"), "-fatbin", str(kernels.source), "-o", str(nvcc),
-            "-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90",
-            "-gencode", "arch=compute_100f,code=sm_100f", "-gencode", "arch=compute_120,code=compute_120",
+            "-gencode", "arch=compute_90,code=sm_90",
+            "-gencode", "arch=compute_90,code=compute_90",
+            "-gencode", "arch=compute_100f,code=sm_100f",
+            "-gencode", "arch=compute_120,code=compute_120",
         ],
         check=True,
     )
@@ -78,7 +80,8 @@ def nvidia_fatbins(kernels: Kernels, tmp_path_factory: pytest.TempPathFactory) -
         out[f"fatbinary-{mode}"] = path
     for name, compression in (("nvfatbin", None), ("nvfatbin-zstd", "zstd")):
         path = root / f"{name}.fatbin"
-        path.write_bytes(build(_images(kernels, "nvf"), backend="nvfatbin", compression=compression))
+        data = build(_images(kernels, "nvf"), backend="nvfatbin", compression=compression)
+        path.write_bytes(data)
         out[name] = path
     return out
 
@@ -135,7 +138,7 @@ def test_extract_matches_cuobjdump(
 
 
 def test_compression_modes_seen(nvidia_fatbins: dict[str, Path]) -> None:
-    """The codecs each fatbinary mode picks, as read by us (cuobjdump agrees per the tests above)."""
+    """The codec each fatbinary mode picks, as we read it (cuobjdump agrees: tests above)."""
     seen = {
         name: {c.entry.compression for c in scan(path)} for name, path in nvidia_fatbins.items()
     }
@@ -172,7 +175,7 @@ def test_pure_writer_read_by_cuobjdump(
 
 
 def _stripped_ptx(kernels: Kernels, tmp_path: Path) -> dict[str, bytes]:
-    """PTX as NVIDIA stores it (comments stripped), taken from cuobjdump -xptx of nvFatbin output."""
+    """PTX as NVIDIA stores it (comments stripped): cuobjdump -xptx of nvFatbin's output."""
     images = [Image.from_file(EntryKind.PTX, Arch.parse(a), kernels.ptx[a]) for a in PTX_ARCHS]
     path = tmp_path / "strip.fatbin"
     path.write_bytes(build(images, backend="nvfatbin"))
