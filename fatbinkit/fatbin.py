@@ -447,7 +447,7 @@ class Fatbin:
     def from_bytes(cls, data: Buffer) -> Fatbin:
         """Parse every container in ``data`` (payloads stay views into it)."""
         view = memoryview(data).cast("B") if not isinstance(data, memoryview) else data
-        if not is_fatbin(view):
+        if bytes(view[:4]) != _MAGIC_BYTES:
             raise FormatError("not a fatbin (no 0xBA55ED50 magic)", offset=0)
         containers: list[FatbinContainer] = []
         gaps: list[int] = []
