@@ -35,6 +35,7 @@ ENTRY_VERSION = 0x0101
 #: biggest cubins in NVIDIA's libraries are tens of MiB, a recorded size above this is a bomb.
 MAX_DATA_SIZE = 1 << 30
 ALIGN = 8
+_LZ4_MAX_RATIO = 255
 
 Buffer = bytes | bytearray | memoryview
 
@@ -311,7 +312,7 @@ class FatbinEntry:
             )
         src = self.stored[: h.compressed_size]
         try:
-            out = _decompress(codec, src, expected)
+            out = _decompress(codec, src, expected, self.offset)
         except DecompressionError:
             raise
         except Exception as e:  # the codec libraries raise their own, unrelated types
@@ -331,21 +332,37 @@ class FatbinEntry:
         return self.header.header_size + self.header.size
 
 
-def _decompress(codec: str, src: Buffer, expected: int) -> bytes:
-    """Decompress at most ``expected + 1`` bytes (so a lying size is detected, never trusted)."""
+def _decompress(codec: str, src: Buffer, expected: int, offset: int) -> bytes:
+    """Decompress at most ``expected + 1`` bytes (so a lying size is detected, never trusted).
+
+    LZ4 needs its output buffer up front, so a size beyond LZ4's maximum ratio (255:1) for the
+    input is refused before allocating; zstd output is read in 1 MiB steps.
+    """
     if codec == "lz4":
         import lz4.block
 
         if expected == 0:
             return b""
+        if expected > _LZ4_MAX_RATIO * len(src) + 64:
+            raise DecompressionError(
+                f"lz4 payload of {len(src)} bytes cannot inflate to the recorded {expected}",
+                offset=offset,
+            )
         out: bytes = lz4.block.decompress(bytes(src), uncompressed_size=expected)
         return out
     import zstandard
 
+    chunks: list[bytes] = []
+    total = 0
     dctx = zstandard.ZstdDecompressor()
     with dctx.stream_reader(bytes(src), read_across_frames=False) as reader:
-        data: bytes = reader.read(expected + 1)
-    return data
+        while total <= expected:
+            chunk = reader.read(min(1 << 20, expected + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    return b"".join(chunks)
 
 
 @dataclass(frozen=True)

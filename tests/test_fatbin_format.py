@@ -205,6 +205,16 @@ def test_bomb_refused_before_allocating(codec: str) -> None:
         parsed.data()
 
 
+def test_lz4_size_beyond_max_ratio() -> None:
+    """A recorded size LZ4 cannot reach from this input is refused before allocating."""
+    e = make_entry(EntryKind.PTX, Arch(90), PTX, compression="lz4")
+    forged = FatbinEntry(
+        EntryHeader(**{**e.header.__dict__, "uncompressed_size": 900 << 20}), e.extra, e.stored
+    )
+    with pytest.raises(DecompressionError, match="cannot inflate"):
+        forged.data()
+
+
 def test_zstd_frame_larger_than_recorded() -> None:
     """A frame that inflates past the recorded size is cut at size + 1 and refused."""
     import zstandard
