@@ -321,8 +321,9 @@ def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
     cuobjdump's rules, observed: ``<stem>.<n>.<arch>.<ext>`` with ``stem`` the input's name minus
     its last suffix and ``n`` counting per kind from 1; an entry with an identifier is named
     ``<identifier's stem>.<arch>.<ext>`` instead (so equal identifiers collide: the last file
-    wins, as with cuobjdump); a bare cubin is ``<stem>.<arch>.cubin``. ELF names show an ``a``
-    suffix but not ``f``; PTX names show both. Names never contain a path separator.
+    wins, as with cuobjdump; the identifier's directories are dropped, ``../x.cu`` gives
+    ``x.sm_90.cubin``); a bare cubin is ``<stem>.<arch>.cubin``. ELF names show an ``a`` suffix
+    but not ``f``; PTX names show both. Names never contain a path separator.
     """
     stem = _safe(Path(input_name).stem)
     counters: dict[int, int] = {}
@@ -342,14 +343,15 @@ def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
         if c.container < 0 and not c.source:
             names.append(f"{stem}.{arch_name}.{ext}")
         elif e.identifier:
-            ident = Path(e.identifier.replace("\\", "/")).name
-            names.append(f"{_safe(Path(ident).stem)}.{arch_name}.{ext}")
+            base = e.identifier.rsplit("/", 1)[-1]
+            dot = base.rfind(".")
+            names.append(f"{_safe(base[:dot] if dot > 0 else base)}.{arch_name}.{ext}")
         else:
             names.append(f"{stem}.{n}.{arch_name}.{ext}")
     return names
 
 
-def _safe(name: str) -> str:
-    """``name`` as a single harmless path component."""
-    cleaned = "".join("_" if ch in "/\\\0" or ord(ch) < 32 else ch for ch in name)
-    return cleaned if cleaned not in ("", ".", "..") else "_"
+def _safe(stem: str) -> str:
+    """``stem`` without path separators or control characters (names get ``.arch.ext`` appended,
+    so they are never ``.`` or ``..``)."""
+    return "".join("_" if ch == "/" or ord(ch) < 32 else ch for ch in stem)
