@@ -37,6 +37,7 @@ ENTRY_VERSION = 0x0101
 MAX_DATA_SIZE = 1 << 30
 ALIGN = 8
 _LZ4_MAX_RATIO = 255
+_HEADER_READ = 256
 
 Buffer = bytes | bytearray | memoryview
 
@@ -67,6 +68,7 @@ class EntryFlags(enum.IntFlag):
     COMPAT = 0x1000000
 
 
+_LZ4, _ZSTD = int(EntryFlags.COMPRESSED_LZ4), int(EntryFlags.COMPRESSED_ZSTD)
 _COMPRESSION_FLAGS = {"lz4": EntryFlags.COMPRESSED_LZ4, "zstd": EntryFlags.COMPRESSED_ZSTD}
 COMPRESSIONS = ("lz4", "zstd")
 
@@ -89,19 +91,34 @@ class Reader:
     ``base`` is where ``view`` starts in that file.
     """
 
+    WINDOW = 4096
+
     def __init__(self, view: memoryview, fd: int | None = None, base: int = 0) -> None:
         self.view = view
         self.fd = fd
         self.base = base
+        self._size = len(view)
+        self._buf = b""
+        self._at = 0
 
     def __len__(self) -> int:
-        return len(self.view)
+        return self._size
 
     def read(self, offset: int, size: int) -> bytes:
-        size = max(0, min(size, len(self.view) - offset))
+        """Up to ``size`` bytes at ``offset`` (fewer at the end); file reads go by 4 KiB windows."""
+        size = min(size, self._size - offset)
+        if size <= 0:
+            return b""
         if self.fd is None:
             return bytes(self.view[offset : offset + size])
-        return os.pread(self.fd, size, self.base + offset)
+        start = offset - self._at
+        if start >= 0 and start + size <= len(self._buf):
+            return self._buf[start : start + size]
+        self._buf = os.pread(
+            self.fd, max(size, min(self.WINDOW, self._size - offset)), self.base + offset
+        )
+        self._at = offset
+        return self._buf[:size]
 
 
 @dataclass(frozen=True)
@@ -299,10 +316,10 @@ class FatbinEntry:
     @property
     def compression(self) -> str | None:
         """``"lz4"``, ``"zstd"`` or ``None``."""
-        flags = self.header.flags
-        if flags & EntryFlags.COMPRESSED_ZSTD:
+        flags = self.header.flags  # plain int masks: this runs for every entry listed
+        if flags & _ZSTD:
             return "zstd"
-        if flags & EntryFlags.COMPRESSED_LZ4:
+        if flags & _LZ4:
             return "lz4"
         return None
 
@@ -425,7 +442,8 @@ class FatbinContainer:
         entries: list[FatbinEntry] = []
         pos = body
         while end - pos >= ENTRY_HEADER_SIZE:
-            eh = EntryHeader.unpack(src.read(pos, ENTRY_HEADER_SIZE), pos)
+            raw = src.read(pos, _HEADER_READ)  # one read covers the usual identifier/options
+            eh = EntryHeader.unpack(raw, pos)
             if eh.header_size < ENTRY_HEADER_SIZE:
                 raise FormatError(
                     f"entry header size {eh.header_size} < {ENTRY_HEADER_SIZE}", offset=pos
@@ -437,7 +455,11 @@ class FatbinContainer:
                     f"its container",
                     offset=pos,
                 )
-            extra = src.read(pos + ENTRY_HEADER_SIZE, eh.header_size - ENTRY_HEADER_SIZE)
+            extra = (
+                raw[ENTRY_HEADER_SIZE : eh.header_size]
+                if eh.header_size <= len(raw)
+                else src.read(pos + ENTRY_HEADER_SIZE, eh.header_size - ENTRY_HEADER_SIZE)
+            )
             entries.append(FatbinEntry(eh, extra, src.view[pos + eh.header_size : stop], pos))
             pos = stop
         return cls(

@@ -18,10 +18,10 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from .arch import Arch
-from .errors import FormatError, InputError, InvalidArgumentError
+from .errors import FormatError, InputError, InvalidArgumentError, TruncatedError
 from .fatbin import (
     ENTRY_VERSION,
     Buffer,
@@ -39,8 +39,6 @@ EM_CUDA = 190
 FATBIN_SECTION = ".nv_fatbin"
 RELFATBIN_SECTION = "__nv_relfatbin"
 _PAIR_RE = re.compile(rb"^__(.+)_start$")
-_ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
-_SYM64 = struct.Struct("<IBBHQQ")
 _SHN_LORESERVE = 0xFF00
 
 
@@ -176,34 +174,105 @@ def _count_containers(codes: list[DeviceCode], first: int) -> int:
     return max((c.container + 1 for c in codes), default=first)
 
 
-def _symbol_pairs(elf: Any, view: memoryview) -> list[tuple[str, int, int]]:
-    """``(start symbol, file offset, size)`` for every ``__X_start``/``__X_end`` pair."""
-    if elf.elfclass != 64 or not elf.little_endian:
-        return []
-    sections = [elf.get_section(i) for i in range(elf.num_sections())]
+@dataclass(frozen=True)
+class _Section:
+    name: str
+    type: int
+    addr: int
+    offset: int
+    size: int
+    link: int
+    entsize: int
+
+
+# ELF layouts by class (32/64-bit); byte order is prefixed at use.
+_EHDR = {1: "16xHHIIIIIHHHHHH", 2: "16xHHIQQQIHHHHHH"}
+_SHDR = {1: "IIIIIIIIII", 2: "IIQQQQIIQQ"}
+_SYM = {1: "IIIBBH", 2: "IBBHQQ"}
+_SHT_SYMTAB, _SHT_NOBITS, _SHT_DYNSYM = 2, 8, 11
+
+
+def _elf_sections(src: Reader) -> tuple[list[_Section], str]:
+    """Section headers of an ELF file, read through ``src`` (headers only, no payload pages).
+
+    Returns the sections and the struct byte-order prefix. A small reader of its own instead of
+    pyelftools: listing must not pay for importing it (tests compare with pyelftools/readelf).
+    """
+    ident = src.read(0, 16)
+    if len(ident) < 16 or ident[4] not in _EHDR or ident[5] not in (1, 2):
+        raise FormatError("bad ELF identification (class or byte order)", offset=4)
+    order = "<" if ident[5] == 1 else ">"
+    ehdr = struct.Struct(order + _EHDR[ident[4]])
+    raw = src.read(0, ehdr.size)
+    if len(raw) < ehdr.size:
+        raise TruncatedError("ELF header is truncated", offset=0)
+    *_, shoff, _flags, _ehsize, _phentsize, _phnum, shentsize, shnum, shstrndx = ehdr.unpack(raw)
+    shdr = struct.Struct(order + _SHDR[ident[4]])
+    if shoff == 0:
+        return [], order
+    if shentsize < shdr.size:
+        raise FormatError(f"ELF section header size {shentsize} < {shdr.size}", offset=shoff)
+    first = src.read(shoff, shdr.size)
+    if len(first) < shdr.size:
+        raise TruncatedError("ELF section header table lies past the end of the file", offset=shoff)
+    zero = shdr.unpack(first)
+    if shnum == 0:  # extended numbering: the count lives in section 0
+        shnum = zero[5]
+    if shstrndx == 0xFFFF:
+        shstrndx = zero[6]
+    table = src.read(shoff, shnum * shentsize)
+    if len(table) < shnum * shentsize:
+        raise TruncatedError(
+            f"ELF section header table ({shnum} x {shentsize} bytes) ends past the end of the file",
+            offset=shoff,
+        )
+    headers = [shdr.unpack_from(table, i * shentsize) for i in range(shnum)]
+    names = b""
+    if 0 < shstrndx < shnum:
+        h = headers[shstrndx]
+        names = src.read(h[4], h[5])
+    sections = []
+    for h in headers:
+        end = names.find(b"\0", h[0])
+        name = names[h[0] : end if end >= 0 else len(names)].decode("utf-8", "replace")
+        sections.append(_Section(name, h[1], h[3], h[4], h[5], h[6], h[9]))
+    return sections, order
+
+
+def _symbol_pairs(
+    src: Reader, sections: list[_Section], order: str
+) -> list[tuple[str, int, int]]:
+    """``(start symbol, file offset, size)`` for every ``__X_start``/``__X_end`` pair.
+
+    Symbol values are section-relative in a ``.o`` (section address 0) and virtual addresses in
+    linked files; both map to ``section offset + value - section address``.
+    """
     found: dict[bytes, tuple[int, int]] = {}
     for sec in sections:
-        if sec["sh_type"] not in ("SHT_SYMTAB", "SHT_DYNSYM") or sec["sh_entsize"] != _SYM64.size:
+        if sec.type not in (_SHT_SYMTAB, _SHT_DYNSYM) or not 0 <= sec.link < len(sections):
             continue
-        if not 0 <= sec["sh_link"] < len(sections):
-            continue
-        strtab = sections[sec["sh_link"]]
-        names = bytes(view[strtab["sh_offset"] : strtab["sh_offset"] + strtab["sh_size"]])
+        names = src.read(sections[sec.link].offset, sections[sec.link].size)
         if not (b"_start\0" in names and b"_end\0" in names):
             continue
-        raw = view[sec["sh_offset"] : sec["sh_offset"] + sec["sh_size"]]
-        usable = len(raw) - len(raw) % _SYM64.size
-        for st_name, _info, _other, shndx, value, _size in _SYM64.iter_unpack(raw[:usable]):
-            if not 0 < shndx < _SHN_LORESERVE or shndx >= len(sections):
+        sym = struct.Struct(order + _SYM[1 if sec.entsize == 16 else 2])
+        if sec.entsize != sym.size:
+            continue
+        raw = src.read(sec.offset, sec.size)
+        raw = raw[: len(raw) - len(raw) % sym.size]
+        for fields in sym.iter_unpack(raw):
+            if sym.size == 16:
+                st_name, value, _size, _info, _other, shndx = fields
+            else:
+                st_name, _info, _other, shndx, value, _size = fields
+            if not 0 < shndx < min(_SHN_LORESERVE, len(sections)):
                 continue
             end = names.find(b"\0", st_name)
             name = names[st_name:end]
             if not (name.startswith(b"__") and name.endswith((b"_start", b"_end"))):
                 continue
             target = sections[shndx]
-            if target["sh_type"] == "SHT_NOBITS":
-                continue
-            found[name] = (target["sh_offset"] + value - target["sh_addr"], shndx)
+            if target.type != _SHT_NOBITS:
+                found[name] = (target.offset + value - target.addr, shndx)
     pairs: list[tuple[str, int, int]] = []
     for name, (start, shndx) in found.items():
         m = _PAIR_RE.match(name)
@@ -213,60 +282,41 @@ def _symbol_pairs(elf: Any, view: memoryview) -> list[tuple[str, int, int]]:
         if end_entry is None or end_entry[1] != shndx:
             continue
         size = end_entry[0] - start
-        if size <= 0 or start < 0 or start + size > len(view):
+        if size <= 0 or start < 0 or start + size > len(src):
             continue
         pairs.append((name.decode("utf-8", "replace"), start, size))
     pairs.sort(key=lambda p: p[1])
     return pairs
 
 
-def _scan_elf(view: memoryview, file: IO[bytes] | None, all: bool) -> list[DeviceCode]:
-    import io
-
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-
-    fd = None if file is None else file.fileno()
-    stream = io.BytesIO(view) if file is None else file
-    try:
+def _scan_elf(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
+    src = Reader(view, fd)
+    sections, order = _elf_sections(src)
+    present = {s.name for s in sections}
+    wanted = {FATBIN_SECTION}
+    if all or FATBIN_SECTION not in present:
+        wanted.add(RELFATBIN_SECTION)
+    codes: list[DeviceCode] = []
+    first = 0
+    for sec in sections:
+        if sec.name not in wanted or sec.type == _SHT_NOBITS or sec.size == 0:
+            continue
+        off, size = sec.offset, sec.size
+        if off + size > len(view):
+            raise TruncatedError(f"section {sec.name} ends past the end of the file", offset=off)
         try:
-            elf = ELFFile(stream)
-            sections = [
-                (s.name, s["sh_offset"], s["sh_size"], s["sh_type"]) for s in elf.iter_sections()
-            ]
-        except (ELFError, struct.error, ValueError) as e:
-            raise FormatError(f"cannot read ELF headers: {e}", offset=0) from e
-        names = {s[0] for s in sections}
-        wanted = {FATBIN_SECTION}
-        if all or FATBIN_SECTION not in names:
-            wanted.add(RELFATBIN_SECTION)
-        codes: list[DeviceCode] = []
-        first = 0
-        for name, off, size, typ in sections:
-            if name not in wanted or typ == "SHT_NOBITS" or size == 0:
-                continue
-            if off + size > len(view):
-                raise FormatError(f"section {name} ends past the end of the file", offset=off)
-            try:
-                found = _fatbin_codes(name, view[off : off + size], off, first, fd)
-            except FormatError as e:
-                where = None if e.offset is None else off + e.offset
-                msg = str(e).rsplit(" (at offset", 1)[0]
-                raise type(e)(f"{name}: {msg}", offset=where) from e
-            codes += found
-            first = _count_containers(codes, first)
-        try:
-            pairs = _symbol_pairs(elf, view)
-        except (ELFError, struct.error, ValueError) as e:
-            raise FormatError(f"cannot read ELF symbols: {e}", offset=0) from e
-        for sym, off, size in pairs:
-            found = _blob_codes(sym, view[off : off + size], off, first, fd)
-            codes += found
-            first = _count_containers(codes, first)
-        return codes
-    finally:
-        if file is None:
-            stream.close()
+            found = _fatbin_codes(sec.name, view[off : off + size], off, first, fd)
+        except FormatError as e:
+            where = None if e.offset is None else off + e.offset
+            msg = str(e).rsplit(" (at offset", 1)[0]
+            raise type(e)(f"{sec.name}: {msg}", offset=where) from e
+        codes += found
+        first = _count_containers(codes, first)
+    for sym, off, size in _symbol_pairs(src, sections, order):
+        found = _blob_codes(sym, view[off : off + size], off, first, fd)
+        codes += found
+        first = _count_containers(codes, first)
+    return codes
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -310,7 +360,7 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool) -> tuple[DeviceCo
     if machine == EM_CUDA:
         return (DeviceCode("", -1, bare_entry(EntryKind.ELF, view), 0),)
     if machine is not None:
-        return tuple(_scan_elf(view, file, all))
+        return tuple(_scan_elf(view, fd, all))
     if is_ptx(view):
         end = len(bytes(view).rstrip(b"\0"))
         return (DeviceCode("", -1, bare_entry(EntryKind.PTX, view[:end]), 0),)

@@ -21,7 +21,6 @@ from fatbinkit.errors import (
     TruncatedError,
 )
 from fatbinkit.fatbin import (
-    ENTRY_HEADER_SIZE,
     EntryFlags,
     EntryHeader,
     EntryKind,
@@ -328,9 +327,14 @@ def test_section_past_end_of_file(kernels: Kernels, tmp_path: Path) -> None:
         elf = ELFFile(f)
         index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == ".nv_fatbin")
         shdr = elf["e_shoff"] + index * elf["e_shentsize"]
+        fatbin_offset = elf.get_section(index)["sh_offset"]
     raw[shdr + 32 : shdr + 40] = (1 << 32).to_bytes(8, "little")  # sh_size
     bad = tmp_path / "bad.o"
     bad.write_bytes(bytes(raw))
-    with pytest.raises(FormatError, match=r"\.nv_fatbin"):
+    with pytest.raises(TruncatedError, match=r"\.nv_fatbin") as info:
         scan(bad)
-    assert ENTRY_HEADER_SIZE == 64
+    assert info.value.offset == fatbin_offset
+    cut = tmp_path / "cut.o"
+    cut.write_bytes(obj.read_bytes()[: shdr + 10])
+    with pytest.raises(TruncatedError, match="section header table"):
+        scan(cut)
