@@ -51,10 +51,9 @@ SHT_CUDA_INFO = 0x70000000
 STT_FUNC = 2
 STO_CUDA_ENTRY = 0x10
 
-# ELF ABI versions: 7 (ptxas <= 12.x for sm < 100) and 8 (ptxas 13.x, and 12.9 for sm >= 100).
+# EI_ABIVERSION: 7 (ptxas <= 12.x for sm < 100), 8 (ptxas 13.x; 12.9 for sm >= 100).
 ABI_V1 = 7
 ABI_V2 = 8
-OSABI_CUDA = frozenset({51, 65, 41})
 EF_V1_ARCH_SPECIFIC = 0x800
 EF_V2_ARCH_SPECIFIC = 0x8
 
@@ -184,19 +183,19 @@ class _Reader:
         self.data = data
         if len(data) < ELF_HEADER.size:
             raise TruncatedError(f"cubin of {len(data)} bytes is shorter than an ELF64 header (64)")
-        (ident, self.e_type, machine, _version, _entry, _phoff, shoff, self.e_flags, _ehsize,
-         _phentsize, _phnum, shentsize, shnum, shstrndx) = ELF_HEADER.unpack_from(data, 0)
+        (ident, self.e_type, machine, _version, _entry, phoff, shoff, self.e_flags, _ehsize,
+         phentsize, phnum, shentsize, shnum, shstrndx) = ELF_HEADER.unpack_from(data, 0)
         if ident[:4] != ELF_MAGIC:
             raise FormatError("not an ELF file (bad magic)", offset=0)
         if ident[4] != 2 or ident[5] != 1:
             raise UnsupportedError("only little-endian ELF64 cubins are supported")
         if machine != EM_CUDA:
             raise FormatError(f"ELF machine {machine} is not EM_CUDA ({EM_CUDA})", offset=18)
-        self.osabi = ident[7]
         self.abi_version = ident[8]
         if shnum and shentsize != SECTION_HEADER.size:
             raise FormatError(f"section header size {shentsize} is not 64", offset=0x3A)
         self._need(shoff, shnum * SECTION_HEADER.size, "section header table")
+        self._need(phoff, phnum * phentsize, "program header table")
         raw = [SECTION_HEADER.unpack_from(data, shoff + i * SECTION_HEADER.size)
                for i in range(shnum)]
         if shnum and not 0 < shstrndx < shnum:
@@ -251,7 +250,7 @@ class _Reader:
         return out
 
     def arch(self, compat: tuple[NvInfoRecord, ...]) -> Arch:
-        if self.abi_version == ABI_V1 or (self.osabi not in OSABI_CUDA and self.e_flags & 0xFF):
+        if self.abi_version == ABI_V1:
             number = self.e_flags & 0xFF
             specific = bool(self.e_flags & EF_V1_ARCH_SPECIFIC)
         elif self.abi_version == ABI_V2:
@@ -295,6 +294,9 @@ class _Reader:
             vsm, tk = info
             if 10 <= vsm <= 999:
                 virtual = Arch(vsm, arch.suffix if vsm == arch.number else "")
+        if virtual is None and self.abi_version == ABI_V1 and (self.e_flags >> 16) & 0xFF >= 10:
+            vsm = (self.e_flags >> 16) & 0xFF  # ABI v1 keeps the virtual SM in e_flags too
+            virtual = Arch(vsm, arch.suffix if vsm == arch.number else "")
         symbols = {(n, shndx): (i, other)
                    for i, (n, info, other, shndx) in enumerate(self.symbols())
                    if info & 0xF == STT_FUNC}
