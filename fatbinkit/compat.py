@@ -33,14 +33,17 @@ test (tests/gpu/test_check_gpu.py) checks these predictions against the driver.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from .arch import Arch
 from .cubin import Cubin, is_cubin
 from .errors import FatbinkitError, InvalidArgumentError
+from .fatbin import EntryKind, FatbinEntry
 from .ptx import NEWEST_KNOWN_CUDA, Ptx, is_ptx, max_ptx_isa_for_driver, min_driver_for_ptx_isa
+from .scan import scan
 
 SASS = "sass"
 PTX = "ptx"
@@ -226,20 +229,50 @@ def _ptx_why_not(image: Arch, dev: Arch) -> str:
     return f"PTX {image.compute} needs CC >= {image.major}.{image.minor}"
 
 
-def image_from_cubin(data: bytes | bytearray | memoryview, label: str = "") -> Image:
-    """The SASS image of a cubin, with its kernel names."""
+@dataclass(frozen=True)
+class ImageSet:
+    """The images the driver chooses among in one load: one fatbin container, or one bare
+    cubin/PTX (``raw``). ``label`` says where it was found."""
+
+    label: str
+    images: tuple[Image, ...]
+    raw: bool = False
+
+    @property
+    def kernels(self) -> list[str]:
+        """Every kernel name any image lists, in first-seen order."""
+        seen: dict[str, None] = {}
+        for img in self.images:
+            for k in sorted(img.kernels or ()):
+                seen.setdefault(k)
+        return list(seen)
+
+    def decide(self, device: Arch, driver: tuple[int, int] | None = None,
+               kernel: str | None = None) -> Decision:
+        """:func:`decide` over the images that hold ``kernel`` (all images when None)."""
+        images = [i for i in self.images
+                  if kernel is None or i.kernels is None or kernel in i.kernels]
+        return decide(images, device, driver, raw=self.raw)
+
+
+def image_from_cubin(data: bytes | bytearray | memoryview, label: str = "",
+                     arch: Arch | None = None) -> Image:
+    """The SASS image of a cubin, with its kernel names; ``arch`` overrides the cubin's own
+    (a fatbin entry's header, which is what the driver reads)."""
     c = Cubin.from_bytes(data)
-    return Image(SASS, c.arch, None, label, frozenset(f.name for f in c.functions if f.entry))
+    return Image(SASS, arch or c.arch, None, label,
+                 frozenset(f.name for f in c.functions if f.entry))
 
 
-def image_from_ptx(data: bytes | bytearray | memoryview, label: str = "") -> Image:
-    """The PTX image of a PTX module, with its entry names."""
+def image_from_ptx(data: bytes | bytearray | memoryview, label: str = "",
+                   arch: Arch | None = None) -> Image:
+    """The PTX image of a PTX module, with its entry names (``arch`` as for cubins)."""
     p = Ptx.from_bytes(data)
-    return Image(PTX, p.arch, p.version, label, frozenset(e.name for e in p.entries))
+    return Image(PTX, arch or p.arch, p.version, label, frozenset(e.name for e in p.entries))
 
 
 def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> Image:
-    """A bare cubin or PTX as an image (not a fatbin)."""
+    """A bare cubin or PTX as an image (not a fatbin: see :func:`image_sets`)."""
     if is_cubin(data):
         return image_from_cubin(data, label)
     if is_ptx(data):
@@ -247,10 +280,30 @@ def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> I
     raise InvalidArgumentError(f"{label or 'input'} is neither a cubin nor PTX")
 
 
-def kernels_of(images: Sequence[Image]) -> list[str]:
-    """Every kernel name any image lists, in first-seen order."""
-    seen: dict[str, None] = {}
-    for img in images:
-        for k in sorted(img.kernels or ()):
-            seen.setdefault(k)
-    return list(seen)
+def image_from_entry(entry: FatbinEntry, label: str = "") -> Image | None:
+    """The image of a fatbin entry (None for kinds the driver does not load: LTO-IR...).
+
+    Arch and ``a``/``f`` come from the entry header as the driver reads them; the PTX ISA version
+    from the PTX text, which is what the JIT compiler checks.
+    """
+    if entry.header.kind == EntryKind.ELF:
+        return image_from_cubin(entry.data(), label, entry.arch)
+    if entry.header.kind == EntryKind.PTX:
+        return image_from_ptx(entry.data(), label, entry.arch)
+    return None
+
+
+def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview) -> tuple[ImageSet, ...]:
+    """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
+    ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself."""
+    codes = scan(source)
+    groups: dict[tuple[str, int], list[Image]] = {}
+    for code in codes:
+        group = groups.setdefault((code.source, code.container), [])
+        img = image_from_entry(code.entry, f"entry at {code.offset:#x}")
+        if img is not None:
+            group.append(img)
+    return tuple(
+        ImageSet(f"{src or 'file'} container {c}" if c >= 0 else (src or "file"), tuple(imgs),
+                 raw=c < 0)
+        for (src, c), imgs in groups.items())
