@@ -122,7 +122,10 @@ _FIELD_RE = re.compile(r"(\w+(?:\[\d+\])?):(\d+)")
 
 
 def res_usage(path: Path) -> ResUsage:
-    out = run([CUOBJDUMP, "-res-usage", path]).stdout
+    return _parse_res_usage(run([CUOBJDUMP, "-res-usage", path]).stdout)
+
+
+def _parse_res_usage(out: str) -> ResUsage:
     common: dict[str, int] = {}
     functions: list[tuple[str, dict[str, int]]] = []
     lines = out.splitlines()
@@ -155,3 +158,14 @@ def elf_dump(path: Path) -> ElfDump:
             r"Attribute:\t(.*)\n\tFormat:\t.*(?:\n\tValue:\t(.*(?:\n\t\t.*)?))?", block)
         attributes[name] = items
     return ElfDump(header, attributes)
+
+
+def res_usage_blocks(path: Path) -> list[tuple[str, ResUsage]]:
+    """``cuobjdump -res-usage`` of a fatbin or host file: (arch, usage) per ELF, in file order."""
+    out = run([CUOBJDUMP, "-res-usage", path]).stdout
+    blocks = []
+    for part in out.split("Fatbin elf code:")[1:]:
+        arch = re.search(r"arch = (\S+)", part)
+        assert arch, part[:200]
+        blocks.append((arch.group(1), _parse_res_usage(part)))
+    return blocks
