@@ -38,12 +38,13 @@ NEWEST_KNOWN_CUDA = max(PTX_ISA_MIN_CUDA.values())
 
 MAX_VERSION_PART = 99  # anything larger in .version is not a PTX ISA version
 
-_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_VERSION_RE = re.compile(r"^\s*\.version\s+(\S+)", re.M)
+# Comments; an unterminated block comment runs to the end (which also keeps the scan linear).
+_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
+_VERSION_RE = re.compile(r"^[ \t]*\.version[ \t]+(\S+)", re.M)
 _VERSION_NUM_RE = re.compile(r"^(\d+)\.(\d+)$")
-_TARGET_RE = re.compile(r"^\s*\.target\s+([^\n;]+)", re.M)
-_ADDRESS_RE = re.compile(r"^\s*\.address_size\s+(\d+)", re.M)
-_ENTRY_RE = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)\s*(\(([^)]*)\))?")
+_TARGET_RE = re.compile(r"^[ \t]*\.target[ \t]+([^\n;]+)", re.M)
+_ADDRESS_RE = re.compile(r"^[ \t]*\.address_size[ \t]+(\d+)", re.M)
+_ENTRY_RE = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)\s*(\(([^)]*)(\)|\Z))?")
 _TYPE_RE = re.compile(r"^\.(?:[bsuf]|bf)(\d+)(x2)?$")
 _NAME_RE = re.compile(r"^([A-Za-z_$%][\w$]*)(?:\[(\d*)\])?$")
 
@@ -108,10 +109,13 @@ class Ptx:
         address_size = int(a.group(1)) if a else 32  # PTX ISA: 32 when the directive is absent
         if address_size not in (32, 64):
             raise FormatError(f"PTX '.address_size {address_size}' is not 32 or 64")
-        entries = tuple(
-            PtxEntry(e.group(1), _params(e.group(3) or "")) for e in _ENTRY_RE.finditer(code)
-        )
-        return cls(version, targets, arch, address_size, entries)
+        entries = []
+        for m_entry in _ENTRY_RE.finditer(code):
+            name = m_entry.group(1)
+            if m_entry.group(2) and not m_entry.group(4):
+                raise FormatError(f"PTX entry {name!r}: parameter list never closed")
+            entries.append(PtxEntry(name, _params(m_entry.group(3) or "")))
+        return cls(version, targets, arch, address_size, tuple(entries))
 
     @property
     def min_driver(self) -> tuple[int, int] | None:

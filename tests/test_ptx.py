@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -118,10 +119,21 @@ def test_family_target_and_options() -> None:
     (b".version 8.0\n.target sm_9\n", "not a GPU arch"),
     (b".version 8.0\n.target sm_80\n.address_size 48\n", "not 32 or 64"),
     (b".version 8.0\n.target sm_80\n\x00junk", "NUL"),
+    (b".version 8.0\n.target sm_80\n.entry k(.param .u32 a", "never closed"),
 ])
 def test_bad_ptx(text: bytes, message: str) -> None:
     with pytest.raises(FormatError, match=message):
         Ptx.from_bytes(text)
+
+
+def test_adversarial_ptx_is_linear() -> None:
+    head = b".version 8.0\n.target sm_80\n"
+    start = time.perf_counter()
+    Ptx.from_bytes(head + b"/*" * 500_000)
+    with pytest.raises(FormatError):
+        Ptx.from_bytes(head + b".entry a(" * 200_000)
+    Ptx.from_bytes(head + b"// .entry a(\n" * 100_000)
+    assert time.perf_counter() - start < 5
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
