@@ -307,3 +307,10 @@ def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview) -> tup
         ImageSet(f"{src or 'file'} container {c}" if c >= 0 else (src or "file"), tuple(imgs),
                  raw=c < 0)
         for (src, c), imgs in groups.items())
+
+
+def predict_load(data: bytes | bytearray | memoryview, device: Arch,
+                 driver: tuple[int, int] | None = None) -> Decision:
+    """What ``cuModuleLoadData(data)`` would do on ``device``: for a fatbin, its first container
+    (the only one the driver reads); else the bare cubin or PTX."""
+    return image_sets(data)[0].decide(device, driver)

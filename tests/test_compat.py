@@ -32,6 +32,7 @@ from fatbinkit.compat import (
     Image,
     decide,
     image_from_bytes,
+    predict_load,
     ptx_jits_for,
     sass_runs_on,
 )
@@ -169,3 +170,16 @@ def test_images_from_built_binaries(builds: Builds) -> None:  # noqa: F811
     assert (ptx.kind, ptx.arch, ptx.ptx_version) == (PTX, Arch(100, "f"), (9, 0))
     with pytest.raises(InvalidArgumentError):
         image_from_bytes(b"hello")
+
+
+def test_predict_load_reads_the_first_container_only(builds: Builds) -> None:  # noqa: F811
+    from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+
+    sm80 = (builds.root / "nvcc_sm80.cubin").read_bytes()
+    sm90 = (builds.root / "nvcc_sm90.cubin").read_bytes()
+    first = build_fatbin([make_entry(EntryKind.ELF, Arch(80), sm80)])
+    second = build_fatbin([make_entry(EntryKind.ELF, Arch(90), sm90)])
+    picked = predict_load(first + second, Arch(86)).image
+    assert picked is not None and (picked.kind, picked.arch) == (SASS, Arch(80))
+    assert predict_load(first + second, Arch(90)).error == NO_BINARY
+    assert predict_load(sm90, Arch(90), (13, 0)).how == "sass"
