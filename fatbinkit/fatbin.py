@@ -14,6 +14,7 @@ See ``docs/fatbin.md`` for the layout and what was verified against NVIDIA's too
 from __future__ import annotations
 
 import enum
+import os
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -75,10 +76,32 @@ def align8(n: int) -> int:
     return (n + ALIGN - 1) & ~(ALIGN - 1)
 
 
-def _need(buf: Buffer, offset: int, size: int, what: str) -> None:
-    if offset < 0 or offset + size > len(buf):
-        have = max(0, len(buf) - offset)
-        raise TruncatedError(f"{what} needs {size} bytes, only {have} left", offset=offset)
+def _need(raw: Buffer, size: int, what: str, at: int) -> None:
+    if len(raw) < size:
+        raise TruncatedError(f"{what} needs {size} bytes, only {len(raw)} left", offset=at)
+
+
+class Reader:
+    """What the parser reads: header bytes through :meth:`read`, payloads as views of ``view``.
+
+    Given a file descriptor, headers are read with ``os.pread`` so that listing a memory-mapped
+    file never maps its payload pages (the kernel maps whole neighbourhoods of a touched page);
+    ``base`` is where ``view`` starts in that file.
+    """
+
+    def __init__(self, view: memoryview, fd: int | None = None, base: int = 0) -> None:
+        self.view = view
+        self.fd = fd
+        self.base = base
+
+    def __len__(self) -> int:
+        return len(self.view)
+
+    def read(self, offset: int, size: int) -> bytes:
+        size = max(0, min(size, len(self.view) - offset))
+        if self.fd is None:
+            return bytes(self.view[offset : offset + size])
+        return os.pread(self.fd, size, self.base + offset)
 
 
 @dataclass(frozen=True)
@@ -93,9 +116,10 @@ class ContainerHeader:
     payload_size: int
 
     @classmethod
-    def unpack(cls, buf: Buffer, offset: int) -> ContainerHeader:
-        _need(buf, offset, cls.STRUCT.size, "fatbin container header")
-        header = cls(*cls.STRUCT.unpack_from(buf, offset))
+    def unpack(cls, raw: Buffer, offset: int = 0) -> ContainerHeader:
+        """Parse ``raw`` (the header's bytes); ``offset`` locates it in error messages."""
+        _need(raw, cls.STRUCT.size, "fatbin container header", offset)
+        header = cls(*cls.STRUCT.unpack_from(raw, 0))
         if header.magic != FATBIN_MAGIC:
             raise FormatError(
                 f"bad fatbin magic {header.magic:#010x} (expected {FATBIN_MAGIC:#010x})",
@@ -134,9 +158,10 @@ class EntryHeader:
     uncompressed_size: int
 
     @classmethod
-    def unpack(cls, buf: Buffer, offset: int) -> EntryHeader:
-        _need(buf, offset, cls.STRUCT.size, "fatbin entry header")
-        return cls(*cls.STRUCT.unpack_from(buf, offset))
+    def unpack(cls, raw: Buffer, offset: int = 0) -> EntryHeader:
+        """Parse ``raw`` (the header's bytes); ``offset`` locates it in error messages."""
+        _need(raw, cls.STRUCT.size, "fatbin entry header", offset)
+        return cls(*cls.STRUCT.unpack_from(raw, 0))
 
     def pack(self) -> bytes:
         return self.STRUCT.pack(
@@ -385,22 +410,22 @@ class FatbinContainer:
         return head.pack() + self.header_extra + body
 
     @classmethod
-    def parse(cls, buf: Buffer, offset: int = 0) -> FatbinContainer:
-        """Parse the container at ``offset``; entries keep memoryviews into ``buf``."""
-        view = memoryview(buf).cast("B") if not isinstance(buf, memoryview) else buf
-        head = ContainerHeader.unpack(view, offset)
+    def parse(cls, source: Buffer | Reader, offset: int = 0) -> FatbinContainer:
+        """Parse the container at ``offset``; entries keep memoryviews of the input."""
+        src = source if isinstance(source, Reader) else Reader(_view(source))
+        head = ContainerHeader.unpack(src.read(offset, CONTAINER_HEADER_SIZE), offset)
         body = offset + head.header_size
         end = body + head.payload_size
-        if end > len(view):
+        if end > len(src):
             raise TruncatedError(
                 f"fatbin container of {head.payload_size} payload bytes ends "
-                f"{end - len(view)} bytes past the input",
+                f"{end - len(src)} bytes past the input",
                 offset=offset,
             )
         entries: list[FatbinEntry] = []
         pos = body
         while end - pos >= ENTRY_HEADER_SIZE:
-            eh = EntryHeader.unpack(view, pos)
+            eh = EntryHeader.unpack(src.read(pos, ENTRY_HEADER_SIZE), pos)
             if eh.header_size < ENTRY_HEADER_SIZE:
                 raise FormatError(
                     f"entry header size {eh.header_size} < {ENTRY_HEADER_SIZE}", offset=pos
@@ -412,14 +437,14 @@ class FatbinContainer:
                     f"its container",
                     offset=pos,
                 )
-            extra = bytes(view[pos + ENTRY_HEADER_SIZE : pos + eh.header_size])
-            entries.append(FatbinEntry(eh, extra, view[pos + eh.header_size : stop], pos))
+            extra = src.read(pos + ENTRY_HEADER_SIZE, eh.header_size - ENTRY_HEADER_SIZE)
+            entries.append(FatbinEntry(eh, extra, src.view[pos + eh.header_size : stop], pos))
             pos = stop
         return cls(
             tuple(entries),
             head.version,
-            bytes(view[offset + CONTAINER_HEADER_SIZE : body]),
-            bytes(view[pos:end]),
+            src.read(offset + CONTAINER_HEADER_SIZE, head.header_size - CONTAINER_HEADER_SIZE),
+            src.read(pos, end - pos),
             offset,
         )
 
@@ -432,20 +457,26 @@ def is_fatbin(data: Buffer) -> bool:
     return len(data) >= CONTAINER_HEADER_SIZE and bytes(data[:4]) == _MAGIC_BYTES
 
 
-def iter_container_offsets(buf: Buffer, start: int = 0, end: int | None = None) -> Iterator[int]:
-    """Yield container offsets in ``buf[start:end]``, skipping zero padding between them."""
-    view = memoryview(buf).cast("B") if not isinstance(buf, memoryview) else buf
-    stop = len(view) if end is None else end
-    pos = start
-    while pos < stop:
-        if stop - pos >= 4 and bytes(view[pos : pos + 4]) == _MAGIC_BYTES:
-            head = ContainerHeader.unpack(view[:stop], pos)
+def _view(data: Buffer) -> memoryview:
+    return data if isinstance(data, memoryview) else memoryview(data).cast("B")
+
+
+def iter_container_offsets(source: Buffer | Reader) -> Iterator[int]:
+    """Yield the offset of each container, skipping zero padding between them."""
+    src = source if isinstance(source, Reader) else Reader(_view(source))
+    pos = 0
+    while pos < len(src):
+        raw = src.read(pos, CONTAINER_HEADER_SIZE)
+        if raw[:4] == _MAGIC_BYTES:
+            head = ContainerHeader.unpack(raw, pos)
             yield pos
             pos += head.header_size + head.payload_size
             continue
-        if view[pos] != 0:
+        chunk = src.read(pos, 4096)
+        zeros = len(chunk) - len(chunk.lstrip(b"\0"))
+        if zeros == 0:
             raise FormatError("expected a fatbin container or zero padding", offset=pos)
-        pos += 1
+        pos += zeros
 
 
 @dataclass(frozen=True)
@@ -461,20 +492,20 @@ class Fatbin:
     trailing: int = 0
 
     @classmethod
-    def from_bytes(cls, data: Buffer) -> Fatbin:
+    def from_bytes(cls, data: Buffer | Reader) -> Fatbin:
         """Parse every container in ``data`` (payloads stay views into it)."""
-        view = memoryview(data).cast("B") if not isinstance(data, memoryview) else data
-        if bytes(view[:4]) != _MAGIC_BYTES:
+        src = data if isinstance(data, Reader) else Reader(_view(data))
+        if src.read(0, 4) != _MAGIC_BYTES:
             raise FormatError("not a fatbin (no 0xBA55ED50 magic)", offset=0)
         containers: list[FatbinContainer] = []
         gaps: list[int] = []
         pos = 0
-        for off in iter_container_offsets(view):
+        for off in iter_container_offsets(src):
             gaps.append(off - pos)
-            c = FatbinContainer.parse(view, off)
+            c = FatbinContainer.parse(src, off)
             containers.append(c)
             pos = off + len(c)
-        return cls(tuple(containers), tuple(gaps), len(view) - pos)
+        return cls(tuple(containers), tuple(gaps), len(src) - pos)
 
     @classmethod
     def from_entries(cls, entries: Iterable[FatbinEntry]) -> Fatbin:

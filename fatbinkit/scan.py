@@ -30,6 +30,7 @@ from .fatbin import (
     EntryKind,
     Fatbin,
     FatbinEntry,
+    Reader,
     elf_section,
     is_fatbin,
 )
@@ -143,8 +144,10 @@ def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:
     return FatbinEntry(header, b"", data)
 
 
-def _fatbin_codes(source: str, view: memoryview, base: int, first: int) -> list[DeviceCode]:
-    fb = Fatbin.from_bytes(view)
+def _fatbin_codes(
+    source: str, view: memoryview, base: int, first: int, fd: int | None
+) -> list[DeviceCode]:
+    fb = Fatbin.from_bytes(Reader(view, fd, base))
     out: list[DeviceCode] = []
     for i, c in enumerate(fb.containers):
         for e in c.entries:
@@ -152,11 +155,13 @@ def _fatbin_codes(source: str, view: memoryview, base: int, first: int) -> list[
     return out
 
 
-def _blob_codes(source: str, view: memoryview, base: int, first: int) -> list[DeviceCode]:
+def _blob_codes(
+    source: str, view: memoryview, base: int, first: int, fd: int | None
+) -> list[DeviceCode]:
     """Device code in one blob (fatbin, cubin or PTX); [] when it is none of these."""
     if is_fatbin(view):
         try:
-            return _fatbin_codes(source, view, base, first)
+            return _fatbin_codes(source, view, base, first, fd)
         except FormatError as e:
             raise type(e)(f"{source}: {e}") from e
     if is_cubin(view):
@@ -215,13 +220,14 @@ def _symbol_pairs(elf: Any, view: memoryview) -> list[tuple[str, int, int]]:
     return pairs
 
 
-def _scan_elf(view: memoryview, path: Path | None, all: bool) -> list[DeviceCode]:
+def _scan_elf(view: memoryview, file: IO[bytes] | None, all: bool) -> list[DeviceCode]:
     import io
 
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
-    stream: IO[bytes] = open(path, "rb") if path is not None else io.BytesIO(view)  # noqa: SIM115
+    fd = None if file is None else file.fileno()
+    stream = io.BytesIO(view) if file is None else file
     try:
         try:
             elf = ELFFile(stream)
@@ -242,7 +248,7 @@ def _scan_elf(view: memoryview, path: Path | None, all: bool) -> list[DeviceCode
             if off + size > len(view):
                 raise FormatError(f"section {name} ends past the end of the file", offset=off)
             try:
-                found = _fatbin_codes(name, view[off : off + size], off, first)
+                found = _fatbin_codes(name, view[off : off + size], off, first, fd)
             except FormatError as e:
                 where = None if e.offset is None else off + e.offset
                 msg = str(e).rsplit(" (at offset", 1)[0]
@@ -254,46 +260,57 @@ def _scan_elf(view: memoryview, path: Path | None, all: bool) -> list[DeviceCode
         except (ELFError, struct.error, ValueError) as e:
             raise FormatError(f"cannot read ELF symbols: {e}", offset=0) from e
         for sym, off, size in pairs:
-            found = _blob_codes(sym, view[off : off + size], off, first)
+            found = _blob_codes(sym, view[off : off + size], off, first, fd)
             codes += found
             first = _count_containers(codes, first)
         return codes
     finally:
-        stream.close()
+        if file is None:
+            stream.close()
 
 
-def _map(path: Path) -> memoryview:
+def _open(path: Path) -> IO[bytes]:
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                return memoryview(b"")
-            return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        return open(path, "rb")
     except IsADirectoryError as e:
         raise InputError(f"{path} is a directory") from e
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
 
 
+def _map(file: IO[bytes]) -> memoryview:
+    """The whole file, memory-mapped (payload views stay valid after ``file`` is closed)."""
+    try:
+        if os.fstat(file.fileno()).st_size == 0:
+            return memoryview(b"")
+        mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise InputError(f"cannot map {file.name}: {e.strerror or e}") from e
+    mapped.madvise(mmap.MADV_RANDOM)  # payloads are read on demand, not ahead
+    return memoryview(mapped)
+
+
 def scan(source: os.PathLike[str] | Buffer, *, all: bool = False) -> tuple[DeviceCode, ...]:
     """Every fatbin entry, cubin or PTX image in ``source`` (a path, or the bytes of a file)."""
-    path: Path | None = None
     if isinstance(source, (bytes, bytearray, memoryview)):
-        view = memoryview(source).cast("B")
-    elif isinstance(source, os.PathLike):
-        path = Path(source)
-        view = _map(path)
-    else:
+        return _scan(memoryview(source).cast("B"), None, all)
+    if not isinstance(source, os.PathLike):
         raise InvalidArgumentError(
             f"scan() takes a path (os.PathLike) or bytes, not {type(source).__name__}"
         )
+    with _open(Path(source)) as file:
+        return _scan(_map(file), file, all)
+
+
+def _scan(view: memoryview, file: IO[bytes] | None, all: bool) -> tuple[DeviceCode, ...]:
+    fd = None if file is None else file.fileno()
     if is_fatbin(view):
-        return tuple(_fatbin_codes("", view, 0, 0))
+        return tuple(_fatbin_codes("", view, 0, 0, fd))
     machine = _elf_machine(view)
     if machine == EM_CUDA:
         return (DeviceCode("", -1, bare_entry(EntryKind.ELF, view), 0),)
     if machine is not None:
-        return tuple(_scan_elf(view, path, all))
+        return tuple(_scan_elf(view, file, all))
     if is_ptx(view):
         end = len(bytes(view).rstrip(b"\0"))
         return (DeviceCode("", -1, bare_entry(EntryKind.PTX, view[:end]), 0),)
@@ -321,8 +338,9 @@ def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
     cuobjdump's rules, observed: ``<stem>.<n>.<arch>.<ext>`` with ``stem`` the input's name minus
     its last suffix and ``n`` counting per kind from 1; an entry with an identifier is named
     ``<identifier's stem>.<arch>.<ext>`` instead (so equal identifiers collide: the last file
-    wins, as with cuobjdump); a bare cubin is ``<stem>.<arch>.cubin``. ELF names show an ``a``
-    suffix but not ``f``; PTX names show both. Names never contain a path separator.
+    wins, as with cuobjdump; the identifier's directories are dropped, ``../x.cu`` gives
+    ``x.sm_90.cubin``); a bare cubin is ``<stem>.<arch>.cubin``. ELF names show an ``a`` suffix
+    but not ``f``; PTX names show both. Names never contain a path separator.
     """
     stem = _safe(Path(input_name).stem)
     counters: dict[int, int] = {}
@@ -342,14 +360,15 @@ def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
         if c.container < 0 and not c.source:
             names.append(f"{stem}.{arch_name}.{ext}")
         elif e.identifier:
-            ident = Path(e.identifier.replace("\\", "/")).name
-            names.append(f"{_safe(Path(ident).stem)}.{arch_name}.{ext}")
+            base = e.identifier.rsplit("/", 1)[-1]
+            dot = base.rfind(".")
+            names.append(f"{_safe(base[:dot] if dot > 0 else base)}.{arch_name}.{ext}")
         else:
             names.append(f"{stem}.{n}.{arch_name}.{ext}")
     return names
 
 
-def _safe(name: str) -> str:
-    """``name`` as a single harmless path component."""
-    cleaned = "".join("_" if ch in "/\\\0" or ord(ch) < 32 else ch for ch in name)
-    return cleaned if cleaned not in ("", ".", "..") else "_"
+def _safe(stem: str) -> str:
+    """``stem`` without path separators or control characters (names get ``.arch.ext`` appended,
+    so they are never ``.`` or ``..``)."""
+    return "".join("_" if ch == "/" or ord(ch) < 32 else ch for ch in stem)
