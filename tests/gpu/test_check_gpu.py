@@ -17,6 +17,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,8 +151,8 @@ def _blob(built: dict[str, bytes], names: list[str], bare: bool) -> bytes:
 
 @pytest.mark.parametrize("case, names, bare", CASES, ids=[c[0] for c in CASES])
 def test_driver_does_what_compat_predicts(
-    gpu: Device, built: dict[str, bytes], report: list[Observed], case: str, names: list[str],
-    bare: bool,
+    gpu: Device, built: dict[str, bytes], report: list[Observed], tmp_path: Path, case: str,
+    names: list[str], bare: bool,
 ) -> None:
     blob = _blob(built, names, bare)
     (image_set,) = image_sets(blob)
@@ -162,6 +163,16 @@ def test_driver_does_what_compat_predicts(
         predicted = f"error {decision.error}"
     else:
         predicted = f"{decision.how} {names[images.index(decision.image)]}"
+    # `fatbinkit check FILE --arch <device> --driver <device's>` says the same
+    path = tmp_path / ("image.ptx" if names[0].startswith("compute") and bare else "image.bin")
+    path.write_bytes(blob)
+    cli = subprocess.run(
+        [sys.executable, "-m", "fatbinkit", "check", str(path), "--arch", gpu.arch.sm,
+         "--driver", "{}.{}".format(*gpu.driver_version), "--json"],
+        capture_output=True, text=True, check=False)
+    assert cli.returncode == (0 if decision.loadable else 1), cli.stderr
+    said = json.loads(cli.stdout)["modules"][0]["kernels"][0]["archs"][gpu.arch.sm]
+    assert (said["how"], said["error"]) == (decision.how, decision.error)
     try:
         module = Module.load(blob)
     except CudaError as exc:
