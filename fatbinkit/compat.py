@@ -57,13 +57,19 @@ _SUFFIX_RANK = {"a": 2, "f": 1, "": 0}
 
 @dataclass(frozen=True)
 class Image:
-    """One loadable image: SASS or PTX for an arch; ``kernels`` None when not known."""
+    """One loadable image: SASS or PTX for an arch; ``kernels`` None when not known.
+
+    ``arch`` is what the driver selects by (a fatbin entry's header); ``target`` is set when a PTX
+    text's own ``.target`` says more than that label (Triton's ``sm_90a`` PTX stored as plain
+    ``compute_90``): the JIT compiles for ``target``.
+    """
 
     kind: str
     arch: Arch
     ptx_version: tuple[int, int] | None = None
     label: str = ""
     kernels: frozenset[str] | None = None
+    target: Arch | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in (SASS, PTX):
@@ -77,7 +83,8 @@ class Image:
         if self.kind == SASS:
             return self.arch.sm
         assert self.ptx_version is not None
-        return f"{self.arch.compute} (PTX {self.ptx_version[0]}.{self.ptx_version[1]})"
+        target = f", .target {self.target.sm}" if self.target else ""
+        return f"{self.arch.compute} (PTX {self.ptx_version[0]}.{self.ptx_version[1]}{target})"
 
 
 @dataclass(frozen=True)
@@ -182,6 +189,12 @@ def decide(
             verdicts.append(Verdict(img, False, _ptx_why_not(img.arch, dev),
                                     INVALID_PTX if raw else NO_BINARY))
             continue
+        if img.target is not None and not ptx_jits_for(img.target, dev):
+            # selected by its label, then refused by the JIT compiler (reasoned, not observed)
+            verdicts.append(Verdict(img, False, (
+                f"PTX labelled {img.arch.compute} but its text says .target {img.target.sm}: "
+                f"{_ptx_why_not(img.target, dev)}"), INVALID_PTX))
+            continue
         ok, why = _ptx_isa_ok(img.ptx_version, driver)
         verdicts.append(Verdict(img, ok, why if not ok else
                                 f"PTX {img.arch.compute} JIT-compiles for {dev.sm}; {why}",
@@ -268,7 +281,16 @@ def image_from_ptx(data: bytes | bytearray | memoryview, label: str = "",
                    arch: Arch | None = None) -> Image:
     """The PTX image of a PTX module, with its entry names (``arch`` as for cubins)."""
     p = Ptx.from_bytes(data)
-    return Image(PTX, arch or p.arch, p.version, label, frozenset(e.name for e in p.entries))
+    label_arch = arch or p.arch
+    target = p.arch if p.arch != label_arch and ptx_narrower(p.arch, label_arch) else None
+    return Image(PTX, label_arch, p.version, label, frozenset(e.name for e in p.entries), target)
+
+
+def ptx_narrower(text: Arch, label: Arch) -> bool:
+    """Whether PTX whose ``.target`` is ``text`` JITs for fewer devices than its ``label`` says
+    (same SM with an ``a``/``f`` the label lacks, or a higher SM)."""
+    return text.number > label.number or (
+        text.number == label.number and _SUFFIX_RANK[text.suffix] > _SUFFIX_RANK[label.suffix])
 
 
 def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> Image:

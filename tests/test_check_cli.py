@@ -156,3 +156,23 @@ def test_ls_resources_json_equals_cuobjdump(which: str, mix: Path) -> None:
         for f in entry["functions"]:
             assert list(f) == ["name", "entry", "registers", "stack", "shared", "local",
                                "constant", "texture", "surface", "sampler", "params"]
+
+
+def test_check_arch_specific_ptx_labelled_portable(
+    builds: Builds, tmp_path: Path,  # noqa: F811
+) -> None:
+    """Triton's case: `.target sm_90a` PTX stored in a fatbin entry labelled compute_90."""
+    from fatbinkit.arch import Arch
+    from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+
+    path = tmp_path / "mislabelled.fatbin"
+    path.write_bytes(build_fatbin([make_entry(EntryKind.PTX, Arch(90),
+                                              builds.ptx["compute_90a"].read_bytes())]))
+    rc, doc = check_json(path, "--arch", "sm_90", "--arch", "sm_100", "--driver", "13.0")
+    assert rc == 1
+    (image,) = doc["modules"][0]["images"]
+    assert image["arch"] == "compute_90"
+    k = doc["modules"][0]["kernels"][0]["archs"]
+    assert k["sm_90"]["how"] == "ptx-jit"
+    assert k["sm_100"]["error"] == "CUDA_ERROR_INVALID_PTX"
+    assert ".target sm_90a" in k["sm_100"]["reason"]

@@ -72,6 +72,7 @@ CASES = [
     ("compute_80 + compute_90 too new", ["compute_80", "compute_90@9.9"], False),
     ("sm_90 + PTX too new", ["sm_90", "compute_90@9.9"], False),
     ("sm_100f + compute_80", ["sm_100f", "compute_80"], False),
+    ("PTX sm_90a labelled compute_90", ["compute_90a as compute_90"], False),
     ("bare cubin sm_90", ["sm_90"], True),
     ("bare cubin sm_80", ["sm_80"], True),
     ("bare PTX compute_90a", ["compute_90a"], True),
@@ -139,13 +140,18 @@ def _image_arch(name: str) -> Arch:
     return Arch.parse(name.split("@")[0])
 
 
+def _built(name: str) -> str:
+    """``compute_90a as compute_90``: image compute_90a stored under the label compute_90."""
+    return name.split(" as ")[0]
+
+
 def _blob(built: dict[str, bytes], names: list[str], bare: bool) -> bytes:
     if bare:
         return built[names[0]]
     entries = []
     for n in names:
         kind = EntryKind.PTX if n.startswith("compute") else EntryKind.ELF
-        entries.append(make_entry(kind, _image_arch(n), built[n]))
+        entries.append(make_entry(kind, _image_arch(n.split(" as ")[-1]), built[_built(n)]))
     return build_fatbin(entries)
 
 
@@ -184,7 +190,7 @@ def test_driver_does_what_compat_predicts(
         with Buffer(4) as out:
             kernel.launch(1, 1, [out.ptr])
             (mark,) = struct.unpack("<i", out.to_bytes())
-    picked = next(n for n in names if MARKS[n] == mark)
+    picked = next(n for n in names if MARKS[_built(n)] == mark)
     how = "ptx-jit" if picked.startswith("compute") else "sass"
     report.append(Observed(case, predicted, f"{how} {picked}", kernel.binary_version,
                            kernel.ptx_version))
@@ -192,9 +198,9 @@ def test_driver_does_what_compat_predicts(
     assert f"{decision.how} {names[images.index(decision.image)]}" == f"{how} {picked}"
     assert kernel.binary_version == gpu.arch.number or how == "sass"
     if how == "sass":
-        assert kernel.binary_version == _image_arch(picked).number
+        assert kernel.binary_version == _image_arch(_built(picked)).number
     else:
-        assert kernel.ptx_version == _image_arch(picked).number
+        assert kernel.ptx_version == _image_arch(_built(picked)).number
 
 
 def test_marks_launch(gpu: Device, built: dict[str, bytes]) -> None:
