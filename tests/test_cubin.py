@@ -271,3 +271,18 @@ def test_shared_memory_figures(builds: Builds) -> None:  # noqa: F811
 def test_paths_are_not_content(tmp_path: Path) -> None:
     with pytest.raises(FormatError):
         Cubin.from_bytes(str(tmp_path).encode())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_fuzzed_nv_info_sections(sm90: bytes, data: st.DataObject) -> None:
+    """Mutations aimed at the attribute sections: any outcome but a non-fatbinkit exception."""
+    section = data.draw(st.sampled_from([".nv.info", ".nv.info.k_params", ".nv.info.k_simple",
+                                         ".nv.compat"]))
+    off, size = _section_span(sm90, section)
+    blob = bytearray(sm90)
+    for _ in range(data.draw(st.integers(1, 6))):
+        blob[off + data.draw(st.integers(0, size - 1))] = data.draw(st.integers(0, 255))
+    with contextlib.suppress(FormatError, UnsupportedError):
+        cubin = Cubin.from_bytes(bytes(blob))
+        json.dumps([f.to_dict() for f in cubin.functions])
