@@ -15,8 +15,12 @@ import pytest
 
 from fatbinkit.arch import Arch
 from fatbinkit.diagnose import explain_load_error, preflight_check
-from fatbinkit.errors import CompatibilityError, JitError, NoBinaryForGpuError
-from fatbinkit.errors import UnsupportedPtxVersionError
+from fatbinkit.errors import (
+    CompatibilityError,
+    JitError,
+    NoBinaryForGpuError,
+    UnsupportedPtxVersionError,
+)
 from fatbinkit.runtime import Device
 
 SOURCE = Path(__file__).parent / "data" / "axpy.cu"
