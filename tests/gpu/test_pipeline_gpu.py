@@ -135,7 +135,8 @@ def test_triton_kernel_runs(gpu: Device, packaging: str) -> None:
 def test_cli_load_reports_and_explains(gpu: Device, kernels: dict[str, bytes], tmp: Path) -> None:
     fat = tmp / "cli.fatbin"
     fat.write_bytes(build(_images(gpu, kernels)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path)
     proc = subprocess.run([sys.executable, "-m", "fatbinkit", "load", str(fat), "--json"],
                           capture_output=True, text=True, env=env, check=True)
     report = json.loads(proc.stdout)

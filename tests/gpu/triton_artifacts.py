@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
-import triton_kernels as tk  # noqa: E402
+import triton_kernels as tk
 
-from fatbinkit.triton import TritonImage, compile_kernel  # noqa: E402
+from fatbinkit.triton import TritonImage, compile_kernel
 
 KERNELS = {
     "add_kernel": (tk.add_kernel, tk.ADD_SIGNATURE, tk.ADD_CONSTEXPRS, 4),
