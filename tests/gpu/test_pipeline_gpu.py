@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from axpy import check_axpy, nvcc
+from triton_artifacts import read as read_artifact
 
 from fatbinkit.build import BACKENDS, Image, build
 from fatbinkit.elfobj import Blob, write_object
@@ -20,9 +22,6 @@ from fatbinkit.fatbin import EntryKind
 from fatbinkit.inject import inject
 from fatbinkit.runtime import Buffer, Device, Module, to_object_code
 from fatbinkit.triton import TritonImage, compile_kernel, to_fatbin
-
-from .axpy import check_axpy, nvcc
-from .triton_artifacts import read as read_artifact
 
 ROOT = Path(__file__).resolve().parents[2]
 
