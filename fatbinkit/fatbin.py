@@ -587,14 +587,18 @@ def _ptx_version(ptx: bytes) -> tuple[int, int]:
 
 
 def _compress(codec: str, data: bytes) -> bytes:
+    """Compress deterministically; the levels give slightly smaller output than NVIDIA's tools
+    (measured on cuRAND's and CuPy's entries) at a fraction of the time of the maximum levels."""
     if codec == "lz4":
         import lz4.block
 
-        out: bytes = lz4.block.compress(data, mode="high_compression", store_size=False)
+        out: bytes = lz4.block.compress(
+            data, mode="high_compression", compression=3, store_size=False
+        )
         return out
     import zstandard
 
-    z: bytes = zstandard.ZstdCompressor(level=19, write_content_size=True).compress(data)
+    z: bytes = zstandard.ZstdCompressor(level=6, write_content_size=True).compress(data)
     return z
 
 
