@@ -538,6 +538,15 @@ class Fatbin:
     def entries(self) -> tuple[FatbinEntry, ...]:
         return tuple(e for c in self.containers for e in c.entries)
 
+    def validate(self, max_size: int = MAX_DATA_SIZE) -> None:
+        """Decode every entry (arch, strings, payload): raise the first :class:`FormatError`.
+
+        Parsing checks the layout only; this also inflates each compressed payload once.
+        """
+        for e in self.entries:
+            _ = (e.arch, e.identifier, e.options)
+            e.data(max_size)
+
     def to_bytes(self) -> bytes:
         parts: list[bytes] = []
         for i, c in enumerate(self.containers):

@@ -70,7 +70,7 @@ def _ls(args: argparse.Namespace) -> int:
                 "identifier": e.identifier,
             }
             if args.resources and e.header.kind == EntryKind.ELF:
-                from ..cubin import Cubin  # type: ignore[import-not-found,unused-ignore]
+                from ..cubin import Cubin
 
                 row["functions"] = [f.to_dict() for f in Cubin.from_bytes(e.data()).functions]
             rows.append(row)
