@@ -427,10 +427,14 @@ class FatbinContainer:
         return head.pack() + self.header_extra + body
 
     @classmethod
-    def parse(cls, source: Buffer | Reader, offset: int = 0) -> FatbinContainer:
-        """Parse the container at ``offset``; entries keep memoryviews of the input."""
+    def parse(
+        cls, source: Buffer | Reader, offset: int = 0, head: ContainerHeader | None = None
+    ) -> FatbinContainer:
+        """Parse the container at ``offset`` (``head``: its header, when already read); entries
+        keep memoryviews of the input."""
         src = source if isinstance(source, Reader) else Reader(_view(source))
-        head = ContainerHeader.unpack(src.read(offset, CONTAINER_HEADER_SIZE), offset)
+        if head is None:
+            head = ContainerHeader.unpack(src.read(offset, CONTAINER_HEADER_SIZE), offset)
         body = offset + head.header_size
         end = body + head.payload_size
         if end > len(src):
@@ -483,15 +487,15 @@ def _view(data: Buffer) -> memoryview:
     return data if isinstance(data, memoryview) else memoryview(data).cast("B")
 
 
-def iter_container_offsets(source: Buffer | Reader) -> Iterator[int]:
-    """Yield the offset of each container, skipping zero padding between them."""
+def iter_containers(source: Buffer | Reader) -> Iterator[tuple[int, ContainerHeader]]:
+    """Yield the offset and header of each container, skipping zero padding between them."""
     src = source if isinstance(source, Reader) else Reader(_view(source))
     pos = 0
     while pos < len(src):
         raw = src.read(pos, CONTAINER_HEADER_SIZE)
         if raw[:4] == _MAGIC_BYTES:
             head = ContainerHeader.unpack(raw, pos)
-            yield pos
+            yield pos, head
             pos += head.header_size + head.payload_size
             continue
         chunk = src.read(pos, 4096)
@@ -522,11 +526,10 @@ class Fatbin:
         containers: list[FatbinContainer] = []
         gaps: list[int] = []
         pos = 0
-        for off in iter_container_offsets(src):
+        for off, head in iter_containers(src):
             gaps.append(off - pos)
-            c = FatbinContainer.parse(src, off)
-            containers.append(c)
-            pos = off + len(c)
+            containers.append(FatbinContainer.parse(src, off, head))
+            pos = off + head.header_size + head.payload_size
         return cls(tuple(containers), tuple(gaps), len(src) - pos)
 
     @classmethod
