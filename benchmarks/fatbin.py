@@ -124,6 +124,11 @@ def bench_library(lib: Path, tmp: Path) -> list[tuple[str, str, str]]:
     rows.append(("list: fatbinkit ls (new process, incl. Python start-up)",
                  f"{o_t:.3f} s, {o_m / 2**20:.0f} MiB",
                  f"{versus('fatbinkit', o_t, c_t)}, 1/{c_m / o_m:.0f} of the memory"))
+    start_up = statistics.median(
+        child([py, "-c", "import fatbinkit.cli"])[0] for _ in range(3)
+    )
+    rows.append(("list: of which Python start-up + `import fatbinkit.cli` (all CLI groups)",
+                 f"{start_up:.3f} s", ""))
     scan_t = best(lambda: scan(lib), 5)
     rows.append(("list: fatbinkit.scan.scan() in-process (the API, no start-up)",
                  f"{scan_t:.3f} s", versus("scan()", scan_t, c_t)))
