@@ -427,10 +427,14 @@ class FatbinContainer:
         return head.pack() + self.header_extra + body
 
     @classmethod
-    def parse(cls, source: Buffer | Reader, offset: int = 0) -> FatbinContainer:
-        """Parse the container at ``offset``; entries keep memoryviews of the input."""
+    def parse(
+        cls, source: Buffer | Reader, offset: int = 0, head: ContainerHeader | None = None
+    ) -> FatbinContainer:
+        """Parse the container at ``offset`` (``head``: its header, when already read); entries
+        keep memoryviews of the input."""
         src = source if isinstance(source, Reader) else Reader(_view(source))
-        head = ContainerHeader.unpack(src.read(offset, CONTAINER_HEADER_SIZE), offset)
+        if head is None:
+            head = ContainerHeader.unpack(src.read(offset, CONTAINER_HEADER_SIZE), offset)
         body = offset + head.header_size
         end = body + head.payload_size
         if end > len(src):
@@ -483,15 +487,15 @@ def _view(data: Buffer) -> memoryview:
     return data if isinstance(data, memoryview) else memoryview(data).cast("B")
 
 
-def iter_container_offsets(source: Buffer | Reader) -> Iterator[int]:
-    """Yield the offset of each container, skipping zero padding between them."""
+def iter_containers(source: Buffer | Reader) -> Iterator[tuple[int, ContainerHeader]]:
+    """Yield the offset and header of each container, skipping zero padding between them."""
     src = source if isinstance(source, Reader) else Reader(_view(source))
     pos = 0
     while pos < len(src):
         raw = src.read(pos, CONTAINER_HEADER_SIZE)
         if raw[:4] == _MAGIC_BYTES:
             head = ContainerHeader.unpack(raw, pos)
-            yield pos
+            yield pos, head
             pos += head.header_size + head.payload_size
             continue
         chunk = src.read(pos, 4096)
@@ -522,11 +526,10 @@ class Fatbin:
         containers: list[FatbinContainer] = []
         gaps: list[int] = []
         pos = 0
-        for off in iter_container_offsets(src):
+        for off, head in iter_containers(src):
             gaps.append(off - pos)
-            c = FatbinContainer.parse(src, off)
-            containers.append(c)
-            pos = off + len(c)
+            containers.append(FatbinContainer.parse(src, off, head))
+            pos = off + head.header_size + head.payload_size
         return cls(tuple(containers), tuple(gaps), len(src) - pos)
 
     @classmethod
@@ -537,6 +540,15 @@ class Fatbin:
     @property
     def entries(self) -> tuple[FatbinEntry, ...]:
         return tuple(e for c in self.containers for e in c.entries)
+
+    def validate(self, max_size: int = MAX_DATA_SIZE) -> None:
+        """Decode every entry (arch, strings, payload): raise the first :class:`FormatError`.
+
+        Parsing checks the layout only; this also inflates each compressed payload once.
+        """
+        for e in self.entries:
+            _ = (e.arch, e.identifier, e.options)
+            e.data(max_size)
 
     def to_bytes(self) -> bytes:
         parts: list[bytes] = []
@@ -587,14 +599,18 @@ def _ptx_version(ptx: bytes) -> tuple[int, int]:
 
 
 def _compress(codec: str, data: bytes) -> bytes:
+    """Compress deterministically; the levels give slightly smaller output than NVIDIA's tools
+    (measured on cuRAND's and CuPy's entries) at a fraction of the time of the maximum levels."""
     if codec == "lz4":
         import lz4.block
 
-        out: bytes = lz4.block.compress(data, mode="high_compression", store_size=False)
+        out: bytes = lz4.block.compress(
+            data, mode="high_compression", compression=3, store_size=False
+        )
         return out
     import zstandard
 
-    z: bytes = zstandard.ZstdCompressor(level=19, write_content_size=True).compress(data)
+    z: bytes = zstandard.ZstdCompressor(level=6, write_content_size=True).compress(data)
     return z
 
 

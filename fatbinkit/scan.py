@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import IO
 
 from .arch import Arch
-from .errors import FormatError, InputError, InvalidArgumentError, TruncatedError
+from .elf import SHT_SYMTAB, FileHeader, SectionHeader, Symbol
+from .errors import FormatError, InputError, InvalidArgumentError, TruncatedError, UnsupportedError
 from .fatbin import (
     ENTRY_VERSION,
     Buffer,
@@ -40,6 +41,7 @@ FATBIN_SECTION = ".nv_fatbin"
 RELFATBIN_SECTION = "__nv_relfatbin"
 _PAIR_RE = re.compile(rb"^__(.+)_start$")
 _SHN_LORESERVE = 0xFF00
+_SHT_NOBITS, _SHT_DYNSYM = 8, 11  # not in fatbinkit.elf (the object writer needs neither)
 
 
 @dataclass(frozen=True)
@@ -176,101 +178,81 @@ def _count_containers(codes: list[DeviceCode], first: int) -> int:
 
 @dataclass(frozen=True)
 class _Section:
+    """A section header with its name resolved."""
+
     name: str
-    type: int
-    addr: int
-    offset: int
-    size: int
-    link: int
-    entsize: int
+    header: SectionHeader
 
 
-# ELF layouts by class (32/64-bit); byte order is prefixed at use.
-_EHDR = {1: "16xHHIIIIIHHHHHH", 2: "16xHHIQQQIHHHHHH"}
-_SHDR = {1: "IIIIIIIIII", 2: "IIQQQQIIQQ"}
-_SYM = {1: "IIIBBH", 2: "IBBHQQ"}
-_SHT_SYMTAB, _SHT_NOBITS, _SHT_DYNSYM = 2, 8, 11
-
-
-def _elf_sections(src: Reader) -> tuple[list[_Section], str]:
-    """Section headers of an ELF file, read through ``src`` (headers only, no payload pages).
-
-    Returns the sections and the struct byte-order prefix. A small reader of its own instead of
-    pyelftools: listing must not pay for importing it (tests compare with pyelftools/readelf).
-    """
-    ident = src.read(0, 16)
-    if len(ident) < 16 or ident[4] not in _EHDR or ident[5] not in (1, 2):
-        raise FormatError("bad ELF identification (class or byte order)", offset=4)
-    order = "<" if ident[5] == 1 else ">"
-    ehdr = struct.Struct(order + _EHDR[ident[4]])
-    raw = src.read(0, ehdr.size)
-    if len(raw) < ehdr.size:
-        raise TruncatedError("ELF header is truncated", offset=0)
-    *_, shoff, _flags, _ehsize, _phentsize, _phnum, shentsize, shnum, shstrndx = ehdr.unpack(raw)
-    shdr = struct.Struct(order + _SHDR[ident[4]])
-    if shoff == 0:
-        return [], order
-    if shentsize < shdr.size:
-        raise FormatError(f"ELF section header size {shentsize} < {shdr.size}", offset=shoff)
-    first = src.read(shoff, shdr.size)
-    if len(first) < shdr.size:
-        raise TruncatedError("ELF section header table lies past the end of the file", offset=shoff)
-    zero = shdr.unpack(first)
-    if shnum == 0:  # extended numbering: the count lives in section 0
-        shnum = zero[5]
-    if shstrndx == 0xFFFF:
-        shstrndx = zero[6]
-    table = src.read(shoff, shnum * shentsize)
-    if len(table) < shnum * shentsize:
+def _elf_sections(src: Reader) -> list[_Section]:
+    """Section headers of a 64-bit little-endian ELF file, read through ``src`` (headers only,
+    no payload pages), with :mod:`fatbinkit.elf`'s record layouts. Not pyelftools: listing must
+    not pay for importing it (tests compare this reader with pyelftools on real libraries)."""
+    head = FileHeader.unpack(src.read(0, FileHeader.FORMAT.size))
+    if not head.is_elf64_le:
+        raise UnsupportedError("only 64-bit little-endian ELF host files are scanned")
+    size = SectionHeader.FORMAT.size
+    if head.shoff == 0:
+        return []
+    if head.shentsize < size:
+        raise FormatError(f"ELF section header size {head.shentsize} < {size}", offset=0x3A)
+    first = src.read(head.shoff, size)
+    if len(first) < size:
         raise TruncatedError(
-            f"ELF section header table ({shnum} x {shentsize} bytes) ends past the end of the file",
-            offset=shoff,
+            "ELF section header table lies past the end of the file", offset=head.shoff
         )
-    headers = [shdr.unpack_from(table, i * shentsize) for i in range(shnum)]
+    zero = SectionHeader(*SectionHeader.FORMAT.unpack(first))
+    shnum = head.shnum or zero.size  # extended numbering keeps the count in section 0
+    shstrndx = zero.link if head.shstrndx == 0xFFFF else head.shstrndx
+    table = src.read(head.shoff, shnum * head.shentsize)
+    if len(table) < shnum * head.shentsize:
+        raise TruncatedError(
+            f"ELF section header table ({shnum} x {head.shentsize} bytes) ends past the end of "
+            "the file",
+            offset=head.shoff,
+        )
+    headers = [
+        SectionHeader(*SectionHeader.FORMAT.unpack_from(table, i * head.shentsize))
+        for i in range(shnum)
+    ]
     names = b""
     if 0 < shstrndx < shnum:
-        h = headers[shstrndx]
-        names = src.read(h[4], h[5])
+        names = src.read(headers[shstrndx].offset, headers[shstrndx].size)
     sections = []
     for h in headers:
-        end = names.find(b"\0", h[0])
-        name = names[h[0] : end if end >= 0 else len(names)].decode("utf-8", "replace")
-        sections.append(_Section(name, h[1], h[3], h[4], h[5], h[6], h[9]))
-    return sections, order
+        end = names.find(b"\0", h.name)
+        name = names[h.name : end if end >= 0 else len(names)].decode("utf-8", "replace")
+        sections.append(_Section(name, h))
+    return sections
 
 
-def _symbol_pairs(
-    src: Reader, sections: list[_Section], order: str
-) -> list[tuple[str, int, int]]:
+def _symbol_pairs(src: Reader, sections: list[_Section]) -> list[tuple[str, int, int]]:
     """``(start symbol, file offset, size)`` for every ``__X_start``/``__X_end`` pair.
 
     Symbol values are section-relative in a ``.o`` (section address 0) and virtual addresses in
     linked files; both map to ``section offset + value - section address``.
     """
     found: dict[bytes, tuple[int, int]] = {}
-    for sec in sections:
-        if sec.type not in (_SHT_SYMTAB, _SHT_DYNSYM) or not 0 <= sec.link < len(sections):
+    sym = Symbol.FORMAT
+    for sec in (s.header for s in sections):
+        if sec.type not in (SHT_SYMTAB, _SHT_DYNSYM) or sec.entsize != sym.size:
             continue
-        names = src.read(sections[sec.link].offset, sections[sec.link].size)
+        if not 0 <= sec.link < len(sections):
+            continue
+        strtab = sections[sec.link].header
+        names = src.read(strtab.offset, strtab.size)
         if not (b"_start\0" in names and b"_end\0" in names):
-            continue
-        sym = struct.Struct(order + _SYM[1 if sec.entsize == 16 else 2])
-        if sec.entsize != sym.size:
             continue
         raw = src.read(sec.offset, sec.size)
         raw = raw[: len(raw) - len(raw) % sym.size]
-        for fields in sym.iter_unpack(raw):
-            if sym.size == 16:
-                st_name, value, _size, _info, _other, shndx = fields
-            else:
-                st_name, _info, _other, shndx, value, _size = fields
+        for st_name, _info, _other, shndx, value, _size in sym.iter_unpack(raw):
             if not 0 < shndx < min(_SHN_LORESERVE, len(sections)):
                 continue
             end = names.find(b"\0", st_name)
             name = names[st_name:end]
             if not (name.startswith(b"__") and name.endswith((b"_start", b"_end"))):
                 continue
-            target = sections[shndx]
+            target = sections[shndx].header
             if target.type != _SHT_NOBITS:
                 found[name] = (target.offset + value - target.addr, shndx)
     pairs: list[tuple[str, int, int]] = []
@@ -291,7 +273,7 @@ def _symbol_pairs(
 
 def _scan_elf(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
     src = Reader(view, fd)
-    sections, order = _elf_sections(src)
+    sections = _elf_sections(src)
     present = {s.name for s in sections}
     wanted = {FATBIN_SECTION}
     if all or FATBIN_SECTION not in present:
@@ -299,9 +281,9 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
     codes: list[DeviceCode] = []
     first = 0
     for sec in sections:
-        if sec.name not in wanted or sec.type == _SHT_NOBITS or sec.size == 0:
+        if sec.name not in wanted or sec.header.type == _SHT_NOBITS or sec.header.size == 0:
             continue
-        off, size = sec.offset, sec.size
+        off, size = sec.header.offset, sec.header.size
         if off + size > len(view):
             raise TruncatedError(f"section {sec.name} ends past the end of the file", offset=off)
         try:
@@ -312,7 +294,7 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
             raise type(e)(f"{sec.name}: {msg}", offset=where) from e
         codes += found
         first = _count_containers(codes, first)
-    for sym, off, size in _symbol_pairs(src, sections, order):
+    for sym, off, size in _symbol_pairs(src, sections):
         found = _blob_codes(sym, view[off : off + size], off, first, fd)
         codes += found
         first = _count_containers(codes, first)

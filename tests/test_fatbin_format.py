@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fatbin_kernels import Kernels, kernels_in, system_tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +18,7 @@ from fatbinkit.errors import (
     FormatError,
     InvalidArgumentError,
     TruncatedError,
+    UnsupportedError,
 )
 from fatbinkit.fatbin import (
     EntryFlags,
@@ -31,6 +31,8 @@ from fatbinkit.fatbin import (
     make_entry,
 )
 from fatbinkit.scan import scan
+
+from .fatbin_kernels import Kernels, kernels_in, system_tool
 
 FIXTURE_OK = HealthCheck.function_scoped_fixture  # the session fixture is never mutated
 PTX = b".version 9.0\n.target sm_90\n.address_size 64\n"
@@ -241,9 +243,19 @@ def test_garbage_compressed_payload(codec: str) -> None:
 
 
 def test_invalid_sm_number() -> None:
-    (e,) = Fatbin.from_bytes(_entry_bytes(sm=5)).entries
+    fb = Fatbin.from_bytes(_entry_bytes(sm=5))
     with pytest.raises(FormatError, match="SM number 5"):
-        _ = e.arch
+        _ = fb.entries[0].arch
+    with pytest.raises(FormatError, match="SM number 5"):
+        fb.validate()
+    Fatbin.from_bytes(_entry_bytes()).validate()
+
+
+def test_32bit_host_elf_refused() -> None:
+    header = b"\x7fELF\x01\x01\x01" + bytes(9) + (3).to_bytes(2, "little")
+    header += (3).to_bytes(2, "little") + bytes(64 - len(header) - 2)
+    with pytest.raises(UnsupportedError, match="64-bit little-endian"):
+        scan(header)
 
 
 def test_writer_rejects_bad_arguments() -> None:
