@@ -7,12 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+from fatbin_kernels import Kernels, cuobjdump_extract, cuobjdump_list, kernels_in
 
 from fatbinkit.cli import main
 from fatbinkit.fatbin import align8
 from fatbinkit.scan import scan
-
-from .fatbin_kernels import Kernels, cuobjdump_extract, cuobjdump_list, kernels_in
 
 
 @pytest.fixture(scope="session")

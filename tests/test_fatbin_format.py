@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fatbin_kernels import Kernels, kernels_in, system_tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,8 +32,6 @@ from fatbinkit.fatbin import (
     make_entry,
 )
 from fatbinkit.scan import scan
-
-from .fatbin_kernels import Kernels, kernels_in, system_tool
 
 FIXTURE_OK = HealthCheck.function_scoped_fixture  # the session fixture is never mutated
 PTX = b".version 9.0\n.target sm_90\n.address_size 64\n"

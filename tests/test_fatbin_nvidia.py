@@ -6,15 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from fatbinkit.arch import Arch
-from fatbinkit.build import BACKENDS, Image, build, nvcc_command
-from fatbinkit.cli import main
-from fatbinkit.fatbin import EntryKind, Fatbin
-from fatbinkit.scan import listed, scan
-from fatbinkit.toolchain import find_tool
-
-from .fatbin_kernels import (
+from fatbin_kernels import (
     CUBIN_ARCHS,
     PTX_ARCHS,
     Kernels,
@@ -24,6 +16,13 @@ from .fatbin_kernels import (
     kernels_in,
     system_tool,
 )
+
+from fatbinkit.arch import Arch
+from fatbinkit.build import BACKENDS, Image, build, nvcc_command
+from fatbinkit.cli import main
+from fatbinkit.fatbin import EntryKind, Fatbin
+from fatbinkit.scan import listed, scan
+from fatbinkit.toolchain import find_tool
 
 FATBINARY_MODES = ("default", "size", "speed", "balance", "none", "compress-all")
 NVCC_MODES = ("default", "size", "speed", "balance", "none")

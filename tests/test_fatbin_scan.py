@@ -7,19 +7,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from fatbinkit.cli import main
-from fatbinkit.errors import FormatError, InputError, InvalidArgumentError
-from fatbinkit.fatbin import EntryKind
-from fatbinkit.scan import is_cubin, is_ptx, scan
-
-from .fatbin_kernels import (
+from fatbin_kernels import (
     Kernels,
     cuobjdump_extract,
     cuobjdump_list,
     kernels_in,
     system_tool,
 )
+
+from fatbinkit.cli import main
+from fatbinkit.errors import FormatError, InputError, InvalidArgumentError
+from fatbinkit.fatbin import EntryKind
+from fatbinkit.scan import is_cubin, is_ptx, scan
 
 GENCODE = ["-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90"]
 MAIN = 'extern "C" __global__ void add1(float *x, int n);\nint main() { add1<<<1, 1>>>(0, 0); }\n'

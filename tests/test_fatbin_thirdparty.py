@@ -7,13 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from fatbin_kernels import cuobjdump_extract, cuobjdump_fields, cuobjdump_list
+from thirdparty import CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, WheelMember, fetch
 
 from fatbinkit.cli import main
 from fatbinkit.fatbin import EntryKind, Fatbin
 from fatbinkit.scan import listed, scan
-
-from .fatbin_kernels import cuobjdump_extract, cuobjdump_fields, cuobjdump_list
-from .thirdparty import CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, WheelMember, fetch
 
 MEMBERS = {"cupy12": CUPY12_RANDOM, "cupy13": CUPY13_RANDOM, "curand13": CURAND13}
 CODEC = {"cupy12": "lz4", "cupy13": "zstd", "curand13": "zstd"}
