@@ -1,4 +1,4 @@
-"""fatbinkit: GPU kernel binaries (fatbin, cubin, PTX) built, embedded, inspected and loaded in-process."""
+"""fatbinkit: GPU kernel binaries (fatbin, cubin, PTX) built, embedded, inspected, loaded."""
 
 from .arch import Arch
 from .errors import FatbinkitError

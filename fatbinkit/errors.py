@@ -61,7 +61,7 @@ class CompatibilityError(FatbinkitError):
 
 
 class CudaError(FatbinkitError):
-    """A CUDA driver call failed; ``code`` is the CUresult name (e.g. ``CUDA_ERROR_INVALID_PTX``)."""
+    """A CUDA driver call failed; ``code`` is the CUresult name, e.g. ``CUDA_ERROR_INVALID_PTX``."""
 
     def __init__(self, message: str, *, code: str | None = None, log: str = "") -> None:
         text = f"{code}: {message}" if code else message

@@ -1,0 +1,405 @@
+"""NVIDIA cubins (CUDA ELF): architecture, toolkit and per-function resources, no toolkit needed.
+
+Reads what ``cuobjdump -res-usage`` reports (registers, stack, shared, local, constant banks) plus
+the kernel parameter layout, from the ELF header, ``.note.nv.cuinfo``, ``.nv.compat``, ``.nv.info``
+attribute records and the per-function ``.nv.shared.<f>`` / ``.nv.local.<f>`` /
+``.nv.constant<N>.<f>`` sections. Layout leads: ``docs/inspect.md``; every figure is checked against
+cuobjdump in the test suite. Only the little-endian ELF64 cubins that every CUDA >= 11 toolkit
+writes are accepted.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .arch import Arch
+from .errors import FatbinkitError, FormatError, TruncatedError, UnsupportedError
+from .nvinfo import (
+    EIATTR_CBANK_PARAM_SIZE,
+    EIATTR_CUDA_API_VERSION,
+    EIATTR_FRAME_SIZE,
+    EIATTR_KPARAM_INFO,
+    EIATTR_MAX_STACK_SIZE,
+    EIATTR_MAX_THREADS,
+    EIATTR_MAXREG_COUNT,
+    EIATTR_MIN_STACK_SIZE,
+    EIATTR_REGCOUNT,
+    EIATTR_REQNTID,
+    EICOMPAT_ARCH_SPECIFIC,
+    KPARAM_INFO,
+    PER_FUNCTION_ATTRIBUTES,
+    NvInfoRecord,
+    parse_records,
+)
+
+ELF_MAGIC = b"\x7fELF"
+EM_CUDA = 190
+ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")
+SYMBOL = struct.Struct("<IBBHQQ")
+NOTE_HEADER = struct.Struct("<III")
+CUINFO = struct.Struct("<HHI")  # version, virtual SM, toolkit (major * 10 + minor)
+
+SHT_SYMTAB = 2
+SHT_NOTE = 7
+SHT_NOBITS = 8
+SHT_CUDA_INFO = 0x70000000
+STT_FUNC = 2
+STO_CUDA_ENTRY = 0x10
+
+# EI_ABIVERSION: 7 (ptxas <= 12.x for sm < 100), 8 (ptxas 13.x; 12.9 for sm >= 100).
+ABI_V1 = 7
+ABI_V2 = 8
+EF_V1_ARCH_SPECIFIC = 0x800
+EF_V2_ARCH_SPECIFIC = 0x8
+
+_CONST_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.*))?$")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section header, with its resolved name."""
+
+    index: int
+    name: str
+    type: int
+    flags: int
+    offset: int
+    size: int
+    link: int
+    info: int
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """One kernel parameter from ``EIATTR_KPARAM_INFO``; offset/size in the parameter bank."""
+
+    ordinal: int
+    offset: int
+    size: int
+    log_alignment: int
+    space: int
+    cbank: int
+    index: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"ordinal": self.ordinal, "offset": self.offset, "size": self.size}
+
+
+@dataclass(frozen=True)
+class CubinFunction:
+    """One function as ``cuobjdump -res-usage`` lists it, plus its parameters and raw attributes.
+
+    ``constant`` maps bank number to the size of this function's ``.nv.constant<N>.<name>``
+    section, in section order; ``registers`` is 0 where cuobjdump prints 0 (non-entry functions
+    of sm_90+).
+    """
+
+    name: str
+    entry: bool
+    registers: int
+    stack: int
+    shared: int
+    local: int
+    constant: Mapping[int, int]
+    texture: int = 0
+    surface: int = 0
+    sampler: int = 0
+    params: tuple[KernelParam, ...] = ()
+    param_size: int | None = None
+    frame_size: int | None = None
+    max_stack: int | None = None
+    max_threads: tuple[int, ...] | None = None
+    reqntid: tuple[int, ...] | None = None
+    maxreg: int | None = None
+    cuda_api_version: int | None = None
+    attributes: tuple[NvInfoRecord, ...] = field(default=(), repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form used by ``fatbinkit ls --resources --json``."""
+        return {
+            "name": self.name,
+            "entry": self.entry,
+            "registers": self.registers,
+            "stack": self.stack,
+            "shared": self.shared,
+            "local": self.local,
+            "constant": {str(bank): size for bank, size in self.constant.items()},
+            "texture": self.texture,
+            "surface": self.surface,
+            "sampler": self.sampler,
+            "params": [p.to_dict() for p in self.params],
+        }
+
+
+@dataclass(frozen=True)
+class Cubin:
+    """A parsed cubin: what it runs on, who built it, and its functions in section order."""
+
+    arch: Arch
+    abi_version: int
+    virtual_arch: Arch | None
+    toolkit: tuple[int, int] | None
+    elf_type: int
+    e_flags: int
+    functions: tuple[CubinFunction, ...]
+    constant: Mapping[int, int]
+    global_size: int
+    compat: tuple[NvInfoRecord, ...] = field(default=(), repr=False)
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> Cubin:
+        """Parse a cubin; any malformation raises :class:`~fatbinkit.errors.FormatError`."""
+        try:
+            return _Reader(bytes(data)).cubin()
+        except FatbinkitError:
+            raise
+        except (struct.error, UnicodeDecodeError, IndexError, ValueError) as e:  # defence in depth
+            raise FormatError(f"malformed cubin: {e}") from e
+
+    def function(self, name: str) -> CubinFunction:
+        """The function called ``name`` (KeyError if absent)."""
+        for f in self.functions:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+
+def is_cubin(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` starts like a CUDA ELF (magic and ``e_machine`` EM_CUDA)."""
+    head = bytes(data[:20])
+    return (len(head) == 20 and head[:4] == ELF_MAGIC
+            and struct.unpack_from("<H", head, 18)[0] == EM_CUDA)
+
+
+class _Reader:
+    """Bounds-checked reading of one cubin's sections."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        if len(data) < ELF_HEADER.size:
+            raise TruncatedError(f"cubin of {len(data)} bytes is shorter than an ELF64 header (64)")
+        (ident, self.e_type, machine, _version, _entry, phoff, shoff, self.e_flags, _ehsize,
+         phentsize, phnum, shentsize, shnum, shstrndx) = ELF_HEADER.unpack_from(data, 0)
+        if ident[:4] != ELF_MAGIC:
+            raise FormatError("not an ELF file (bad magic)", offset=0)
+        if ident[4] != 2 or ident[5] != 1:
+            raise UnsupportedError("only little-endian ELF64 cubins are supported")
+        if machine != EM_CUDA:
+            raise FormatError(f"ELF machine {machine} is not EM_CUDA ({EM_CUDA})", offset=18)
+        self.abi_version = ident[8]
+        if shnum and shentsize != SECTION_HEADER.size:
+            raise FormatError(f"section header size {shentsize} is not 64", offset=0x3A)
+        self._need(shoff, shnum * SECTION_HEADER.size, "section header table")
+        self._need(phoff, phnum * phentsize, "program header table")
+        raw = [SECTION_HEADER.unpack_from(data, shoff + i * SECTION_HEADER.size)
+               for i in range(shnum)]
+        if shnum and not 0 < shstrndx < shnum:
+            raise FormatError(f"section name table index {shstrndx} out of 1..{shnum - 1}",
+                              offset=0x3E)
+        strtab = raw[shstrndx] if shnum else None
+        sections: list[Section] = []
+        for i, (name, typ, flags, _addr, off, size, link, info, _align, _entsize) in enumerate(raw):
+            if typ != SHT_NOBITS and i:
+                self._need(off, size, f"section {i}")
+            text = ""
+            if strtab is not None and i:
+                text = self._cstr(strtab[4], strtab[5], name, "section name")
+            sections.append(Section(i, text, typ, flags, off, size, link, info))
+        self.sections = sections
+
+    def _need(self, offset: int, size: int, what: str) -> None:
+        if offset + size > len(self.data):
+            raise TruncatedError(
+                f"{what} ({size} bytes at {offset:#x}) runs {offset + size - len(self.data)} "
+                f"bytes past the end of the {len(self.data)}-byte cubin", offset=offset)
+
+    def _cstr(self, table_off: int, table_size: int, index: int, what: str) -> str:
+        if index >= table_size:
+            raise FormatError(f"{what} index {index} outside its {table_size}-byte string table",
+                              offset=table_off)
+        end = self.data.find(b"\0", table_off + index, table_off + table_size)
+        if end < 0:
+            raise FormatError(f"{what} at {table_off + index:#x} is not NUL-terminated",
+                              offset=table_off + index)
+        return self.data[table_off + index:end].decode("utf-8", "replace")
+
+    def body(self, s: Section) -> bytes:
+        if s.type == SHT_NOBITS:
+            return b""
+        return self.data[s.offset:s.offset + s.size]
+
+    def symbols(self) -> list[tuple[str, int, int, int]]:
+        """(name, st_info, st_other, st_shndx) for every symbol, index 0 included."""
+        symtab = next((s for s in self.sections if s.type == SHT_SYMTAB), None)
+        if symtab is None:
+            return []
+        if not 0 < symtab.link < len(self.sections):
+            raise FormatError(f"symbol table links to missing section {symtab.link}",
+                              offset=symtab.offset)
+        names = self.sections[symtab.link]
+        out = []
+        for pos in range(symtab.offset, symtab.offset + symtab.size - SYMBOL.size + 1, SYMBOL.size):
+            st_name, st_info, st_other, st_shndx, _value, _size = SYMBOL.unpack_from(self.data, pos)
+            name = self._cstr(names.offset, names.size, st_name, "symbol name")
+            out.append((name, st_info, st_other, st_shndx))
+        return out
+
+    def arch(self, compat: tuple[NvInfoRecord, ...]) -> Arch:
+        if self.abi_version == ABI_V1:
+            number = self.e_flags & 0xFF
+            specific = bool(self.e_flags & EF_V1_ARCH_SPECIFIC)
+        elif self.abi_version == ABI_V2:
+            number = (self.e_flags >> 8) & 0xFF
+            specific = bool(self.e_flags & EF_V2_ARCH_SPECIFIC) or any(
+                r.attribute == EICOMPAT_ARCH_SPECIFIC and r.value == 1 for r in compat)
+        else:
+            raise UnsupportedError(f"cubin ELF ABI version {self.abi_version} is not 7 or 8")
+        if not 10 <= number <= 999:
+            raise FormatError(f"cubin e_flags {self.e_flags:#x} name no valid SM ({number})",
+                              offset=0x30)
+        return Arch(number, "a" if specific else "")
+
+    def cuinfo(self) -> tuple[int, int | None] | None:
+        """(virtual SM, toolkit) from ``.note.nv.cuinfo`` (or the older ``.note.nv.cuver``, which
+        has the virtual SM at the same place but no toolkit)."""
+        for s in self.sections:
+            if s.name not in (".note.nv.cuinfo", ".note.nv.cuver") or s.type != SHT_NOTE:
+                continue
+            body = self.body(s)
+            if len(body) < NOTE_HEADER.size:
+                raise TruncatedError("cuinfo note shorter than its header", offset=s.offset)
+            namesz, descsz, _type = NOTE_HEADER.unpack_from(body, 0)
+            desc = NOTE_HEADER.size + (namesz + 3) // 4 * 4
+            if descsz < CUINFO.size or desc + CUINFO.size > len(body):
+                raise TruncatedError("cuinfo note descriptor is truncated", offset=s.offset)
+            _version, vsm, toolkit = CUINFO.unpack_from(body, desc)
+            return vsm, toolkit if s.name == ".note.nv.cuinfo" else None
+        return None
+
+    def cubin(self) -> Cubin:
+        compat: tuple[NvInfoRecord, ...] = ()
+        for s in self.sections:
+            if s.name == ".nv.compat":
+                compat = parse_records(self.body(s), base=s.offset, compat=True)
+        arch = self.arch(compat)
+        info = self.cuinfo()
+        virtual = None
+        tk: int | None = None
+        if info is not None:
+            vsm, tk = info
+            if 10 <= vsm <= 999:
+                virtual = Arch(vsm, arch.suffix if vsm == arch.number else "")
+        if virtual is None and self.abi_version == ABI_V1 and (self.e_flags >> 16) & 0xFF >= 10:
+            vsm = (self.e_flags >> 16) & 0xFF  # ABI v1 keeps the virtual SM in e_flags too
+            virtual = Arch(vsm, arch.suffix if vsm == arch.number else "")
+        symbols = {(n, shndx): (i, other)
+                   for i, (n, info, other, shndx) in enumerate(self.symbols())
+                   if info & 0xF == STT_FUNC}
+        per_symbol: dict[int, list[NvInfoRecord]] = {}
+        per_section: dict[int, tuple[NvInfoRecord, ...]] = {}
+        for s in self.sections:
+            if s.type != SHT_CUDA_INFO:
+                continue
+            records = parse_records(self.body(s), base=s.offset)
+            if s.name == ".nv.info":
+                for r in records:
+                    words = r.words()
+                    if r.attribute in PER_FUNCTION_ATTRIBUTES and words:
+                        per_symbol.setdefault(words[0], []).append(r)
+            elif s.name.startswith(".nv.info."):
+                per_section[s.info] = records
+        by_name = {s.name: s for s in self.sections}
+        module_banks: dict[int, int] = {}
+        banks: dict[str, dict[int, int]] = {}
+        global_size = 0
+        for s in self.sections:
+            m = _CONST_RE.match(s.name)
+            if m and m.group(2) is None:
+                module_banks[int(m.group(1))] = s.size
+            elif m:
+                banks.setdefault(m.group(2), {})[int(m.group(1))] = s.size
+            elif s.name in (".nv.global", ".nv.global.init"):
+                global_size += s.size
+        functions = [
+            self.function(s, symbols, banks, per_symbol, per_section, by_name)
+            for s in self.sections if s.name.startswith(".text.")
+        ]
+        if tk is None:  # as cuobjdump does: fall back on the kernels' EIATTR_CUDA_API_VERSION
+            tk = next((f.cuda_api_version for f in functions if f.cuda_api_version), None)
+        toolkit = (tk // 10, tk % 10) if tk is not None else None
+        return Cubin(arch, self.abi_version, virtual, toolkit, self.e_type, self.e_flags,
+                     tuple(functions), module_banks, global_size, compat)
+
+    def function(
+        self,
+        text: Section,
+        symbols: dict[tuple[str, int], tuple[int, int]],
+        banks: dict[str, dict[int, int]],
+        per_symbol: dict[int, list[NvInfoRecord]],
+        per_section: dict[int, tuple[NvInfoRecord, ...]],
+        by_name: dict[str, Section],
+    ) -> CubinFunction:
+        name = text.name[len(".text."):]
+        sym_index = symbols.get((name, text.index))
+        entry = sym_index is not None and bool(sym_index[1] & STO_CUDA_ENTRY)
+        module_records = per_symbol.get(sym_index[0], []) if sym_index is not None else []
+        own = per_section.get(text.index, ())
+
+        def sval(records: Any, attribute: int) -> int | None:
+            for r in records:
+                words = r.words()
+                if r.attribute == attribute and len(words) >= 2:
+                    return int(words[1])
+            return None
+
+        def first(attribute: int) -> NvInfoRecord | None:
+            return next((r for r in own if r.attribute == attribute), None)
+
+        # cuobjdump: entries report EIATTR_REGCOUNT; other functions the count ptxas keeps in the
+        # top byte of their .text sh_info (sm < 90 only; 0 on sm_90+, which store it nowhere else).
+        registers = sval(module_records, EIATTR_REGCOUNT) if entry else None
+        if registers is None:
+            registers = text.info >> 24
+        params = []
+        for r in own:
+            if r.attribute != EIATTR_KPARAM_INFO:
+                continue
+            if not isinstance(r.value, bytes) or len(r.value) != KPARAM_INFO.size:
+                raise FormatError(f"KPARAM_INFO of {name} is not {KPARAM_INFO.size} bytes",
+                                  offset=r.offset)
+            index, ordinal, offset, w = KPARAM_INFO.unpack(r.value)
+            params.append(KernelParam(ordinal, offset, (w >> 18) & 0x3FFF, w & 0xFF,
+                                      (w >> 8) & 0xF, (w >> 12) & 0x1F, index))
+        params.sort(key=lambda p: p.ordinal)
+        constant = banks.get(name, {})
+        shared = by_name.get(f".nv.shared.{name}")
+        local = by_name.get(f".nv.local.{name}")
+        max_threads = first(EIATTR_MAX_THREADS)
+        reqntid = first(EIATTR_REQNTID)
+        maxreg = first(EIATTR_MAXREG_COUNT)
+        param_size = first(EIATTR_CBANK_PARAM_SIZE)
+        api = first(EIATTR_CUDA_API_VERSION)
+        return CubinFunction(
+            name=name,
+            entry=entry,
+            registers=registers,
+            stack=sval(module_records, EIATTR_MIN_STACK_SIZE) or 0,
+            shared=shared.size if shared else 0,
+            local=local.size if local else 0,
+            constant=constant,
+            params=tuple(params),
+            param_size=param_size.value if param_size and isinstance(param_size.value, int)
+            else None,
+            frame_size=sval(module_records, EIATTR_FRAME_SIZE),
+            max_stack=sval(module_records, EIATTR_MAX_STACK_SIZE),
+            max_threads=max_threads.words() or None if max_threads else None,
+            reqntid=reqntid.words() or None if reqntid else None,
+            maxreg=maxreg.value if maxreg and isinstance(maxreg.value, int) else None,
+            cuda_api_version=api.words()[0] if api and api.words() else None,
+            attributes=tuple(module_records) + own,
+        )

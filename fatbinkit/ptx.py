@@ -1,0 +1,190 @@
+"""PTX modules: the header (``.version``, ``.target``, ``.address_size``) and ``.entry`` kernels.
+
+Enough of the PTX text is read to decide loadability (:mod:`fatbinkit.compat`) and list kernels:
+the ISA version, the target (with its ``a``/``f`` suffix), the address size, and each entry's
+parameters. Nothing is compiled; comments are skipped as the PTX ISA defines them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .arch import Arch
+from .errors import FormatError, InvalidArgumentError, UnsupportedError
+
+# Minimum CUDA version (driver, nvPTXCompiler, nvJitLink) able to load each PTX ISA version: the
+# first CUDA release shipping that ISA. Source: NVIDIA PTX ISA, "Release Notes / PTX ISA Version
+# release history" (docs.nvidia.com/cuda/parallel-thread-execution/#release-notes), as mirrored in
+# NVIDIA's cuda-python ``cuda/bindings/utils/_ptx_utils.py`` (13.5); the test suite compares this
+# table with ``cuda.bindings.utils.get_minimal_required_cuda_ver_from_ptx_ver``. CUDA's
+# minor-version compatibility does not extend to PTX: a 13.0 driver refuses PTX ISA 9.1.
+PTX_ISA_MIN_CUDA: dict[tuple[int, int], tuple[int, int]] = {
+    (1, 0): (1, 0), (1, 1): (1, 1), (1, 2): (2, 0), (1, 3): (2, 1), (1, 4): (2, 2),
+    (2, 0): (3, 0), (2, 1): (3, 1), (2, 2): (3, 2), (2, 3): (4, 0),
+    (3, 0): (4, 1), (3, 1): (5, 0), (3, 2): (5, 5),
+    (4, 0): (6, 0), (4, 1): (6, 5), (4, 2): (7, 0), (4, 3): (7, 5),
+    (5, 0): (8, 0),
+    (6, 0): (9, 0), (6, 1): (9, 1), (6, 2): (9, 2), (6, 3): (10, 0), (6, 4): (10, 1),
+    (6, 5): (10, 2),
+    (7, 0): (11, 0), (7, 1): (11, 1), (7, 2): (11, 2), (7, 3): (11, 3), (7, 4): (11, 4),
+    (7, 5): (11, 5), (7, 6): (11, 6), (7, 7): (11, 7), (7, 8): (11, 8),
+    (8, 0): (12, 0), (8, 1): (12, 1), (8, 2): (12, 2), (8, 3): (12, 3), (8, 4): (12, 4),
+    (8, 5): (12, 5), (8, 6): (12, 7), (8, 7): (12, 8), (8, 8): (12, 9),
+    (9, 0): (13, 0), (9, 1): (13, 1), (9, 2): (13, 2), (9, 3): (13, 3), (9, 4): (13, 4),
+    (9, 5): (13, 5),
+}
+NEWEST_KNOWN_CUDA = max(PTX_ISA_MIN_CUDA.values())
+
+MAX_VERSION_PART = 99  # anything larger in .version is not a PTX ISA version
+
+# Comments; an unterminated block comment runs to the end (which also keeps the scan linear).
+_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
+_VERSION_RE = re.compile(r"^[ \t]*\.version[ \t]+(\S+)", re.M)
+_VERSION_NUM_RE = re.compile(r"^(\d+)\.(\d+)$")
+_TARGET_RE = re.compile(r"^[ \t]*\.target[ \t]+([^\n;]+)", re.M)
+_ADDRESS_RE = re.compile(r"^[ \t]*\.address_size[ \t]+(\d+)", re.M)
+_ENTRY_RE = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)\s*(\(([^)]*)(\)|\Z))?")
+_TYPE_RE = re.compile(r"^\.(?:[bsuf]|bf)(\d+)(x2)?$")
+_NAME_RE = re.compile(r"^([A-Za-z_$%][\w$]*)(?:\[(\d*)\])?$")
+
+
+@dataclass(frozen=True)
+class PtxParam:
+    """One ``.param`` of an ``.entry``: name, element type, alignment, element count, bytes."""
+
+    name: str
+    type: str
+    align: int | None
+    count: int
+    size: int
+
+
+@dataclass(frozen=True)
+class PtxEntry:
+    """A kernel (``.entry``) and its parameters, in declaration order."""
+
+    name: str
+    params: tuple[PtxParam, ...]
+
+
+@dataclass(frozen=True)
+class Ptx:
+    """A PTX module's header and kernels."""
+
+    version: tuple[int, int]
+    targets: tuple[str, ...]
+    arch: Arch
+    address_size: int
+    entries: tuple[PtxEntry, ...]
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> Ptx:
+        """Parse PTX text (trailing NULs, as fatbins store it, are ignored)."""
+        text = bytes(data).rstrip(b"\0").decode("utf-8", "replace")
+        if "\0" in text:
+            raise FormatError("PTX text contains a NUL byte", offset=text.index("\0"))
+        return cls.from_text(text)
+
+    @classmethod
+    def from_text(cls, text: str) -> Ptx:
+        """Parse PTX source text."""
+        code = _COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+        m = _VERSION_RE.search(code)
+        if not m:
+            raise FormatError("not PTX: no '.version' directive")
+        version = parse_ptx_version(m.group(1))
+        t = _TARGET_RE.search(code)
+        if not t:
+            raise FormatError("PTX has no '.target' directive")
+        targets = tuple(x.strip() for x in t.group(1).split(",") if x.strip())
+        archs = [x for x in targets if x.startswith(("sm_", "compute_"))]
+        if not archs:
+            raise FormatError(f"PTX '.target {t.group(1).strip()}' names no sm_XY target")
+        try:
+            arch = Arch.parse(archs[0])
+        except InvalidArgumentError as e:
+            raise FormatError(f"PTX target {archs[0]!r} is not a GPU arch") from e
+        a = _ADDRESS_RE.search(code)
+        address_size = int(a.group(1)) if a else 32  # PTX ISA: 32 when the directive is absent
+        if address_size not in (32, 64):
+            raise FormatError(f"PTX '.address_size {address_size}' is not 32 or 64")
+        entries = []
+        for m_entry in _ENTRY_RE.finditer(code):
+            name = m_entry.group(1)
+            if m_entry.group(2) and not m_entry.group(4):
+                raise FormatError(f"PTX entry {name!r}: parameter list never closed")
+            entries.append(PtxEntry(name, _params(m_entry.group(3) or "")))
+        return cls(version, targets, arch, address_size, tuple(entries))
+
+    @property
+    def min_driver(self) -> tuple[int, int] | None:
+        """The oldest CUDA driver able to JIT this PTX (None: ISA newer than the table)."""
+        try:
+            return min_driver_for_ptx_isa(self.version)
+        except UnsupportedError:
+            return None
+
+
+def is_ptx(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` looks like PTX text (a ``.version`` directive near the start)."""
+    head = bytes(data[:4096])
+    return b".version" in head and b"\0" not in head.rstrip(b"\0")
+
+
+def parse_ptx_version(text: str) -> tuple[int, int]:
+    """``"8.4"`` -> ``(8, 4)``; anything else (``9``, ``1e9.0``, ``100.1``) is a FormatError."""
+    m = _VERSION_NUM_RE.match(text.strip())
+    if not m:
+        raise FormatError(f"PTX '.version {text}' is not MAJOR.MINOR")
+    major, minor = int(m.group(1)), int(m.group(2))
+    if not (1 <= major <= MAX_VERSION_PART and minor <= MAX_VERSION_PART):
+        raise FormatError(f"PTX '.version {text}' is out of range (1.0 .. 99.99)")
+    return major, minor
+
+
+def min_driver_for_ptx_isa(version: tuple[int, int]) -> tuple[int, int]:
+    """The minimum CUDA driver version (major, minor) that can JIT PTX ISA ``version``.
+
+    Raises :class:`UnsupportedError` for an ISA version newer (or other) than the table knows.
+    """
+    try:
+        return PTX_ISA_MIN_CUDA[version]
+    except KeyError:
+        raise UnsupportedError(
+            f"PTX ISA {version[0]}.{version[1]} is not in the known table (up to CUDA "
+            f"{NEWEST_KNOWN_CUDA[0]}.{NEWEST_KNOWN_CUDA[1]})") from None
+
+
+def max_ptx_isa_for_driver(driver: tuple[int, int]) -> tuple[int, int] | None:
+    """The newest PTX ISA a CUDA ``driver`` can JIT, or None when the driver is newer than the
+    table (then every known ISA loads and newer ones are unknown)."""
+    if driver > NEWEST_KNOWN_CUDA:
+        return None
+    ok = [isa for isa, cuda in PTX_ISA_MIN_CUDA.items() if cuda <= driver]
+    return max(ok) if ok else (0, 0)
+
+
+def _params(text: str) -> tuple[PtxParam, ...]:
+    """Parse ``.param .u64 .ptr .global .align 1 p0, .param .align 8 .b8 p1[48]``."""
+    out = []
+    for decl in text.split(","):
+        tokens = re.sub(r"\s+\[", "[", decl).split()
+        if not tokens or tokens[0] != ".param":
+            continue
+        name = _NAME_RE.match(tokens[-1])
+        if not name:
+            raise FormatError(f"PTX parameter declaration {decl.strip()!r} has no name")
+        typ, width, align = "", 0, None
+        for i, tok in enumerate(tokens[1:-1], 1):
+            t = _TYPE_RE.match(tok)
+            if t:
+                typ = tok[1:]
+                width = int(t.group(1)) // 8 * (2 if t.group(2) else 1)
+            elif tok == ".pred":
+                typ, width = "pred", 1
+            elif tok == ".align" and i + 1 < len(tokens) and tokens[i + 1].isdigit():
+                align = int(tokens[i + 1])
+        count = int(name.group(2)) if name.group(2) else 1
+        out.append(PtxParam(name.group(1), typ, align, count, width * count))
+    return tuple(out)

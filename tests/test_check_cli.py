@@ -1,0 +1,177 @@
+"""``fatbinkit check`` and ``fatbinkit ls --resources`` on real files, against cuobjdump.
+
+Image lists and per-function resources come from cuobjdump; which image loads comes from the
+rules tested in test_compat.py (and against the driver in tests/gpu/test_check_gpu.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cudabuild import CUOBJDUMP, NVCC, SOURCE, Builds, builds, res_usage_blocks, run  # noqa: F401
+from thirdparty import CUPY12_RANDOM, CUPY13_RANDOM, fetch
+
+
+def fatbinkit(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fatbinkit", *map(str, args)],
+                          capture_output=True, text=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def mix(builds: Builds) -> Path:  # noqa: F811
+    """A fatbin with SASS sm_80 and sm_90a and PTX compute_90, as nvcc builds it."""
+    out = builds.root / "mix.fatbin"
+    if not out.exists():
+        run([NVCC, "-fatbin", "-gencode", "arch=compute_80,code=sm_80",
+             "-gencode", "arch=compute_90a,code=sm_90a",
+             "-gencode", "arch=compute_90,code=compute_90",
+             "-o", out, SOURCE])
+    return out
+
+
+def check_json(*args: str | Path) -> tuple[int, dict[str, Any]]:
+    proc = fatbinkit("check", *args, "--json")
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def _listing(path: Path) -> list[str]:
+    """cuobjdump's image names (``mix.1.sm_80.cubin``, ``mix.1.sm_90.ptx``) -> arch names."""
+    names = []
+    for flag in ("-lelf", "-lptx"):
+        out = run([CUOBJDUMP, flag, path]).stdout
+        names += re.findall(r"\.(sm_\w+)\.(?:cubin|ptx)$", out, re.M)
+    return names
+
+
+def test_check_mixed_fatbin(mix: Path) -> None:
+    rc, doc = check_json(mix, "--arch", "sm_80", "--arch", "sm_86", "--arch", "sm_90",
+                         "--arch", "sm_100", "--driver", "13.0")
+    assert rc == 0 and doc["ok"]
+    (module,) = doc["modules"]
+    # the images are the ones cuobjdump lists (PTX by its sm_ name there)
+    assert sorted(i["arch"].replace("compute_", "sm_") for i in module["images"]) == sorted(
+        _listing(mix))
+    assert {k["name"] for k in module["kernels"]} >= {"k_simple", "k_params", "k_noparams"}
+    for k in module["kernels"]:
+        got = {arch: (d["how"], d["image"]) for arch, d in k["archs"].items()}
+        assert got == {"sm_80": ("sass", "sm_80"), "sm_86": ("sass", "sm_80"),
+                       "sm_90": ("sass", "sm_90a"),
+                       "sm_100": ("ptx-jit", "compute_90 (PTX 9.0)")}
+
+
+def test_check_exit_1_when_an_arch_cannot_load(mix: Path) -> None:
+    rc, doc = check_json(mix, "--arch", "sm_90", "--arch", "sm_75")
+    assert rc == 1 and not doc["ok"]
+    d = doc["modules"][0]["kernels"][0]["archs"]["sm_75"]
+    assert d["how"] == "none" and d["error"] == "CUDA_ERROR_NO_BINARY_FOR_GPU"
+    text = fatbinkit("check", mix, "--arch", "sm_75", "--arch", "sm_100")
+    assert text.returncode == 1
+    assert "none: NO_BINARY_FOR_GPU" in text.stdout and "PTX-JIT compute_90" in text.stdout
+    assert "cold start" in text.stdout
+
+
+def test_check_ptx_too_new_for_the_driver(builds: Builds, tmp_path: Path) -> None:  # noqa: F811
+    text = builds.ptx["compute_80"].read_text()
+    new = tmp_path / "new.ptx"
+    new.write_text(re.sub(r"^\.version \d+\.\d+", ".version 9.9", text, flags=re.M))
+    rc, doc = check_json(new, "--arch", "sm_90", "--driver", "13.0")
+    assert rc == 1
+    d = doc["modules"][0]["kernels"][0]["archs"]["sm_90"]
+    assert d["error"] == "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"
+    assert check_json(new, "--arch", "sm_90")[0] == 0  # no driver limit given
+    assert check_json(builds.ptx["compute_80"], "--arch", "sm_90", "--driver", "13.0")[0] == 0
+
+
+def test_check_bare_cubin_and_arch_specific_ptx(builds: Builds) -> None:  # noqa: F811
+    rc, doc = check_json(builds.root / "nvcc_sm90a.cubin", "--arch", "sm_90", "--arch", "sm_100")
+    assert rc == 1 and doc["modules"][0]["raw"]
+    k = doc["modules"][0]["kernels"][0]["archs"]
+    assert k["sm_90"]["how"] == "sass" and k["sm_100"]["error"] == "CUDA_ERROR_NO_BINARY_FOR_GPU"
+    rc, doc = check_json(builds.ptx["compute_90a"], "--arch", "sm_100")
+    assert doc["modules"][0]["kernels"][0]["archs"]["sm_100"]["error"] == "CUDA_ERROR_INVALID_PTX"
+
+
+def test_check_shared_library(builds: Builds) -> None:  # noqa: F811
+    so = fetch(CUPY12_RANDOM)
+    rc, doc = check_json(so, "--arch", "sm_90", "--arch", "sm_121", "--driver", "12.8")
+    assert rc == 0
+    images = [i["arch"].replace("compute_", "sm_") for m in doc["modules"] for i in m["images"]]
+    # cuobjdump names f images without the suffix: compare the numbers
+    assert sorted(a.rstrip("f") for a in images) == sorted(a.rstrip("f") for a in _listing(so))
+    assert all(k["archs"]["sm_90"]["image"] == "sm_90" for m in doc["modules"]
+               for k in m["kernels"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--arch", "sm_90", "--driver", "580.65"], "not a CUDA version"),
+    (["--arch", "sm_9x"], "not a GPU arch"),
+    ([], "--arch"),
+])
+def test_check_usage_errors(mix: Path, args: list[str], message: str) -> None:
+    proc = fatbinkit("check", mix, *args)
+    assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_check_bad_file(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"not device code at all")
+    proc = fatbinkit("check", junk, "--arch", "sm_90")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("fatbinkit: error:") and proc.stderr.count("\n") == 1
+    proc = fatbinkit("check", tmp_path / "missing", "--arch", "sm_90")
+    assert proc.returncode == 1 and proc.stderr.startswith("fatbinkit: error:")
+
+
+# -- ls --resources -----------------------------------------------------------------------------
+
+def _resource_fields(f: dict[str, Any]) -> dict[str, int]:
+    fields = {"REG": f["registers"], "STACK": f["stack"], "SHARED": f["shared"],
+              "LOCAL": f["local"]}
+    fields.update({f"CONSTANT[{b}]": n for b, n in f["constant"].items()})
+    fields.update({"TEXTURE": f["texture"], "SURFACE": f["surface"], "SAMPLER": f["sampler"]})
+    return fields
+
+
+@pytest.mark.parametrize("which", ["mix", "cupy12", "cupy13"])
+def test_ls_resources_json_equals_cuobjdump(which: str, mix: Path) -> None:
+    path = {"mix": mix, "cupy12": None, "cupy13": None}[which] or fetch(
+        CUPY12_RANDOM if which == "cupy12" else CUPY13_RANDOM)
+    proc = fatbinkit("ls", path, "--resources", "--json")
+    assert proc.returncode == 0, proc.stderr
+    elves = [e for e in json.loads(proc.stdout)["entries"] if e["kind"] == "elf"]
+    oracle = res_usage_blocks(path)
+    assert len(elves) == len(oracle) > 0
+    for entry, (arch, usage) in zip(elves, oracle, strict=True):
+        assert entry["arch"].rstrip("f") == arch.rstrip("f")
+        ours = [(f["name"], _resource_fields(f)) for f in entry["functions"]]
+        assert ours == usage.functions, f"{path.name} {arch}"
+        for f in entry["functions"]:
+            assert list(f) == ["name", "entry", "registers", "stack", "shared", "local",
+                               "constant", "texture", "surface", "sampler", "params"]
+
+
+def test_check_arch_specific_ptx_labelled_portable(
+    builds: Builds, tmp_path: Path,  # noqa: F811
+) -> None:
+    """Triton's case: `.target sm_90a` PTX stored in a fatbin entry labelled compute_90."""
+    from fatbinkit.arch import Arch
+    from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+
+    path = tmp_path / "mislabelled.fatbin"
+    path.write_bytes(build_fatbin([make_entry(EntryKind.PTX, Arch(90),
+                                              builds.ptx["compute_90a"].read_bytes())]))
+    rc, doc = check_json(path, "--arch", "sm_90", "--arch", "sm_100", "--driver", "13.0")
+    assert rc == 1
+    (image,) = doc["modules"][0]["images"]
+    assert image["arch"] == "compute_90"
+    k = doc["modules"][0]["kernels"][0]["archs"]
+    assert k["sm_90"]["how"] == "ptx-jit"
+    assert k["sm_100"]["error"] == "CUDA_ERROR_INVALID_PTX"
+    assert ".target sm_90a" in k["sm_100"]["reason"]

@@ -1,0 +1,72 @@
+"""The runtime's parts that need no GPU: image kinds, PTX NUL handling, failing cleanly."""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fatbinkit.errors import CudaUnavailableError, InputError, InvalidArgumentError
+from fatbinkit.runtime import Device, Module, image_kind, nul_terminated
+
+
+def _have_gpu() -> bool:
+    try:
+        Device.get(0)
+    except CudaUnavailableError:
+        return False
+    return True
+
+
+NO_GPU = not _have_gpu()
+
+
+def test_image_kind_by_magic() -> None:
+    assert image_kind(b"\x50\xed\x55\xba\x01\x00\x10\x00") == "fatbin"
+    assert image_kind(b"\x7fELF\x02\x01\x01") == "cubin"
+    assert image_kind(b".version 8.8\n.target sm_90\n") == "ptx"
+    assert image_kind(memoryview(b"\x7fELF")) == "cubin"
+
+
+def test_ptx_gets_exactly_one_nul() -> None:
+    assert nul_terminated(b".version 8.8") == b".version 8.8\0"
+    already = b".version 8.8\0"
+    assert nul_terminated(already) is already
+    assert nul_terminated(b"") == b"\0"
+
+
+def test_missing_and_directory_inputs(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read"):
+        Module.load(tmp_path / "absent.cubin")
+    with pytest.raises(InputError, match="directory"):
+        Module.load(tmp_path)
+    with pytest.raises(InvalidArgumentError, match="cannot load a int"):
+        Module.load(42)
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU path")
+def test_no_driver_is_a_clear_error() -> None:
+    with pytest.raises(CudaUnavailableError):
+        Device.get(0)
+    with pytest.raises(CudaUnavailableError):
+        Module.load(b".version 8.8\n.target sm_90\n.address_size 64\n")
+
+
+def test_from_symbol_missing_symbol_is_clear() -> None:
+    libc = ctypes.CDLL(None)
+    with pytest.raises(InvalidArgumentError, match="__nonexistent_kernel_start"):
+        Module.from_symbol(libc, "nonexistent_kernel")
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU path")
+def test_cli_load_without_gpu_exits_1_with_one_line(tmp_path: Path) -> None:
+    img = tmp_path / "k.ptx"
+    img.write_bytes(b".version 8.8\n.target sm_90\n.address_size 64\n")
+    proc = subprocess.run([sys.executable, "-m", "fatbinkit", "load", str(img)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fatbinkit: error: ")
