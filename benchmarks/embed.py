@@ -2,7 +2,8 @@
 
 One run, side by side, for 1, 100 and 1000 blobs of ~10 KiB and one 256 MiB blob. Each method runs
 in its own worker process, so its peak memory (the worker's own for in-process fatbinkit, else the
-largest tool's) is measured alone. Prints a Markdown table and writes it to docs/benchmarks-embed.md.
+largest tool's) is measured alone. Prints a Markdown table and writes it to
+docs/benchmarks-embed.md.
 
     python benchmarks/embed.py [--out docs/benchmarks-embed.md] [--quick]
 """
