@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from fatbinkit.elfobj import Blob, ld_mangle, object_bytes, symbol_names, write_object
 from fatbinkit.errors import InputError, InvalidArgumentError
@@ -384,3 +386,29 @@ def test_unreadable_inputs_leave_no_output(tmp_path: Path) -> None:
         with pytest.raises(InputError, match="Permission denied"):
             write_object(out, [Blob("a", good), Blob("b", locked)])
     assert list(out.parent.iterdir()) == []
+
+
+_NAME_BYTES = st.binary(min_size=1, max_size=30).map(
+    lambda b: b"f" + bytes(c for c in b if c not in (0, 0x2F))  # no NUL or '/', never an option
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    files=st.dictionaries(_NAME_BYTES, st.integers(0, 300), min_size=1, max_size=6),
+    seed=st.integers(0, 2**32),
+)
+def test_ld_style_identical_for_any_file_names(
+    tmp_path_factory: pytest.TempPathFactory, files: dict[bytes, int], seed: int
+) -> None:
+    cwd = tmp_path_factory.mktemp("names")
+    mangled = [ld_mangle(name) for name in files]
+    assume(len(set(mangled)) == len(mangled))  # ld itself rejects such pairs (duplicates)
+    contents = make_files(cwd, files, seed)
+    ref = ld_binary(cwd, list(files))
+    ours = object_bytes(
+        [Blob(n, c) for n, c in contents.items()], machine="x86_64", style="ld", align=1
+    )
+    assert ours == ref.read_bytes()
