@@ -202,6 +202,16 @@ def _check_output(
         or segment.has(flags.X)
     ):
         raise UnsupportedError(f"LIEF did not map {SECTION} read-only for {src}; nothing written")
+    # mmap needs offset = address modulo the page size; the library's largest p_align is the
+    # largest page size it was linked for (64 KiB on aarch64).
+    page = max(
+        (s.alignment for s in out.segments if s.type == lief.ELF.Segment.TYPE.LOAD), default=1
+    )
+    if page and (segment.file_offset - segment.virtual_address) % page:
+        raise UnsupportedError(
+            f"LIEF placed {SECTION} at offset {segment.file_offset:#x} for address "
+            f"{segment.virtual_address:#x}, not congruent modulo {page:#x}; nothing written"
+        )
     base = section.virtual_address
     for p in placed:
         start, end, size = (

@@ -179,3 +179,46 @@ def test_refusals_leave_no_output(tmp_path: Path) -> None:
             inject(library, out, blobs)
         assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.skipif(
+    shutil.which("aarch64-linux-gnu-gcc") is None,
+    reason="aarch64 cross gcc missing (.ci/run installs gcc-aarch64-linux-gnu)",
+)
+def test_aarch64_library_checked_with_cross_readelf(tmp_path: Path) -> None:
+    """No aarch64 CPU here: the injected library is checked statically with the cross tools."""
+    src = tmp_path / "t.c"
+    src.write_text(LIB_SOURCE)
+    lib = tmp_path / "liba64.so"
+    subprocess.run(
+        ["aarch64-linux-gnu-gcc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(src)], check=True
+    )
+    contents = {"k": b"aarch64 kernel", "big": random.Random(3).randbytes(70_000)}
+    out = tmp_path / "liba64-injected.so"
+    inject(lib, out, [Blob(n, c) for n, c in contents.items()])
+    proc = subprocess.run(
+        ["aarch64-linux-gnu-readelf", "-aW", str(out)], capture_output=True, text=True, check=True
+    )
+    assert proc.stderr == "" and "warning" not in proc.stdout.lower()
+    assert blob_segment_flags(out) == [PF_R]
+    with open(out, "rb") as f:
+        e = ELFFile(f)
+        assert e["e_machine"] == "EM_AARCH64"
+        page = max(s["p_align"] for s in e.iter_segments() if s["p_type"] == "PT_LOAD")
+        for seg in e.iter_segments():
+            if seg["p_type"] == "PT_LOAD":
+                assert (seg["p_offset"] - seg["p_vaddr"]) % page == 0
+        dynsym = {s.name: s for s in e.get_section_by_name(".dynsym").iter_symbols()}
+        for name, content in contents.items():
+            start, end = dynsym[f"__{name}_start"], dynsym[f"__{name}_end"]
+            assert dynsym[f"__{name}_size"]["st_shndx"] == "SHN_ABS"
+            assert dynsym[f"__{name}_size"]["st_value"] == len(content)
+            assert e.get_section(start["st_shndx"]).name == ".fatbinkit"
+            assert end["st_value"] - start["st_value"] == len(content)
+            f.seek(next(e.address_offsets(start["st_value"], len(content))))
+            assert f.read(len(content)) == content
+        # The library's own GOT entry for __k_start now names a defined symbol.
+        relocs = e.get_section_by_name(".rela.dyn")
+        symtab = e.get_section(relocs["sh_link"])
+        named = {symtab.get_symbol(r["r_info_sym"]).name for r in relocs.iter_relocations()}
+        assert "__k_start" in named and dynsym["__k_start"]["st_shndx"] != "SHN_UNDEF"
