@@ -80,7 +80,8 @@ def main() -> int:
 
     step("4. Embed into an ELF object (no ld/objcopy), link with gcc, find the kernels again")
     obj = OUT / "kernels.o"
-    fatbinkit("embed", "-o", str(obj), f"add_kernel={fat}", f"add_kernel_sm90={OUT / 'add_kernel.sm_90a.cubin'}")
+    sm90 = OUT / "add_kernel.sm_90a.cubin"
+    fatbinkit("embed", "-o", str(obj), f"add_kernel={fat}", f"add_kernel_sm90={sm90}")
     subprocess.run(["readelf", "-sW", str(obj)], check=False)
     lib = OUT / "libkernels.so"
     gcc = shutil.which("gcc")
