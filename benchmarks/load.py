@@ -55,6 +55,8 @@ def main() -> int:
     ap.add_argument("--loads", type=int, default=10)
     ap.add_argument("--ptx-version", type=int, default=88,
                     help="PTX ISA to emit (88 = 8.8, which an R580 driver can JIT)")
+    ap.add_argument("--triton-dir", type=Path,
+                    help="use kernels compiled ahead by tests/gpu/triton_artifacts.py")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks-load.md")
     args = ap.parse_args()
 
@@ -64,9 +66,15 @@ def main() -> int:
     from fatbinkit.triton import compile_kernel, to_fatbin
 
     dev = Device.get(0)
-    (image,) = compile_kernel(tk.matmul_kernel, tk.MATMUL_SIGNATURE, [dev.arch],
-                              constexprs=tk.MATMUL_CONSTEXPRS, num_warps=8,
-                              ptx_version=args.ptx_version)
+    if args.triton_dir:  # compiled on another machine by tests/gpu/triton_artifacts.py
+        from tests.gpu.triton_artifacts import read
+
+        target = f"sm_{dev.arch.number}a" if dev.arch.number >= 90 else dev.arch.sm
+        image = read(args.triton_dir, "matmul_kernel", target)
+    else:
+        (image,) = compile_kernel(tk.matmul_kernel, tk.MATMUL_SIGNATURE, [dev.arch],
+                                  constexprs=tk.MATMUL_CONSTEXPRS, num_warps=8,
+                                  ptx_version=args.ptx_version)
     variants = {
         "bare cubin": image.cubin,
         "SASS+PTX fatbin": to_fatbin([image]),
@@ -87,7 +95,8 @@ def main() -> int:
         "",
         f"`python benchmarks/load.py`: {args.loads} loads each, one fresh process per load, "
         "CUDA_CACHE_DISABLE=1, time of cuModuleLoadDataEx only. Kernel "
-        f"`{image.name}` compiled by Triton for {image.arch} (PTX ISA "
+        f"`{image.name}` compiled by Triton{' on the CPU machine' if args.triton_dir else ''} "
+        f"for {image.arch} (PTX ISA "
         f"{image.ptx_version[0]}.{image.ptx_version[1]}).",
         "",
         "| image | bytes | median ms | min ms | ratio to bare cubin | driver ran |",

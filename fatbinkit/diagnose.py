@@ -1,8 +1,8 @@
 """Explain why an image did not (or would not) load on a device, in the words the user needs.
 
-Turns a bare CUresult into a sentence: the archs the image holds against the device's, the PTX ISA
-against the driver, the JIT log. Also the optional preflight that refuses an image the
-compatibility engine says cannot load, before the driver is called.
+Turns a bare CUresult into a sentence: the images the buffer holds against the device's arch, the
+PTX ISA against what the driver can JIT, the JIT log. Also the optional preflight that refuses an
+image the compatibility engine says cannot load, before the driver is called.
 """
 
 from __future__ import annotations
@@ -10,19 +10,54 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .arch import Arch
-from .errors import CompatibilityError, CudaError
+from .compat import UNSUPPORTED_PTX, Decision, predict_load
+from .errors import CompatibilityError, CudaError, FatbinkitError
+from .ptx import max_ptx_isa_for_driver, min_driver_for_ptx_isa
 from .runtime import _ERROR_CLASSES
 
 if TYPE_CHECKING:
     from .runtime import Device
 
 
+def _version(v: tuple[int, int]) -> str:
+    return f"{v[0]}.{v[1]}"
+
+
 def explain_load_error(code: str, image: bytes | memoryview, device: Device, log: str) -> CudaError:
     """Build the library's exception for a failed load of ``image`` on ``device``."""
     cls = _ERROR_CLASSES.get(code, CudaError)
-    return cls(f"cannot load image on {device.name} ({device.arch})", code=code, log=log)
+    where = (f"cannot load on {device.name} ({device.arch.sm}, driver for CUDA "
+             f"{_version(device.driver_version)})")
+    try:
+        decision: Decision | None = predict_load(image, device.arch, device.driver_version)
+    except FatbinkitError as exc:
+        return cls(f"{where}; the image itself is unreadable: {exc}", code=code, log=log)
+    assert decision is not None
+    held = ", ".join(v.image.name for v in decision.verdicts) or "nothing loadable"
+    parts = [where, f"image holds {held}"]
+    if code == UNSUPPORTED_PTX:
+        newest = max_ptx_isa_for_driver(device.driver_version)
+        for v in decision.verdicts:
+            isa = v.image.ptx_version
+            if isa is None or (newest is not None and isa <= newest):
+                continue
+            try:
+                needs = f"a driver for CUDA {_version(min_driver_for_ptx_isa(isa))} or newer"
+            except FatbinkitError:
+                needs = "a driver newer than any CUDA release fatbinkit knows"
+            limit = f"; this one JITs PTX ISA up to {_version(newest)}" if newest else ""
+            parts.append(f"PTX ISA {_version(isa)} needs {needs}{limit}")
+    elif decision.reason:
+        parts.append(decision.reason)
+    return cls("; ".join(parts), code=code, log=log)
 
 
-def preflight_check(image: bytes | memoryview, arch: Arch, driver: tuple[int, int]) -> None:
-    """Raise CompatibilityError if ``image`` cannot load on ``arch`` with ``driver``."""
-    raise CompatibilityError("preflight needs the compatibility engine")
+def preflight_check(image: bytes | memoryview, arch: Arch, driver: tuple[int, int]) -> Decision:
+    """Return the compatibility engine's decision, raising CompatibilityError when no image of
+    ``image`` can load on ``arch`` with ``driver`` (the driver is then never called)."""
+    decision = predict_load(image, arch, driver)
+    if not decision.loadable:
+        raise CompatibilityError(
+            f"refused before loading: {decision.error or 'no image fits'}: {decision.reason}"
+        )
+    return decision

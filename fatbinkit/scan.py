@@ -18,10 +18,11 @@ import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from .arch import Arch
-from .errors import FormatError, InputError, InvalidArgumentError
+from .elf import SHT_SYMTAB, FileHeader, SectionHeader, Symbol
+from .errors import FormatError, InputError, InvalidArgumentError, TruncatedError, UnsupportedError
 from .fatbin import (
     ENTRY_VERSION,
     Buffer,
@@ -39,9 +40,8 @@ EM_CUDA = 190
 FATBIN_SECTION = ".nv_fatbin"
 RELFATBIN_SECTION = "__nv_relfatbin"
 _PAIR_RE = re.compile(rb"^__(.+)_start$")
-_ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
-_SYM64 = struct.Struct("<IBBHQQ")
 _SHN_LORESERVE = 0xFF00
+_SHT_NOBITS, _SHT_DYNSYM = 8, 11  # not in fatbinkit.elf (the object writer needs neither)
 
 
 @dataclass(frozen=True)
@@ -176,34 +176,85 @@ def _count_containers(codes: list[DeviceCode], first: int) -> int:
     return max((c.container + 1 for c in codes), default=first)
 
 
-def _symbol_pairs(elf: Any, view: memoryview) -> list[tuple[str, int, int]]:
-    """``(start symbol, file offset, size)`` for every ``__X_start``/``__X_end`` pair."""
-    if elf.elfclass != 64 or not elf.little_endian:
+@dataclass(frozen=True)
+class _Section:
+    """A section header with its name resolved."""
+
+    name: str
+    header: SectionHeader
+
+
+def _elf_sections(src: Reader) -> list[_Section]:
+    """Section headers of a 64-bit little-endian ELF file, read through ``src`` (headers only,
+    no payload pages), with :mod:`fatbinkit.elf`'s record layouts. Not pyelftools: listing must
+    not pay for importing it (tests compare this reader with pyelftools on real libraries)."""
+    head = FileHeader.unpack(src.read(0, FileHeader.FORMAT.size))
+    if not head.is_elf64_le:
+        raise UnsupportedError("only 64-bit little-endian ELF host files are scanned")
+    size = SectionHeader.FORMAT.size
+    if head.shoff == 0:
         return []
-    sections = [elf.get_section(i) for i in range(elf.num_sections())]
+    if head.shentsize < size:
+        raise FormatError(f"ELF section header size {head.shentsize} < {size}", offset=0x3A)
+    first = src.read(head.shoff, size)
+    if len(first) < size:
+        raise TruncatedError(
+            "ELF section header table lies past the end of the file", offset=head.shoff
+        )
+    zero = SectionHeader(*SectionHeader.FORMAT.unpack(first))
+    shnum = head.shnum or zero.size  # extended numbering keeps the count in section 0
+    shstrndx = zero.link if head.shstrndx == 0xFFFF else head.shstrndx
+    table = src.read(head.shoff, shnum * head.shentsize)
+    if len(table) < shnum * head.shentsize:
+        raise TruncatedError(
+            f"ELF section header table ({shnum} x {head.shentsize} bytes) ends past the end of "
+            "the file",
+            offset=head.shoff,
+        )
+    headers = [
+        SectionHeader(*SectionHeader.FORMAT.unpack_from(table, i * head.shentsize))
+        for i in range(shnum)
+    ]
+    names = b""
+    if 0 < shstrndx < shnum:
+        names = src.read(headers[shstrndx].offset, headers[shstrndx].size)
+    sections = []
+    for h in headers:
+        end = names.find(b"\0", h.name)
+        name = names[h.name : end if end >= 0 else len(names)].decode("utf-8", "replace")
+        sections.append(_Section(name, h))
+    return sections
+
+
+def _symbol_pairs(src: Reader, sections: list[_Section]) -> list[tuple[str, int, int]]:
+    """``(start symbol, file offset, size)`` for every ``__X_start``/``__X_end`` pair.
+
+    Symbol values are section-relative in a ``.o`` (section address 0) and virtual addresses in
+    linked files; both map to ``section offset + value - section address``.
+    """
     found: dict[bytes, tuple[int, int]] = {}
-    for sec in sections:
-        if sec["sh_type"] not in ("SHT_SYMTAB", "SHT_DYNSYM") or sec["sh_entsize"] != _SYM64.size:
+    sym = Symbol.FORMAT
+    for sec in (s.header for s in sections):
+        if sec.type not in (SHT_SYMTAB, _SHT_DYNSYM) or sec.entsize != sym.size:
             continue
-        if not 0 <= sec["sh_link"] < len(sections):
+        if not 0 <= sec.link < len(sections):
             continue
-        strtab = sections[sec["sh_link"]]
-        names = bytes(view[strtab["sh_offset"] : strtab["sh_offset"] + strtab["sh_size"]])
+        strtab = sections[sec.link].header
+        names = src.read(strtab.offset, strtab.size)
         if not (b"_start\0" in names and b"_end\0" in names):
             continue
-        raw = view[sec["sh_offset"] : sec["sh_offset"] + sec["sh_size"]]
-        usable = len(raw) - len(raw) % _SYM64.size
-        for st_name, _info, _other, shndx, value, _size in _SYM64.iter_unpack(raw[:usable]):
-            if not 0 < shndx < _SHN_LORESERVE or shndx >= len(sections):
+        raw = src.read(sec.offset, sec.size)
+        raw = raw[: len(raw) - len(raw) % sym.size]
+        for st_name, _info, _other, shndx, value, _size in sym.iter_unpack(raw):
+            if not 0 < shndx < min(_SHN_LORESERVE, len(sections)):
                 continue
             end = names.find(b"\0", st_name)
             name = names[st_name:end]
             if not (name.startswith(b"__") and name.endswith((b"_start", b"_end"))):
                 continue
-            target = sections[shndx]
-            if target["sh_type"] == "SHT_NOBITS":
-                continue
-            found[name] = (target["sh_offset"] + value - target["sh_addr"], shndx)
+            target = sections[shndx].header
+            if target.type != _SHT_NOBITS:
+                found[name] = (target.offset + value - target.addr, shndx)
     pairs: list[tuple[str, int, int]] = []
     for name, (start, shndx) in found.items():
         m = _PAIR_RE.match(name)
@@ -213,60 +264,41 @@ def _symbol_pairs(elf: Any, view: memoryview) -> list[tuple[str, int, int]]:
         if end_entry is None or end_entry[1] != shndx:
             continue
         size = end_entry[0] - start
-        if size <= 0 or start < 0 or start + size > len(view):
+        if size <= 0 or start < 0 or start + size > len(src):
             continue
         pairs.append((name.decode("utf-8", "replace"), start, size))
     pairs.sort(key=lambda p: p[1])
     return pairs
 
 
-def _scan_elf(view: memoryview, file: IO[bytes] | None, all: bool) -> list[DeviceCode]:
-    import io
-
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-
-    fd = None if file is None else file.fileno()
-    stream = io.BytesIO(view) if file is None else file
-    try:
+def _scan_elf(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
+    src = Reader(view, fd)
+    sections = _elf_sections(src)
+    present = {s.name for s in sections}
+    wanted = {FATBIN_SECTION}
+    if all or FATBIN_SECTION not in present:
+        wanted.add(RELFATBIN_SECTION)
+    codes: list[DeviceCode] = []
+    first = 0
+    for sec in sections:
+        if sec.name not in wanted or sec.header.type == _SHT_NOBITS or sec.header.size == 0:
+            continue
+        off, size = sec.header.offset, sec.header.size
+        if off + size > len(view):
+            raise TruncatedError(f"section {sec.name} ends past the end of the file", offset=off)
         try:
-            elf = ELFFile(stream)
-            sections = [
-                (s.name, s["sh_offset"], s["sh_size"], s["sh_type"]) for s in elf.iter_sections()
-            ]
-        except (ELFError, struct.error, ValueError) as e:
-            raise FormatError(f"cannot read ELF headers: {e}", offset=0) from e
-        names = {s[0] for s in sections}
-        wanted = {FATBIN_SECTION}
-        if all or FATBIN_SECTION not in names:
-            wanted.add(RELFATBIN_SECTION)
-        codes: list[DeviceCode] = []
-        first = 0
-        for name, off, size, typ in sections:
-            if name not in wanted or typ == "SHT_NOBITS" or size == 0:
-                continue
-            if off + size > len(view):
-                raise FormatError(f"section {name} ends past the end of the file", offset=off)
-            try:
-                found = _fatbin_codes(name, view[off : off + size], off, first, fd)
-            except FormatError as e:
-                where = None if e.offset is None else off + e.offset
-                msg = str(e).rsplit(" (at offset", 1)[0]
-                raise type(e)(f"{name}: {msg}", offset=where) from e
-            codes += found
-            first = _count_containers(codes, first)
-        try:
-            pairs = _symbol_pairs(elf, view)
-        except (ELFError, struct.error, ValueError) as e:
-            raise FormatError(f"cannot read ELF symbols: {e}", offset=0) from e
-        for sym, off, size in pairs:
-            found = _blob_codes(sym, view[off : off + size], off, first, fd)
-            codes += found
-            first = _count_containers(codes, first)
-        return codes
-    finally:
-        if file is None:
-            stream.close()
+            found = _fatbin_codes(sec.name, view[off : off + size], off, first, fd)
+        except FormatError as e:
+            where = None if e.offset is None else off + e.offset
+            msg = str(e).rsplit(" (at offset", 1)[0]
+            raise type(e)(f"{sec.name}: {msg}", offset=where) from e
+        codes += found
+        first = _count_containers(codes, first)
+    for sym, off, size in _symbol_pairs(src, sections):
+        found = _blob_codes(sym, view[off : off + size], off, first, fd)
+        codes += found
+        first = _count_containers(codes, first)
+    return codes
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -310,7 +342,7 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool) -> tuple[DeviceCo
     if machine == EM_CUDA:
         return (DeviceCode("", -1, bare_entry(EntryKind.ELF, view), 0),)
     if machine is not None:
-        return tuple(_scan_elf(view, file, all))
+        return tuple(_scan_elf(view, fd, all))
     if is_ptx(view):
         end = len(bytes(view).rstrip(b"\0"))
         return (DeviceCode("", -1, bare_entry(EntryKind.PTX, view[:end]), 0),)

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from .thirdparty import CUPY12_RANDOM, fetch
+from thirdparty import CUPY12_RANDOM, fetch
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "data" / "inspect_kernels.cu"

@@ -37,7 +37,8 @@ def system_tool(name: str) -> str:
 
 @dataclass(frozen=True)
 class Kernels:
-    """Paths of the compiled kernels: ``cubins[arch]``, ``ptx[arch]`` and the source."""
+    """Paths of the compiled kernels: ``cubins[arch]``, ``ptx[arch]`` (every arch compiled) and
+    the source."""
 
     root: Path
     source: Path
@@ -56,8 +57,7 @@ def compile_kernels(root: Path) -> Kernels:
         virt = arch.replace("sm_", "compute_")
         p = root / f"k_{arch}.ptx"
         subprocess.run([nvcc, "-ptx", f"-arch={virt}", str(src), "-o", str(p)], check=True)
-        if arch in PTX_ARCHS:
-            ptx[arch] = p
+        ptx[arch] = p
         if arch in CUBIN_ARCHS:
             c = root / f"k_{arch}.cubin"
             subprocess.run([ptxas, f"-arch={arch}", str(p), "-o", str(c)], check=True)

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from .cudabuild import CUOBJDUMP, NVCC, SOURCE, Builds, builds, res_usage_blocks, run  # noqa: F401
-from .thirdparty import CUPY12_RANDOM, CUPY13_RANDOM, fetch
+from cudabuild import CUOBJDUMP, NVCC, SOURCE, Builds, builds, res_usage_blocks, run  # noqa: F401
+from thirdparty import CUPY12_RANDOM, CUPY13_RANDOM, fetch
 
 
 def fatbinkit(*args: str | Path) -> subprocess.CompletedProcess[str]:

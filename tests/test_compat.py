@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from cudabuild import Builds, builds  # noqa: F401
 
 from fatbinkit.arch import Arch
 from fatbinkit.compat import (
@@ -37,8 +38,6 @@ from fatbinkit.compat import (
     sass_runs_on,
 )
 from fatbinkit.errors import InvalidArgumentError
-
-from .cudabuild import Builds, builds  # noqa: F401
 
 # Devices from compute capability 7.5 to 12.1 (CUDA 13 supports sm_75 and newer).
 DEVICES = ["7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"]

@@ -13,6 +13,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from cudabuild import Builds, builds, elf_dump, res_usage  # noqa: F401
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +21,6 @@ from fatbinkit.arch import Arch
 from fatbinkit.cubin import SECTION_HEADER, Cubin, is_cubin
 from fatbinkit.errors import FormatError, TruncatedError, UnsupportedError
 from fatbinkit.nvinfo import FMT_SVAL, NvInfoRecord, parse_records
-
-from .cudabuild import Builds, builds, elf_dump, res_usage  # noqa: F401
 
 _COMMON_CONST_RE = re.compile(r"CONSTANT\[(\d+)\]")
 

@@ -19,9 +19,9 @@ from fatbinkit.errors import (
     FormatError,
     InvalidArgumentError,
     TruncatedError,
+    UnsupportedError,
 )
 from fatbinkit.fatbin import (
-    ENTRY_HEADER_SIZE,
     EntryFlags,
     EntryHeader,
     EntryKind,
@@ -242,9 +242,19 @@ def test_garbage_compressed_payload(codec: str) -> None:
 
 
 def test_invalid_sm_number() -> None:
-    (e,) = Fatbin.from_bytes(_entry_bytes(sm=5)).entries
+    fb = Fatbin.from_bytes(_entry_bytes(sm=5))
     with pytest.raises(FormatError, match="SM number 5"):
-        _ = e.arch
+        _ = fb.entries[0].arch
+    with pytest.raises(FormatError, match="SM number 5"):
+        fb.validate()
+    Fatbin.from_bytes(_entry_bytes()).validate()
+
+
+def test_32bit_host_elf_refused() -> None:
+    header = b"\x7fELF\x01\x01\x01" + bytes(9) + (3).to_bytes(2, "little")
+    header += (3).to_bytes(2, "little") + bytes(64 - len(header) - 2)
+    with pytest.raises(UnsupportedError, match="64-bit little-endian"):
+        scan(header)
 
 
 def test_writer_rejects_bad_arguments() -> None:
@@ -328,9 +338,14 @@ def test_section_past_end_of_file(kernels: Kernels, tmp_path: Path) -> None:
         elf = ELFFile(f)
         index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == ".nv_fatbin")
         shdr = elf["e_shoff"] + index * elf["e_shentsize"]
+        fatbin_offset = elf.get_section(index)["sh_offset"]
     raw[shdr + 32 : shdr + 40] = (1 << 32).to_bytes(8, "little")  # sh_size
     bad = tmp_path / "bad.o"
     bad.write_bytes(bytes(raw))
-    with pytest.raises(FormatError, match=r"\.nv_fatbin"):
+    with pytest.raises(TruncatedError, match=r"\.nv_fatbin") as info:
         scan(bad)
-    assert ENTRY_HEADER_SIZE == 64
+    assert info.value.offset == fatbin_offset
+    cut = tmp_path / "cut.o"
+    cut.write_bytes(obj.read_bytes()[: shdr + 10])
+    with pytest.raises(TruncatedError, match="section header table"):
+        scan(cut)

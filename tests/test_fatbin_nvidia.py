@@ -25,6 +25,7 @@ from fatbinkit.scan import listed, scan
 from fatbinkit.toolchain import find_tool
 
 FATBINARY_MODES = ("default", "size", "speed", "balance", "none", "compress-all")
+NVCC_MODES = ("default", "size", "speed", "balance", "none")
 
 
 @pytest.fixture(scope="session")
@@ -56,18 +57,25 @@ def nvidia_fatbins(kernels: Kernels, tmp_path_factory: pytest.TempPathFactory) -
     """Fatbins from nvcc, fatbinary in every compression mode, and nvFatbin."""
     root = tmp_path_factory.mktemp("nvidia")
     out: dict[str, Path] = {}
-    nvcc = root / "nvcc.fatbin"
-    subprocess.run(
-        [
-            system_tool("nvcc"), "-fatbin", str(kernels.source), "-o", str(nvcc),
-            "-gencode", "arch=compute_90,code=sm_90",
-            "-gencode", "arch=compute_90,code=compute_90",
-            "-gencode", "arch=compute_100f,code=sm_100f",
-            "-gencode", "arch=compute_120,code=compute_120",
-        ],
-        check=True,
-    )
-    out["nvcc"] = nvcc
+    for mode in NVCC_MODES:
+        nvcc = root / f"nvcc-{mode}.fatbin"
+        subprocess.run(
+            [
+                system_tool("nvcc"), "-fatbin", str(kernels.source), "-o", str(nvcc),
+                "-gencode", "arch=compute_90,code=sm_90",
+                "-gencode", "arch=compute_90,code=compute_90",
+                "-gencode", "arch=compute_100f,code=sm_100f",
+                "-gencode", "arch=compute_120,code=compute_120",
+                *([] if mode == "default" else [f"--compress-mode={mode}"]),
+            ],
+            check=True,
+        )
+        out[f"nvcc-{mode}"] = nvcc
+    # containers back to back, with zero padding between them, as in .nv_fatbin sections
+    both = root / "concatenated.fatbin"
+    first = out["nvcc-default"].read_bytes()
+    both.write_bytes(first + bytes(8) + out["nvcc-speed"].read_bytes())
+    out["concatenated"] = both
     for mode in FATBINARY_MODES:
         path = root / f"fatbinary-{mode}.fatbin"
         flags = ["--compress-all"] if mode == "compress-all" else [f"--compress-mode={mode}"]
@@ -86,7 +94,13 @@ def nvidia_fatbins(kernels: Kernels, tmp_path_factory: pytest.TempPathFactory) -
     return out
 
 
-NVIDIA_NAMES = ["nvcc", *(f"fatbinary-{m}" for m in FATBINARY_MODES), "nvfatbin", "nvfatbin-zstd"]
+NVIDIA_NAMES = [
+    *(f"nvcc-{m}" for m in NVCC_MODES),
+    "concatenated",
+    *(f"fatbinary-{m}" for m in FATBINARY_MODES),
+    "nvfatbin",
+    "nvfatbin-zstd",
+]
 
 
 def _our_listing(path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> list[str]:
@@ -220,11 +234,14 @@ def test_backends_agree_under_cuobjdump(
     assert codecs == {compression}
 
 
-def test_nvcc_backend_is_aoti_recipe(kernels: Kernels, tmp_path: Path) -> None:
-    """The command is AOTInductor's (torch/_inductor/codecache.py, emit_multi_arch_kernel) and
-    its output is what that command produces when run by hand."""
-    asm_file, cubin_file, current_arch = tmp_path / "k.ptx", tmp_path / "aoti.fatbin", "90"
-    asm_file.write_bytes(kernels.ptx["sm_90"].read_bytes())
+@pytest.mark.parametrize("current_arch", ["90a", "80"])
+def test_nvcc_backend_is_aoti_recipe(current_arch: str, kernels: Kernels, tmp_path: Path) -> None:
+    """The command is AOTInductor's (torch/_inductor/codecache.py, emit_multi_arch_kernel; on an
+    H100/H200 its _nvcc_arch_as_compile_option() gives "90a") and its output is what that
+    command produces when run by hand."""
+    arch = Arch.parse(current_arch)
+    asm_file, cubin_file = tmp_path / "k.ptx", tmp_path / "aoti.fatbin"
+    asm_file.write_bytes(kernels.ptx[arch.sm].read_bytes())
     nvcc = str(find_tool("nvcc"))
     # AOTInductor's command, verbatim apart from the compiler path.
     cmd = (
@@ -232,10 +249,44 @@ def test_nvcc_backend_is_aoti_recipe(kernels: Kernels, tmp_path: Path) -> None:
         f"-gencode arch=compute_{current_arch},code=compute_{current_arch} "
         f"-gencode arch=compute_{current_arch},code=sm_{current_arch} "
     )
-    assert cmd.split() == [nvcc, *nvcc_command(asm_file, cubin_file, [Arch(90)])]
+    assert cmd.split() == [nvcc, *nvcc_command(asm_file, cubin_file, [arch])]
     subprocess.run(cmd.split(), check=True, capture_output=True)
-    ours = build([Image.from_file(EntryKind.PTX, Arch(90), asm_file)], backend="nvcc")
+    ours = build([Image.from_file(EntryKind.PTX, arch, asm_file)], backend="nvcc")
     assert ours == cubin_file.read_bytes()
     assert [(c.entry.kind, c.entry.arch.sm) for c in scan(cubin_file)] == [
-        (EntryKind.ELF, "sm_90"), (EntryKind.PTX, "sm_90"),
+        (EntryKind.ELF, arch.sm), (EntryKind.PTX, arch.sm),
     ]
+
+
+def test_nvcc_backend_several_archs(kernels: Kernels, tmp_path: Path) -> None:
+    """PTX and SASS for each requested arch from one PTX source, as cuobjdump lists them."""
+    ptx = kernels.ptx["sm_80"].read_bytes()
+    out = tmp_path / "multi.fatbin"
+    images = [Image(EntryKind.PTX, Arch(80), ptx), Image(EntryKind.PTX, Arch(90), ptx)]
+    out.write_bytes(build(images, backend="nvcc"))
+    names = [line.split(": ")[1] for line in cuobjdump_list(out)]
+    assert sorted(names) == sorted([
+        "multi.1.sm_80.cubin", "multi.1.sm_80.ptx", "multi.2.sm_90.cubin", "multi.2.sm_90.ptx"
+    ])
+
+
+def test_ltoir_entries_kept_and_skipped_like_cuobjdump(
+    kernels: Kernels, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nvcc -dlto puts LTO-IR (kind 8) entries in the fatbin: kept raw, round-tripped, listed by
+    cuobjdump -lelf -lptx as nothing, and by us only with --all."""
+    out = tmp_path / "lto.fatbin"
+    subprocess.run(
+        [system_tool("nvcc"), "-fatbin", "-gencode", "arch=compute_90,code=lto_90",
+         "-gencode", "arch=compute_90,code=sm_90", str(kernels.source), "-o", str(out)],
+        check=True,
+    )
+    data = out.read_bytes()
+    fb = Fatbin.from_bytes(data)
+    assert fb.to_bytes() == data
+    kinds = [e.kind for e in fb.entries]
+    assert EntryKind.LTOIR in kinds
+    assert main(["ls", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines() == cuobjdump_list(out)
+    assert main(["ls", "--all", "--json", str(out)]) == 0
+    assert "ltoir" in capsys.readouterr().out

@@ -84,3 +84,20 @@ def test_json_listing(capsys: pytest.CaptureFixture[str]) -> None:
         assert row["compression"] in ("zstd", None)
         assert row["size"] % 8 == 0 and row["data_size"] > 0
     assert [r["container"] for r in rows] == sorted(r["container"] for r in rows)
+
+
+@pytest.mark.parametrize("name", MEMBERS)
+def test_section_table_matches_pyelftools(name: str) -> None:
+    """The scanner's own section-header reader agrees with pyelftools on real libraries."""
+    from elftools.elf.elffile import ELFFile
+
+    from fatbinkit.fatbin import Reader
+    from fatbinkit.scan import _elf_sections
+
+    path = _path(name)
+    with open(path, "rb") as f:
+        expected = [
+            (s.name, s["sh_offset"], s["sh_size"], s["sh_addr"]) for s in ELFFile(f).iter_sections()
+        ]
+        sections = _elf_sections(Reader(memoryview(path.read_bytes()), f.fileno()))
+    assert [(s.name, s.header.offset, s.header.size, s.header.addr) for s in sections] == expected

@@ -6,6 +6,7 @@ import contextlib
 import time
 
 import pytest
+from cudabuild import Builds, builds  # noqa: F401
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,8 +20,6 @@ from fatbinkit.ptx import (
     max_ptx_isa_for_driver,
     min_driver_for_ptx_isa,
 )
-
-from .cudabuild import Builds, builds  # noqa: F401
 
 utils = pytest.importorskip("cuda.bindings.utils")
 

@@ -34,7 +34,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.func(args)
     except FatbinkitError as exc:
-        message = " ".join(str(exc).split("\n", 1)[0].split())
+        # one line: the message, then (for JIT failures) the driver's log folded onto it
+        message = " | ".join(" ".join(line.split()) for line in str(exc).splitlines() if line)
         print(f"fatbinkit: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -1,9 +1,81 @@
-"""CLI commands of this group (placeholder until implemented)."""
+"""``fatbinkit embed`` (blobs -> relocatable object) and ``fatbinkit inject`` (blobs -> library)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from ..elfobj import DEFAULT_ALIGN, MACHINES, STYLES, Blob, write_object
+from ..errors import InvalidArgumentError
+from ..inject import inject
+
+
+def _named(arg: str, align: int | None = None) -> Blob:
+    name, sep, path = arg.partition("=")
+    if not sep or not path:
+        raise InvalidArgumentError(f"expected NAME=PATH, got {arg!r}")
+    return Blob(name, Path(path), align)
+
+
+def _embed(args: argparse.Namespace) -> int:
+    if args.style == "ld":
+        blobs = [Blob(arg, Path(arg)) for arg in args.blobs]
+    else:
+        blobs = [_named(arg) for arg in args.blobs]
+    write_object(Path(args.output), blobs, machine=args.machine, style=args.style, align=args.align)
+    return 0
+
+
+def _inject(args: argparse.Namespace) -> int:
+    inject(Path(args.library), Path(args.output), [_named(a) for a in args.blobs], align=args.align)
+    return 0
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add this group's sub-commands to the parser."""
+    """Add ``embed`` and ``inject``."""
+    p = sub.add_parser(
+        "embed",
+        help="write an ELF object embedding files in .rodata (no toolchain needed)",
+        description=(
+            "Write a relocatable ELF object holding every file in one read-only .rodata section, "
+            "with an empty .note.GNU-stack. Style aoti: arguments NAME=PATH give symbols "
+            "__NAME_start, __NAME_end, __NAME_size. Style ld: arguments are paths, and symbols "
+            "are _binary_<path>_start/_end/_size with every byte of the path that is not a letter "
+            "or digit turned into '_', exactly as 'ld -r -b binary' names them."
+        ),
+    )
+    p.add_argument("blobs", nargs="+", metavar="NAME=PATH | PATH")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.o", help="object to write")
+    p.add_argument(
+        "--machine", choices=sorted(MACHINES), help="target machine (default: this host's)"
+    )
+    p.add_argument(
+        "--align",
+        type=int,
+        default=DEFAULT_ALIGN,
+        metavar="N",
+        help=f"alignment of each blob, a power of two (default {DEFAULT_ALIGN}; 1 packs like ld)",
+    )
+    p.add_argument("--style", choices=STYLES, default="aoti", help="symbol names (default aoti)")
+    p.set_defaults(func=_embed)
+
+    p = sub.add_parser(
+        "inject",
+        help="add files to a linked shared library as exported symbols (uses LIEF)",
+        description=(
+            "Copy LIB.so to OUT.so with every file added in one new read-only section and "
+            "segment, exported as dynamic symbols __NAME_start, __NAME_end and __NAME_size; "
+            "undefined references to those names in the library are resolved. No relink."
+        ),
+    )
+    p.add_argument("library", metavar="LIB.so")
+    p.add_argument("blobs", nargs="+", metavar="NAME=PATH")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.so", help="library to write")
+    p.add_argument(
+        "--align",
+        type=int,
+        default=DEFAULT_ALIGN,
+        metavar="N",
+        help=f"alignment of each blob, a power of two (default {DEFAULT_ALIGN})",
+    )
+    p.set_defaults(func=_inject)

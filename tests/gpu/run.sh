@@ -12,6 +12,8 @@ else
   export PYTHONPATH=$PWD
 fi
 export FATBINKIT_GPU_REPORT=$out/gpu-report.json CUDA_CACHE_DISABLE=1
+# Triton kernels compiled on the CPU machine (python -m tests.gpu.triton_artifacts .artifacts/triton sm_90)
+[ -d .artifacts/triton ] && export FATBINKIT_TRITON_DIR=$PWD/.artifacts/triton
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 --version; } | tee "$out/env.txt"
 python3 -m pytest -q -p no:cacheprovider tests/gpu "$@" 2>&1 | tee "$out/gpu-tests.log"
 exit "${PIPESTATUS[0]}"

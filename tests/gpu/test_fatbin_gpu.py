@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import shutil
+import struct
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -88,18 +89,23 @@ def _run(fatbin: bytes) -> list[float]:
     module = _check(CU.cuModuleLoadData(fatbin))
     try:
         func = _check(CU.cuModuleGetFunction(module, b"add_scaled"))
-        host = (ctypes.c_float * N)(*range(N))
-        size = ctypes.sizeof(host)
-        dptr = _check(CU.cuMemAlloc(size))
+        data = struct.pack(f"{N}f", *range(N))
+        dptr = _check(CU.cuMemAlloc(len(data)))
         try:
-            _check(CU.cuMemcpyHtoD(dptr, ctypes.addressof(host), size))
-            args = ((dptr, 2.0, N), (None, ctypes.c_float, ctypes.c_int))
-            _check(CU.cuLaunchKernel(func, (N + 127) // 128, 1, 1, 128, 1, 1, 0, 0, args, 0))
+            _check(CU.cuMemcpyHtoD(dptr, data, len(data)))
+            values = [ctypes.c_uint64(int(dptr)), ctypes.c_float(2.0), ctypes.c_int(N)]
+            params = (ctypes.c_void_p * len(values))(
+                *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values]
+            )
+            _check(CU.cuLaunchKernel(
+                func, (N + 127) // 128, 1, 1, 128, 1, 1, 0, 0, ctypes.addressof(params), 0
+            ))
             _check(CU.cuCtxSynchronize())
-            _check(CU.cuMemcpyDtoH(ctypes.addressof(host), dptr, size))
+            out = bytearray(len(data))
+            _check(CU.cuMemcpyDtoH(out, dptr, len(data)))
         finally:
             _check(CU.cuMemFree(dptr))
-        return list(host)
+        return list(struct.unpack(f"{N}f", out))
     finally:
         _check(CU.cuModuleUnload(module))
 

@@ -8,11 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from axpy import SOURCE, check_axpy, nvcc
 
 from fatbinkit.errors import JitError, NoBinaryForGpuError, UnsupportedPtxVersionError
 from fatbinkit.runtime import Device, Module
-
-from .axpy import SOURCE, check_axpy, nvcc
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,193 @@
+"""Fatbin benchmark, side by side in one run: building (pure writer vs fatbinary process vs
+nvFatbin vs AOTInductor's nvcc recipe) and listing/extracting a large real library
+(libcublasLt.so.13, nvidia-cublas wheel) with fatbinkit vs cuobjdump, with ratios and peak memory
+(ru_maxrss of each child process).
+
+Usage: python benchmarks/fatbin.py [--write docs/benchmarks-fatbin.md] [--library PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fatbinkit.arch import Arch  # noqa: E402
+from fatbinkit.build import Image, build, nvcc_command  # noqa: E402
+from fatbinkit.fatbin import EntryKind  # noqa: E402
+from fatbinkit.scan import scan  # noqa: E402
+from fatbinkit.toolchain import find_tool  # noqa: E402
+
+SOURCE = r"""
+extern "C" __global__ void add1(float *x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += 1.0f;
+}
+"""
+CUBIN_ARCHS = ("sm_75", "sm_80", "sm_90", "sm_100", "sm_120")
+
+
+def child(argv: list[str], cwd: Path | None = None) -> tuple[float, int]:
+    """Run ``argv``; return (wall seconds, peak RSS in bytes) of that child alone.
+
+    The command runs under GNU time, which forks it from a small process: a child forked from
+    this (large) Python process would report this process's RSS as its own peak.
+    """
+    report = Path(tempfile.mkstemp(prefix="fatbinkit-rss-")[1])
+    start = time.perf_counter()
+    proc = subprocess.run(
+        ["/usr/bin/time", "-o", str(report), "-f", "%M", *argv], cwd=cwd,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False,
+    )
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+    kib = int(report.read_text().split()[-1])
+    report.unlink()
+    return wall, kib * 1024
+
+
+def versus(name: str, ours: float, theirs: float) -> str:
+    """``name`` N x faster (or slower) than the other measurement."""
+    if ours <= theirs:
+        return f"{name} {theirs / ours:.1f}x faster"
+    return f"{name} {ours / theirs:.1f}x slower"
+
+
+def best(fn: Callable[[], object], reps: int) -> float:
+    """Median wall seconds of ``fn`` over ``reps`` runs."""
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def kernels(tmp: Path) -> tuple[list[Image], Path]:
+    nvcc = str(Path("/usr/local/cuda/bin/nvcc")) if Path("/usr/local/cuda/bin/nvcc").exists() \
+        else str(find_tool("nvcc"))
+    src = tmp / "k.cu"
+    src.write_text(SOURCE)
+    images = []
+    for arch in CUBIN_ARCHS:
+        out = tmp / f"k_{arch}.cubin"
+        subprocess.run([nvcc, "-cubin", f"-arch={arch}", str(src), "-o", str(out)], check=True)
+        images.append(Image.from_file(EntryKind.ELF, Arch.parse(arch), out))
+    ptx = tmp / "k.ptx"
+    subprocess.run([nvcc, "-ptx", "-arch=compute_90", str(src), "-o", str(ptx)], check=True)
+    images.append(Image.from_file(EntryKind.PTX, Arch(90), ptx))
+    return images, ptx
+
+
+def bench_build(tmp: Path) -> list[tuple[str, str, str]]:
+    images, ptx = kernels(tmp)
+    rows = []
+    for compression in (None, "zstd"):
+        pure = best(lambda c=compression: build(images, compression=c), 50)
+        nvf = best(lambda c=compression: build(images, backend="nvfatbin", compression=c), 50)
+        fbin = best(lambda c=compression: build(images, backend="fatbinary", compression=c), 5)
+        label = compression or "none"
+        rows.append((f"build {len(images)} images, {label}: pure", f"{pure * 1e3:.2f} ms", ""))
+        rows.append((f"build {label}: nvFatbin (in-process)", f"{nvf * 1e3:.2f} ms",
+                     versus("pure", pure, nvf)))
+        rows.append((f"build {label}: fatbinary process", f"{fbin * 1e3:.1f} ms",
+                     versus("pure", pure, fbin)))
+    nvcc = str(find_tool("nvcc"))
+    out = tmp / "aoti.fatbin"
+    t = best(lambda: subprocess.run([nvcc, *nvcc_command(ptx, out, [Arch(90)])], check=True), 3)
+    rows.append(("build: nvcc AOTI recipe (PTX -> compute_90 + sm_90, runs ptxas)",
+                 f"{t * 1e3:.0f} ms", ""))
+    return rows
+
+
+def bench_library(lib: Path, tmp: Path) -> list[tuple[str, str, str]]:
+    py = sys.executable
+    cuobjdump = str(find_tool("cuobjdump"))
+    rows = []
+    ours = [child([py, "-m", "fatbinkit", "ls", str(lib)]) for _ in range(3)]
+    ours_json = child([py, "-m", "fatbinkit", "ls", "--json", str(lib)])
+    theirs = [child([cuobjdump, "-lelf", "-lptx", str(lib)]) for _ in range(2)]
+    o_t, o_m = statistics.median(t for t, _ in ours), max(m for _, m in ours)
+    c_t, c_m = statistics.median(t for t, _ in theirs), max(m for _, m in theirs)
+    rows.append(("list: cuobjdump -lelf -lptx", f"{c_t:.2f} s, {c_m / 2**20:.0f} MiB", ""))
+    rows.append(("list: fatbinkit ls (new process, incl. Python start-up)",
+                 f"{o_t:.3f} s, {o_m / 2**20:.0f} MiB",
+                 f"{versus('fatbinkit', o_t, c_t)}, 1/{c_m / o_m:.0f} of the memory"))
+    start_up = statistics.median(
+        child([py, "-c", "import fatbinkit.cli"])[0] for _ in range(3)
+    )
+    rows.append(("list: of which Python start-up + `import fatbinkit.cli` (all CLI groups)",
+                 f"{start_up:.3f} s", ""))
+    scan_t = best(lambda: scan(lib), 5)
+    rows.append(("list: fatbinkit.scan.scan() in-process (the API, no start-up)",
+                 f"{scan_t:.3f} s", versus("scan()", scan_t, c_t)))
+    rows.append(("list: fatbinkit ls --json", f"{ours_json[0]:.3f} s, "
+                 f"{ours_json[1] / 2**20:.0f} MiB", ""))
+
+    cdir, odir = tmp / "cuobjdump", tmp / "ours"
+    cdir.mkdir()
+    e1 = child([cuobjdump, "-xelf", "all", str(lib)], cwd=cdir)
+    e2 = child([cuobjdump, "-xptx", "all", str(lib)], cwd=cdir)
+    ours_x = child([py, "-m", "fatbinkit", "extract", str(lib), "-o", str(odir)])
+    n_files = len(list(odir.iterdir()))
+    size = sum(p.stat().st_size for p in odir.iterdir())
+    c_xt, c_xm = e1[0] + e2[0], max(e1[1], e2[1])
+    rows.append((f"extract all ({n_files} files, {size / 2**30:.2f} GiB): cuobjdump -xelf + -xptx",
+                 f"{c_xt:.2f} s, {c_xm / 2**20:.0f} MiB", ""))
+    rows.append(("extract all: fatbinkit extract", f"{ours_x[0]:.2f} s, "
+                 f"{ours_x[1] / 2**20:.0f} MiB",
+                 f"{versus('fatbinkit', ours_x[0], c_xt)}, 1/{c_xm / ours_x[1]:.0f} of the memory"))
+    same = all((cdir / p.name).read_bytes() == p.read_bytes() for p in odir.iterdir())
+    rows.append(("extract all: files identical to cuobjdump's", "yes" if same else "NO", ""))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", type=Path, help="also write the table (markdown) here")
+    parser.add_argument("--library", type=Path, help="library to list/extract (default cuBLASLt)")
+    args = parser.parse_args()
+    lib = args.library
+    if lib is None:
+        from thirdparty import CUBLASLT13, fetch
+
+        lib = fetch(CUBLASLT13)
+    with tempfile.TemporaryDirectory(prefix="fatbinkit-bench-") as t:
+        tmp = Path(t)
+        rows = bench_build(tmp)
+        rows += bench_library(lib, tmp)
+    head = [
+        "# Fatbin benchmark",
+        "",
+        f"`python benchmarks/fatbin.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"library `{lib.name}` ({lib.stat().st_size / 2**20:.0f} MiB). Times are medians; memory "
+        "is the peak RSS of the child process (`ru_maxrss`). cuobjdump from the "
+        "nvidia-cuda-cuobjdump wheel, fatbinary/nvcc from " + str(find_tool("fatbinary").parent)
+        + ", nvFatbin via cuda.bindings. Build times: median of 50 in-process / 5 process runs; "
+        "listing: median of 3 (cuobjdump: 2) runs; extraction: one run each, warm page cache.",
+        "",
+        "| measurement | result | ratio |",
+        "|---|---|---|",
+    ]
+    table = "\n".join(head + [f"| {a} | {b} | {c} |" for a, b, c in rows]) + "\n"
+    print(table)
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.write_text(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

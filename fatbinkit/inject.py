@@ -1,0 +1,228 @@
+"""Add blobs to an already linked shared library (post-link injection, with LIEF).
+
+All blobs go into one new read-only section, ``.fatbinkit``, which LIEF maps with one new
+``PT_LOAD`` segment (flags ``R``); each blob gets dynamic symbols ``__<name>_start`` and
+``__<name>_end`` (in that section) and ``__<name>_size`` (absolute), so ``dlopen`` + ``dlsym``
+find them with no relink. A library that already references those names as undefined symbols gets
+them defined in place, so its own code resolves to the blobs.
+
+Refused, with an error instead of a guess: a file that is not ELF or not ELF64 little-endian, one
+that is not a shared object (``ET_DYN``), one LIEF cannot parse or write back, names the library
+already defines or only imports with a version, and a library injected once already.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import warnings
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from . import elf
+from .elfobj import DEFAULT_ALIGN, Blob, Placed, place
+from .errors import FormatError, InputError, OutputError, TruncatedError, UnsupportedError
+from .outfile import atomic_path
+
+SECTION = ".fatbinkit"
+
+_MAX_CHECKED = 1 << 16  # bytes of each blob compared after writing (head and tail)
+
+
+@contextmanager
+def _quiet_lief() -> Iterator[Any]:
+    """Import LIEF with its logger silenced (its failures become our exceptions instead)."""
+    import lief
+
+    level = lief.logging.get_level()
+    lief.logging.set_level(lief.logging.LEVEL.OFF)
+    try:
+        yield lief
+    finally:
+        lief.logging.set_level(level)
+
+
+def _read_header(path: Path) -> os.stat_result:
+    try:
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"cannot read {path}: it is a directory")
+        with open(path, "rb") as f:
+            head = f.read(elf.FileHeader.FORMAT.size)
+    except InputError:
+        raise
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    if head[:4] != elf.ELFMAG:
+        raise FormatError(f"{path} is not an ELF file", offset=0)
+    header = elf.FileHeader.unpack(head)
+    if not header.is_elf64_le:
+        raise UnsupportedError(f"{path}: only ELF64 little-endian libraries can be injected")
+    if header.type != elf.ET_DYN:
+        raise UnsupportedError(
+            f"{path} is not a shared library (e_type {header.type}, expected ET_DYN {elf.ET_DYN})"
+        )
+    for what, count, entsize, expected in (
+        ("program header", header.phnum, header.phentsize, 56),
+        ("section header", header.shnum, header.shentsize, elf.SectionHeader.FORMAT.size),
+    ):
+        if count and entsize != expected:
+            raise FormatError(f"{path}: {what} size {entsize}, expected {expected}", offset=0)
+    for what, offset, count, entsize in (
+        ("program headers", header.phoff, header.phnum, header.phentsize),
+        ("section headers", header.shoff, header.shnum, header.shentsize),
+    ):
+        if offset + count * entsize > st.st_size:
+            raise TruncatedError(
+                f"{path}: {what} end at {offset + count * entsize}, past the file end {st.st_size}",
+                offset=offset,
+            )
+    return st
+
+
+def _content(p: Placed) -> bytes:
+    if isinstance(p.source, Path):
+        try:
+            data = p.source.read_bytes()
+        except OSError as e:
+            raise InputError(f"cannot read {p.source}: {e.strerror or e}") from e
+        if len(data) != p.size:
+            raise InputError(f"{p.source} changed size while being embedded")
+        return data
+    return bytes(p.source)
+
+
+def inject(
+    library: os.PathLike[str] | os.PathLike[bytes],
+    output: os.PathLike[str] | os.PathLike[bytes],
+    blobs: Iterable[Blob],
+    *,
+    align: int = DEFAULT_ALIGN,
+) -> None:
+    """Write ``output``: ``library`` plus ``blobs`` (style ``"aoti"`` names) and their symbols.
+
+    ``output`` may equal ``library``; it is replaced atomically either way. The result is parsed
+    again and checked (section, segment flags, every symbol's address and the blob bytes there)
+    before it replaces ``output``.
+    """
+    src = Path(os.fsdecode(os.fspath(library)))
+    st = _read_header(src)
+    placement = place(blobs, style="aoti", align=align)
+    payload = bytearray()
+    for p in placement.blobs:
+        payload += bytes(p.padding)
+        payload += _content(p)
+
+    with _quiet_lief() as lief:
+        binary = lief.ELF.parse(str(src))
+        if binary is None:
+            raise FormatError(f"LIEF cannot parse {src}")
+        if not binary.has_section(".dynsym"):
+            raise UnsupportedError(f"{src} has no dynamic symbol table to export from")
+        if binary.has_section(SECTION):
+            raise UnsupportedError(
+                f"{src} already has a {SECTION} section; inject all blobs into the original at once"
+            )
+        existing: dict[str, Any] = {}
+        for p in placement.blobs:
+            for name in p.symbols:
+                if not binary.has_dynamic_symbol(name):
+                    continue
+                sym = binary.get_dynamic_symbol(name)
+                if sym.shndx != elf.SHN_UNDEF:
+                    raise UnsupportedError(f"{src} already defines {name}")
+                version = sym.symbol_version
+                if version is not None and version.value > 1:
+                    raise UnsupportedError(
+                        f"{src} imports {name} with a symbol version; cannot define it in place"
+                    )
+                existing[name] = sym
+
+        section = lief.ELF.Section(SECTION)
+        section.type = lief.ELF.Section.TYPE.PROGBITS
+        section.flags = lief.ELF.Section.FLAGS.ALLOC
+        section.alignment = placement.align
+        section.content = memoryview(payload)
+        section = binary.add(section, loaded=True)
+        base = section.virtual_address
+        shndx = [s.name for s in binary.sections].index(SECTION)
+
+        for p in placement.blobs:
+            start, end, size = p.symbols
+            for name, value, index in (
+                (start, base + p.offset, shndx),
+                (end, base + p.offset + p.size, shndx),
+                (size, p.size, elf.SHN_ABS),
+            ):
+                sym = existing.get(name)
+                if sym is None:
+                    sym = lief.ELF.Symbol()
+                    sym.name = name
+                    sym = binary.add_dynamic_symbol(sym)
+                sym.binding = lief.ELF.Symbol.BINDING.GLOBAL
+                sym.type = lief.ELF.Symbol.TYPE.NOTYPE
+                sym.visibility = lief.ELF.Symbol.VISIBILITY.DEFAULT
+                sym.value = value
+                sym.size = 0
+                sym.shndx = index
+
+        with atomic_path(output, mode=stat.S_IMODE(st.st_mode)) as tmp:
+            try:
+                binary.write(str(tmp))
+            except Exception as e:  # LIEF raises its own types, or nothing at all
+                raise OutputError(f"LIEF failed to write {output}: {e}") from e
+            _check(lief, tmp, placement.blobs, payload, src)
+
+
+def _check(
+    lief: Any, path: Path, placed: tuple[Placed, ...], payload: bytearray, src: Path
+) -> None:
+    """Re-read LIEF's output and refuse it unless every symbol points at its blob, read-only."""
+    with warnings.catch_warnings():  # LIEF warns on enum values it does not know
+        warnings.simplefilter("ignore")
+        _check_output(lief, path, placed, payload, src)
+
+
+def _check_output(
+    lief: Any, path: Path, placed: tuple[Placed, ...], payload: bytearray, src: Path
+) -> None:
+    out = lief.ELF.parse(str(path)) if path.stat().st_size else None
+    if out is None or not out.has_section(SECTION):
+        raise UnsupportedError(f"LIEF wrote an unreadable library for {src}; nothing written")
+    section = out.get_section(SECTION)
+    segment = out.segment_from_virtual_address(section.virtual_address)
+    flags = lief.ELF.Segment.FLAGS
+    if (
+        segment is None
+        or segment.type != lief.ELF.Segment.TYPE.LOAD
+        or not segment.has(flags.R)
+        or segment.has(flags.W)
+        or segment.has(flags.X)
+    ):
+        raise UnsupportedError(f"LIEF did not map {SECTION} read-only for {src}; nothing written")
+    base = section.virtual_address
+    for p in placed:
+        start, end, size = (
+            out.get_dynamic_symbol(n) if out.has_dynamic_symbol(n) else None for n in p.symbols
+        )
+        if (
+            start is None
+            or end is None
+            or size is None
+            or start.value != base + p.offset
+            or end.value != base + p.offset + p.size
+            or size.value != p.size
+            or size.shndx != elf.SHN_ABS
+        ):
+            raise UnsupportedError(
+                f"LIEF lost or moved the symbols of {p.symbols[0]} in {src}; nothing written"
+            )
+        for lo, hi in ((0, min(p.size, _MAX_CHECKED)), (max(0, p.size - _MAX_CHECKED), p.size)):
+            if hi > lo:
+                got = bytes(out.get_content_from_virtual_address(start.value + lo, hi - lo))
+                if got != payload[p.offset + lo : p.offset + hi]:
+                    raise UnsupportedError(
+                        f"LIEF wrote wrong bytes for {p.symbols[0]} in {src}; nothing written"
+                    )
