@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -350,7 +350,7 @@ class _Reader:
         module_records = per_symbol.get(sym_index[0], []) if sym_index is not None else []
         own = per_section.get(text.index, ())
 
-        def sval(records: Any, attribute: int) -> int | None:
+        def sval(records: Iterable[NvInfoRecord], attribute: int) -> int | None:
             for r in records:
                 words = r.words()
                 if r.attribute == attribute and len(words) >= 2:
