@@ -175,7 +175,7 @@ def decide(
     dev = Arch(device.number)  # a device is a compute capability; suffixes name binaries only
     verdicts: list[Verdict] = []
     sass: list[Image] = []
-    ptx: list[Image] = []
+    ptx: list[Verdict] = []
     for img in images:
         if img.kind == SASS:
             if sass_runs_on(img.arch, dev):
@@ -191,16 +191,16 @@ def decide(
             continue
         if img.target is not None and not ptx_jits_for(img.target, dev):
             # selected by its label, then refused by the JIT compiler (reasoned, not observed)
-            verdicts.append(Verdict(img, False, (
+            verdict = Verdict(img, False, (
                 f"PTX labelled {img.arch.compute} but its text says .target {img.target.sm}: "
-                f"{_ptx_why_not(img.target, dev)}"), INVALID_PTX))
-            continue
-        ok, why = _ptx_isa_ok(img.ptx_version, driver)
-        verdicts.append(Verdict(img, ok, why if not ok else
-                                f"PTX {img.arch.compute} JIT-compiles for {dev.sm}; {why}",
-                                None if ok else UNSUPPORTED_PTX))
-        if ok:
-            ptx.append(img)
+                f"{_ptx_why_not(img.target, dev)}"), INVALID_PTX)
+        else:
+            ok, why = _ptx_isa_ok(img.ptx_version, driver)
+            verdict = Verdict(img, ok, why if not ok else
+                              f"PTX {img.arch.compute} JIT-compiles for {dev.sm}; {why}",
+                              None if ok else UNSUPPORTED_PTX)
+        verdicts.append(verdict)
+        ptx.append(verdict)
     if sass:
         # exact CC first (a > f > plain), then the highest minor of the same major
         best = max(sass, key=lambda i: (i.arch.number == dev.number, i.arch.number,
@@ -208,11 +208,22 @@ def decide(
         return Decision(dev, driver, best, "sass", f"SASS {best.arch.sm} runs on {dev.sm}", None,
                         tuple(verdicts))
     if ptx:
-        best = max(ptx, key=lambda i: (i.arch.number, _SUFFIX_RANK[i.arch.suffix],
-                                       i.ptx_version or (0, 0)))
-        return Decision(dev, driver, best, "ptx-jit",
-                        f"no SASS for {dev.sm}; the driver JIT-compiles {best.name} at load "
-                        f"(cold start cost, cached in the JIT cache)", None, tuple(verdicts))
+        # The driver picks the PTX by arch label alone, then JIT-compiles it: a pick too new
+        # for the driver (or whose text targets another arch) fails the load, with no fall
+        # back to a lower PTX that would work (observed on an H200 with driver R580, 2026-12-01:
+        # compute_80 + compute_90 with PTX ISA 9.9 -> CUDA_ERROR_UNSUPPORTED_PTX_VERSION).
+        pick = max(ptx, key=lambda v: (v.image.arch.number, _SUFFIX_RANK[v.image.arch.suffix],
+                                       v.image.ptx_version or (0, 0)))
+        best = pick.image
+        if pick.usable:
+            return Decision(dev, driver, best, "ptx-jit",
+                            f"no SASS for {dev.sm}; the driver JIT-compiles {best.name} at load "
+                            f"(cold start cost, cached in the JIT cache)", None, tuple(verdicts))
+        others = [v.image.name for v in ptx if v.usable]
+        unused = (f"; it does not fall back to {', '.join(others)}" if others else "")
+        return Decision(dev, driver, None, "none",
+                        f"no SASS for {dev.sm}; the driver picks {best.name}: {pick.reason}"
+                        f"{unused}", pick.error, tuple(verdicts))
     if not verdicts:
         return Decision(dev, driver, None, "none", "no images", NO_BINARY, ())
     failing = [v for v in verdicts if v.error]

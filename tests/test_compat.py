@@ -135,9 +135,11 @@ def test_driver_limits_ptx_but_not_sass() -> None:
     assert decide([_img("compute_80", (9, 9))], A("sm_90")).loadable
     # SASS does not need a PTX-capable driver
     assert decide([_img("sm_90"), _img("compute_90", (9, 9))], A("sm_90"), (12, 0)).how == "sass"
-    # a too-new PTX does not hide an older usable one
+    # the driver picks the highest-arch PTX first and fails if it is too new, with no fall
+    # back to an older usable one (seen on the H200, R580: tests/gpu/test_check_gpu.py)
     d = decide([_img("compute_90", (9, 9)), _img("compute_80", (8, 0))], A("sm_90"), (13, 0))
-    assert d.image == _img("compute_80", (8, 0))
+    assert d.image is None and d.error == "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"
+    assert "does not fall back to compute_80" in d.reason
 
 
 def test_errors_name_what_is_there() -> None:
