@@ -13,11 +13,13 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..arch import Arch
-from ..compat import Decision, ImageSet, image_sets
 from ..errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # the engine is imported by the handler: `fatbinkit ls` starts faster
+    from ..compat import Decision, ImageSet
 
 _DRIVER_RE = re.compile(r"^(\d{1,2})(?:\.(\d{1,2}))?$")
 JIT_NOTE = ("PTX-JIT: the driver compiles the PTX at first load (cold start: ~0.1-1 s per kernel, "
@@ -60,6 +62,8 @@ def _cell(d: Decision) -> str:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from ..compat import image_sets
+
     archs: list[Arch] = list(dict.fromkeys(args.arch))
     sets = image_sets(args.file)
     rows = [(s, _rows(s, archs, args.driver)) for s in sets]

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from ..elfobj import DEFAULT_ALIGN, MACHINES, STYLES, Blob, write_object
 from ..errors import InvalidArgumentError
-from ..inject import inject
 
 
 def _named(arg: str, align: int | None = None) -> Blob:
@@ -27,6 +26,8 @@ def _embed(args: argparse.Namespace) -> int:
 
 
 def _inject(args: argparse.Namespace) -> int:
+    from ..inject import inject
+
     inject(Path(args.library), Path(args.output), [_named(a) for a in args.blobs], align=args.align)
     return 0
 

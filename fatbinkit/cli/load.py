@@ -6,10 +6,12 @@ import argparse
 import ctypes
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ..runtime import Kernel, Module
+
+if TYPE_CHECKING:
+    from ..runtime import Kernel, Module
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,6 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..runtime import Module
+
     if not args.file.exists():
         raise InputError(f"{args.file}: no such file")
     if args.symbol:
