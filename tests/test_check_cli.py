@@ -157,6 +157,19 @@ def test_ls_resources_json_equals_cuobjdump(which: str, mix: Path) -> None:
                                "constant", "texture", "surface", "sampler", "params"]
 
 
+def test_ls_resources_text_uses_cuobjdump_figures(mix: Path) -> None:
+    """The human listing prints each function's line with cuobjdump -res-usage's very fields."""
+    proc = fatbinkit("ls", mix, "--resources")
+    assert proc.returncode == 0, proc.stderr
+    ours = [line.split(": ", 1) for line in proc.stdout.splitlines() if line.startswith("    ")]
+    expected = [(name, " ".join(f"{k}:{v}" for k, v in fields.items()))
+                for _, usage in res_usage_blocks(mix) for name, fields in usage.functions]
+    assert len(ours) == len(expected) > 0
+    for (head, text), (name, fields) in zip(ours, expected, strict=True):
+        assert head.strip().split(" ", 1)[1] == name
+        assert text.startswith(fields)
+
+
 def test_check_arch_specific_ptx_labelled_portable(
     builds: Builds, tmp_path: Path,  # noqa: F811
 ) -> None:

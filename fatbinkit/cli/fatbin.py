@@ -13,10 +13,13 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError, OutputError
 from ..fatbin import EntryKind
+
+if TYPE_CHECKING:
+    from ..cubin import CubinFunction
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,8 +93,19 @@ def _ls(args: argparse.Namespace) -> int:
             from ..cubin import Cubin
 
             for f in Cubin.from_bytes(c.entry.data()).functions:
-                print(f"    {json.dumps(f.to_dict(), sort_keys=True)}")
+                print(f"    {_usage(f)}")
     return 0
+
+
+def _usage(f: CubinFunction) -> str:
+    """One function in ``cuobjdump -res-usage``'s words, plus its parameters."""
+    banks = "".join(f" CONSTANT[{bank}]:{size}" for bank, size in f.constant.items())
+    kind = "Kernel" if f.entry else "Function"
+    params = (f" PARAMS:{len(f.params)} ({f.param_size} bytes)"
+              if f.entry and f.param_size is not None else "")
+    return (f"{kind} {f.name}: REG:{f.registers} STACK:{f.stack} SHARED:{f.shared} "
+            f"LOCAL:{f.local}{banks} TEXTURE:{f.texture} SURFACE:{f.surface} "
+            f"SAMPLER:{f.sampler}{params}")
 
 
 def _extract(args: argparse.Namespace) -> int:
