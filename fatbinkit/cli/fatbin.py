@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError, OutputError
 from ..fatbin import EntryKind
+from ..outfile import atomic_path
 
 if TYPE_CHECKING:
     from ..cubin import CubinFunction
@@ -136,20 +135,11 @@ def _extract(args: argparse.Namespace) -> int:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and ``os.replace``."""
+    """Write ``data`` to ``path`` (never outside its folder) through a temporary file."""
     if Path(path.name) != path.relative_to(path.parent) or path.name in ("", ".", ".."):
         raise OutputError(f"refusing to write outside the output folder: {path}")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as e:
-        raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def _parse_images(specs: list[str], option: str) -> list[tuple[str, Path]]:
