@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import elf
 from .arch import Arch
+from .elf import SHT_NOTE, SHT_SYMTAB, STT_FUNC, Section
 from .errors import FatbinkitError, FormatError, TruncatedError, UnsupportedError
 from .nvinfo import (
     EIATTR_CBANK_PARAM_SIZE,
@@ -36,19 +38,10 @@ from .nvinfo import (
     parse_records,
 )
 
-ELF_MAGIC = b"\x7fELF"
-EM_CUDA = 190
-ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
-SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")
-SYMBOL = struct.Struct("<IBBHQQ")
 NOTE_HEADER = struct.Struct("<III")
 CUINFO = struct.Struct("<HHI")  # version, virtual SM, toolkit (major * 10 + minor)
 
-SHT_SYMTAB = 2
-SHT_NOTE = 7
-SHT_NOBITS = 8
 SHT_CUDA_INFO = 0x70000000
-STT_FUNC = 2
 STO_CUDA_ENTRY = 0x10
 
 # EI_ABIVERSION: 7 (ptxas <= 12.x for sm < 100), 8 (ptxas 13.x; 12.9 for sm >= 100).
@@ -58,20 +51,6 @@ EF_V1_ARCH_SPECIFIC = 0x800
 EF_V2_ARCH_SPECIFIC = 0x8
 
 _CONST_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.*))?$")
-
-
-@dataclass(frozen=True)
-class Section:
-    """One section header, with its resolved name."""
-
-    index: int
-    name: str
-    type: int
-    flags: int
-    offset: int
-    size: int
-    link: int
-    info: int
 
 
 @dataclass(frozen=True)
@@ -171,112 +150,94 @@ class Cubin:
 
 def is_cubin(data: bytes | bytearray | memoryview) -> bool:
     """Whether ``data`` starts like a CUDA ELF (magic and ``e_machine`` EM_CUDA)."""
-    head = bytes(data[:20])
-    return (len(head) == 20 and head[:4] == ELF_MAGIC
-            and struct.unpack_from("<H", head, 18)[0] == EM_CUDA)
+    return elf.machine(data) == elf.EM_CUDA
+
+
+def cubin_arch(data: bytes | bytearray | memoryview) -> Arch:
+    """The SM (``a`` included) a cubin runs on, from its ELF header and ``.nv.compat`` only."""
+    head = _header(data)
+    compat: tuple[NvInfoRecord, ...] = ()
+    if head.abi_version == ABI_V2 and not head.flags & EF_V2_ARCH_SPECIFIC:
+        for s in elf.sections(data, head):
+            if s.name == ".nv.compat":
+                compat = parse_records(elf.section_data(data, s), base=s.header.offset,
+                                       compat=True)
+    return _arch(head, compat)
+
+
+def _header(data: bytes | bytearray | memoryview) -> elf.FileHeader:
+    """The ELF header of a cubin: ELF64 little-endian, ``e_machine`` EM_CUDA."""
+    head = elf.file_header(data)
+    if head.machine != elf.EM_CUDA:
+        raise FormatError(f"ELF machine {head.machine} is not EM_CUDA ({elf.EM_CUDA})", offset=18)
+    return head
+
+
+def _arch(head: elf.FileHeader, compat: Sequence[NvInfoRecord]) -> Arch:
+    """The SM from ``e_flags`` (ABI v1: bits 0-7, v2: bits 8-15) and ``a`` from its flag bit or,
+    for ptxas 13's ABI v2, ``.nv.compat``'s EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET."""
+    flags = head.flags
+    if head.abi_version == ABI_V1:
+        number = flags & 0xFF
+        specific = bool(flags & EF_V1_ARCH_SPECIFIC)
+    elif head.abi_version == ABI_V2:
+        number = (flags >> 8) & 0xFF
+        specific = bool(flags & EF_V2_ARCH_SPECIFIC) or any(
+            r.attribute == EICOMPAT_ARCH_SPECIFIC and r.value == 1 for r in compat)
+    else:
+        raise UnsupportedError(f"cubin ELF ABI version {head.abi_version} is not 7 or 8")
+    if not 10 <= number <= 999:
+        raise FormatError(f"cubin e_flags {flags:#x} name no valid SM ({number})", offset=0x30)
+    return Arch(number, "a" if specific else "")
 
 
 class _Reader:
-    """Bounds-checked reading of one cubin's sections."""
+    """Bounds-checked reading of one cubin's sections (through :mod:`fatbinkit.elf`)."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-        if len(data) < ELF_HEADER.size:
-            raise TruncatedError(f"cubin of {len(data)} bytes is shorter than an ELF64 header (64)")
-        (ident, self.e_type, machine, _version, _entry, phoff, shoff, self.e_flags, _ehsize,
-         phentsize, phnum, shentsize, shnum, shstrndx) = ELF_HEADER.unpack_from(data, 0)
-        if ident[:4] != ELF_MAGIC:
-            raise FormatError("not an ELF file (bad magic)", offset=0)
-        if ident[4] != 2 or ident[5] != 1:
-            raise UnsupportedError("only little-endian ELF64 cubins are supported")
-        if machine != EM_CUDA:
-            raise FormatError(f"ELF machine {machine} is not EM_CUDA ({EM_CUDA})", offset=18)
-        self.abi_version = ident[8]
-        if shnum and shentsize != SECTION_HEADER.size:
-            raise FormatError(f"section header size {shentsize} is not 64", offset=0x3A)
-        self._need(shoff, shnum * SECTION_HEADER.size, "section header table")
-        self._need(phoff, phnum * phentsize, "program header table")
-        raw = [SECTION_HEADER.unpack_from(data, shoff + i * SECTION_HEADER.size)
-               for i in range(shnum)]
-        if shnum and not 0 < shstrndx < shnum:
-            raise FormatError(f"section name table index {shstrndx} out of 1..{shnum - 1}",
-                              offset=0x3E)
-        strtab = raw[shstrndx] if shnum else None
-        sections: list[Section] = []
-        for i, (name, typ, flags, _addr, off, size, link, info, _align, _entsize) in enumerate(raw):
-            if typ != SHT_NOBITS and i:
-                self._need(off, size, f"section {i}")
-            text = ""
-            if strtab is not None and i:
-                text = self._cstr(strtab[4], strtab[5], name, "section name")
-            sections.append(Section(i, text, typ, flags, off, size, link, info))
-        self.sections = sections
-
-    def _need(self, offset: int, size: int, what: str) -> None:
-        if offset + size > len(self.data):
-            raise TruncatedError(
-                f"{what} ({size} bytes at {offset:#x}) runs {offset + size - len(self.data)} "
-                f"bytes past the end of the {len(self.data)}-byte cubin", offset=offset)
-
-    def _cstr(self, table_off: int, table_size: int, index: int, what: str) -> str:
-        if index >= table_size:
-            raise FormatError(f"{what} index {index} outside its {table_size}-byte string table",
-                              offset=table_off)
-        end = self.data.find(b"\0", table_off + index, table_off + table_size)
-        if end < 0:
-            raise FormatError(f"{what} at {table_off + index:#x} is not NUL-terminated",
-                              offset=table_off + index)
-        return self.data[table_off + index:end].decode("utf-8", "replace")
+        self.head = _header(data)
+        self.abi_version = self.head.abi_version
+        self.e_flags = self.head.flags
+        elf.check_span(data, self.head.phoff, self.head.phnum * self.head.phentsize,
+                       "program header table")
+        self.sections = elf.sections(data, self.head)
 
     def body(self, s: Section) -> bytes:
-        if s.type == SHT_NOBITS:
-            return b""
-        return self.data[s.offset:s.offset + s.size]
+        return elf.section_data(self.data, s)
 
     def symbols(self) -> list[tuple[str, int, int, int]]:
         """(name, st_info, st_other, st_shndx) for every symbol, index 0 included."""
-        symtab = next((s for s in self.sections if s.type == SHT_SYMTAB), None)
+        symtab = next((s.header for s in self.sections if s.header.type == SHT_SYMTAB), None)
         if symtab is None:
             return []
         if not 0 < symtab.link < len(self.sections):
             raise FormatError(f"symbol table links to missing section {symtab.link}",
                               offset=symtab.offset)
         names = self.sections[symtab.link]
+        table = self.body(names)
+        size = elf.Symbol.FORMAT.size
         out = []
-        for pos in range(symtab.offset, symtab.offset + symtab.size - SYMBOL.size + 1, SYMBOL.size):
-            st_name, st_info, st_other, st_shndx, _value, _size = SYMBOL.unpack_from(self.data, pos)
-            name = self._cstr(names.offset, names.size, st_name, "symbol name")
-            out.append((name, st_info, st_other, st_shndx))
+        for pos in range(symtab.offset, symtab.offset + symtab.size - size + 1, size):
+            sym = elf.Symbol.unpack_from(self.data, pos)
+            name = elf.string(table, sym.name, "symbol name", names.header.offset)
+            out.append((name, sym.info, sym.other, sym.shndx))
         return out
-
-    def arch(self, compat: tuple[NvInfoRecord, ...]) -> Arch:
-        if self.abi_version == ABI_V1:
-            number = self.e_flags & 0xFF
-            specific = bool(self.e_flags & EF_V1_ARCH_SPECIFIC)
-        elif self.abi_version == ABI_V2:
-            number = (self.e_flags >> 8) & 0xFF
-            specific = bool(self.e_flags & EF_V2_ARCH_SPECIFIC) or any(
-                r.attribute == EICOMPAT_ARCH_SPECIFIC and r.value == 1 for r in compat)
-        else:
-            raise UnsupportedError(f"cubin ELF ABI version {self.abi_version} is not 7 or 8")
-        if not 10 <= number <= 999:
-            raise FormatError(f"cubin e_flags {self.e_flags:#x} name no valid SM ({number})",
-                              offset=0x30)
-        return Arch(number, "a" if specific else "")
 
     def cuinfo(self) -> tuple[int, int | None] | None:
         """(virtual SM, toolkit) from ``.note.nv.cuinfo`` (or the older ``.note.nv.cuver``, which
         has the virtual SM at the same place but no toolkit)."""
         for s in self.sections:
-            if s.name not in (".note.nv.cuinfo", ".note.nv.cuver") or s.type != SHT_NOTE:
+            if s.name not in (".note.nv.cuinfo", ".note.nv.cuver") or s.header.type != SHT_NOTE:
                 continue
             body = self.body(s)
             if len(body) < NOTE_HEADER.size:
-                raise TruncatedError("cuinfo note shorter than its header", offset=s.offset)
+                raise TruncatedError("cuinfo note shorter than its header", offset=s.header.offset)
             namesz, descsz, _type = NOTE_HEADER.unpack_from(body, 0)
             desc = NOTE_HEADER.size + (namesz + 3) // 4 * 4
             if descsz < CUINFO.size or desc + CUINFO.size > len(body):
-                raise TruncatedError("cuinfo note descriptor is truncated", offset=s.offset)
+                raise TruncatedError("cuinfo note descriptor is truncated",
+                                     offset=s.header.offset)
             _version, vsm, toolkit = CUINFO.unpack_from(body, desc)
             return vsm, toolkit if s.name == ".note.nv.cuinfo" else None
         return None
@@ -285,8 +246,8 @@ class _Reader:
         compat: tuple[NvInfoRecord, ...] = ()
         for s in self.sections:
             if s.name == ".nv.compat":
-                compat = parse_records(self.body(s), base=s.offset, compat=True)
-        arch = self.arch(compat)
+                compat = parse_records(self.body(s), base=s.header.offset, compat=True)
+        arch = _arch(self.head, compat)
         info = self.cuinfo()
         virtual = None
         tk: int | None = None
@@ -303,16 +264,16 @@ class _Reader:
         per_symbol: dict[int, list[NvInfoRecord]] = {}
         per_section: dict[int, tuple[NvInfoRecord, ...]] = {}
         for s in self.sections:
-            if s.type != SHT_CUDA_INFO:
+            if s.header.type != SHT_CUDA_INFO:
                 continue
-            records = parse_records(self.body(s), base=s.offset)
+            records = parse_records(self.body(s), base=s.header.offset)
             if s.name == ".nv.info":
                 for r in records:
                     words = r.words()
                     if r.attribute in PER_FUNCTION_ATTRIBUTES and words:
                         per_symbol.setdefault(words[0], []).append(r)
             elif s.name.startswith(".nv.info."):
-                per_section[s.info] = records
+                per_section[s.header.info] = records
         by_name = {s.name: s for s in self.sections}
         module_banks: dict[int, int] = {}
         banks: dict[str, dict[int, int]] = {}
@@ -320,11 +281,11 @@ class _Reader:
         for s in self.sections:
             m = _CONST_RE.match(s.name)
             if m and m.group(2) is None:
-                module_banks[int(m.group(1))] = s.size
+                module_banks[int(m.group(1))] = s.header.size
             elif m:
-                banks.setdefault(m.group(2), {})[int(m.group(1))] = s.size
+                banks.setdefault(m.group(2), {})[int(m.group(1))] = s.header.size
             elif s.name in (".nv.global", ".nv.global.init"):
-                global_size += s.size
+                global_size += s.header.size
         functions = [
             self.function(s, symbols, banks, per_symbol, per_section, by_name)
             for s in self.sections if s.name.startswith(".text.")
@@ -332,7 +293,7 @@ class _Reader:
         if tk is None:  # as cuobjdump does: fall back on the kernels' EIATTR_CUDA_API_VERSION
             tk = next((f.cuda_api_version for f in functions if f.cuda_api_version), None)
         toolkit = (tk // 10, tk % 10) if tk is not None else None
-        return Cubin(arch, self.abi_version, virtual, toolkit, self.e_type, self.e_flags,
+        return Cubin(arch, self.abi_version, virtual, toolkit, self.head.type, self.e_flags,
                      tuple(functions), module_banks, global_size, compat)
 
     def function(
@@ -364,7 +325,7 @@ class _Reader:
         # top byte of their .text sh_info (sm < 90 only; 0 on sm_90+, which store it nowhere else).
         registers = sval(module_records, EIATTR_REGCOUNT) if entry else None
         if registers is None:
-            registers = text.info >> 24
+            registers = text.header.info >> 24
         params = []
         for r in own:
             if r.attribute != EIATTR_KPARAM_INFO:
@@ -389,8 +350,8 @@ class _Reader:
             entry=entry,
             registers=registers,
             stack=sval(module_records, EIATTR_MIN_STACK_SIZE) or 0,
-            shared=shared.size if shared else 0,
-            local=local.size if local else 0,
+            shared=shared.header.size if shared else 0,
+            local=local.header.size if local else 0,
             constant=constant,
             params=tuple(params),
             param_size=param_size.value if param_size and isinstance(param_size.value, int)

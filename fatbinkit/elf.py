@@ -1,17 +1,22 @@
-"""ELF64 little-endian records (file header, section header, symbol) and the constants we use.
+"""ELF64 little-endian records (file header, section header, symbol), the constants we use, and a
+small bounds-checked section table reader.
 
 Each record is one ``struct.Struct`` plus a frozen dataclass whose ``pack``/``unpack`` share it, so
-the object writer (:mod:`fatbinkit.elfobj`) and the checks in :mod:`fatbinkit.inject` read and write
-the same layout.
+the object writer (:mod:`fatbinkit.elfobj`), the injection checks (:mod:`fatbinkit.inject`), the
+device code scanner (:mod:`fatbinkit.scan`) and the cubin reader (:mod:`fatbinkit.cubin`) read and
+write the same layout. :func:`sections` reads only headers and names (through a :class:`Source`,
+so a scanner can ``pread`` them without mapping payload pages); every malformation raises
+:class:`~fatbinkit.errors.FormatError` or :class:`~fatbinkit.errors.TruncatedError` with the
+offset of the offending record.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
-from .errors import TruncatedError
+from .errors import FormatError, TruncatedError, UnsupportedError
 
 ELFMAG = b"\x7fELF"
 ELFCLASS64 = 2
@@ -24,23 +29,34 @@ ET_DYN = 3
 
 EM_X86_64 = 62
 EM_AARCH64 = 183
+EM_CUDA = 190
+
+EI_ABIVERSION = 8
 
 SHT_NULL = 0
 SHT_PROGBITS = 1
 SHT_SYMTAB = 2
 SHT_STRTAB = 3
+SHT_NOTE = 7
+SHT_NOBITS = 8
+SHT_DYNSYM = 11
 
 SHF_WRITE = 0x1
 SHF_ALLOC = 0x2
 SHF_EXECINSTR = 0x4
 
 SHN_UNDEF = 0
+SHN_LORESERVE = 0xFF00
 SHN_ABS = 0xFFF1
+SHN_XINDEX = 0xFFFF
 
 STB_LOCAL = 0
 STB_GLOBAL = 1
 STT_NOTYPE = 0
+STT_FUNC = 2
 STT_SECTION = 3
+
+Buffer = bytes | bytearray | memoryview
 
 
 @dataclass(frozen=True)
@@ -72,13 +88,20 @@ class FileHeader:
         )  # fmt: skip
 
     @classmethod
-    def unpack(cls, data: bytes | memoryview) -> FileHeader:
+    def unpack(cls, data: Buffer) -> FileHeader:
         """Parse the first 64 bytes of an ELF64 little-endian file."""
         if len(data) < cls.FORMAT.size:
             raise TruncatedError(
-                f"ELF header needs {cls.FORMAT.size} bytes, got {len(data)}", offset=0
+                f"ELF file of {len(data)} bytes is shorter than an ELF64 header "
+                f"({cls.FORMAT.size})",
+                offset=0,
             )
         return cls(*cls.FORMAT.unpack_from(data, 0))
+
+    @property
+    def abi_version(self) -> int:
+        """``EI_ABIVERSION`` (for cubins: 7 or 8, which decides how ``flags`` encode the SM)."""
+        return self.ident[EI_ABIVERSION]
 
     @property
     def is_elf64_le(self) -> bool:
@@ -112,6 +135,11 @@ class SectionHeader:
             self.info, self.addralign, self.entsize,
         )  # fmt: skip
 
+    @classmethod
+    def unpack_from(cls, buf: Buffer, offset: int = 0) -> SectionHeader:
+        """The section header at ``offset`` of ``buf`` (which must hold all 64 bytes)."""
+        return cls(*cls.FORMAT.unpack_from(buf, offset))
+
 
 @dataclass(frozen=True)
 class Symbol:
@@ -129,7 +157,152 @@ class Symbol:
     def pack(self) -> bytes:
         return self.FORMAT.pack(self.name, self.info, self.other, self.shndx, self.value, self.size)
 
+    @classmethod
+    def unpack_from(cls, buf: Buffer, offset: int = 0) -> Symbol:
+        """The symbol at ``offset`` of ``buf`` (which must hold all 24 bytes)."""
+        return cls(*cls.FORMAT.unpack_from(buf, offset))
+
 
 def st_info(bind: int, kind: int) -> int:
     """Combine a symbol binding and type into ``st_info``."""
     return (bind << 4) | kind
+
+
+def machine(data: Buffer) -> int | None:
+    """``e_machine`` of an ELF file of either byte order, or None when ``data`` is not ELF."""
+    if len(data) < 20 or bytes(data[:4]) != ELFMAG:
+        return None
+    return int.from_bytes(data[18:20], "little" if data[5] == ELFDATA2LSB else "big")
+
+
+class Source(Protocol):
+    """What the reader reads from: up to ``size`` bytes at ``offset`` (fewer at the end), and
+    the total length. :class:`fatbinkit.fatbin.Reader` is one (``pread`` on a file)."""
+
+    def read(self, offset: int, size: int) -> bytes: ...
+
+    def __len__(self) -> int: ...
+
+
+class _BufferSource:
+    """A :class:`Source` over bytes in memory."""
+
+    def __init__(self, data: Buffer) -> None:
+        self._data = data
+
+    def read(self, offset: int, size: int) -> bytes:
+        return bytes(self._data[offset : offset + size])
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def _source(src: Source | Buffer) -> Source:
+    return _BufferSource(src) if isinstance(src, (bytes, bytearray, memoryview)) else src
+
+
+def file_header(src: Source | Buffer) -> FileHeader:
+    """The header of a 64-bit little-endian ELF file; anything else is refused."""
+    head = FileHeader.unpack(_source(src).read(0, FileHeader.FORMAT.size))
+    if head.ident[:4] != ELFMAG:
+        raise FormatError("not an ELF file (bad magic)", offset=0)
+    if not head.is_elf64_le:
+        raise UnsupportedError("only 64-bit little-endian ELF files are supported")
+    return head
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section header with its index and resolved name."""
+
+    index: int
+    name: str
+    header: SectionHeader
+
+
+def check_span(src: Source | Buffer, offset: int, size: int, what: str) -> None:
+    """Raise :class:`TruncatedError` unless ``size`` bytes at ``offset`` lie inside ``src``."""
+    end = len(src)
+    if offset + size > end:
+        raise TruncatedError(
+            f"{what} ({size} bytes at {offset:#x}) runs {offset + size - end} bytes past the end "
+            f"of the {end}-byte file",
+            offset=offset,
+        )
+
+
+def sections(src: Source | Buffer, head: FileHeader | None = None) -> tuple[Section, ...]:
+    """Every section header of an ELF64 little-endian file, names resolved, index 0 included.
+
+    Reads the section header table and the name table only. Extended numbering (more than
+    0xFF00 sections) is followed; every section's contents (``SHT_NOBITS`` aside) must lie
+    inside the file and every name inside the name table.
+    """
+    src = _source(src)
+    head = head if head is not None else file_header(src)
+    size = SectionHeader.FORMAT.size
+    if head.shoff == 0:
+        return ()
+    if head.shentsize < size:
+        raise FormatError(f"ELF section header size {head.shentsize} < {size}", offset=0x3A)
+    check_span(src, head.shoff, size, "section header table")
+    zero = SectionHeader.unpack_from(src.read(head.shoff, size))
+    shnum = head.shnum or zero.size  # extended numbering keeps the count in section 0
+    shstrndx = zero.link if head.shstrndx == SHN_XINDEX else head.shstrndx
+    check_span(src, head.shoff, shnum * head.shentsize, "section header table")
+    table = src.read(head.shoff, shnum * head.shentsize)
+    headers = [SectionHeader.unpack_from(table, i * head.shentsize) for i in range(shnum)]
+    if shstrndx >= max(shnum, 1):
+        raise FormatError(
+            f"section name table index {shstrndx} is not below the section count {shnum}",
+            offset=0x3E,
+        )
+    names = b""
+    if shstrndx:
+        strtab = headers[shstrndx]
+        check_span(src, strtab.offset, strtab.size, "section name table")
+        names = src.read(strtab.offset, strtab.size)
+    out = []
+    for i, h in enumerate(headers):
+        name = string(names, h.name, "section name", headers[shstrndx].offset) if names else ""
+        if h.type not in (SHT_NULL, SHT_NOBITS):
+            check_span(src, h.offset, h.size, f"section {name or i}")
+        out.append(Section(i, name, h))
+    return tuple(out)
+
+
+def string(table: bytes, index: int, what: str, table_offset: int) -> str:
+    """The NUL-terminated string at ``index`` of a string table that starts at ``table_offset``
+    of the file (used in errors); bytes that are not UTF-8 are replaced."""
+    if index >= len(table):
+        raise FormatError(
+            f"{what} index {index} outside its {len(table)}-byte string table",
+            offset=table_offset,
+        )
+    end = table.find(b"\0", index)
+    if end < 0:
+        raise FormatError(
+            f"{what} at {table_offset + index:#x} is not NUL-terminated",
+            offset=table_offset + index,
+        )
+    return table[index:end].decode("utf-8", "replace")
+
+
+def section_data(src: Source | Buffer, section: Section) -> bytes:
+    """The contents of ``section`` (empty for ``SHT_NOBITS``), bounds-checked."""
+    h = section.header
+    if h.type == SHT_NOBITS:
+        return b""
+    src = _source(src)
+    check_span(src, h.offset, h.size, f"section {section.name or section.index}")
+    return src.read(h.offset, h.size)
+
+
+def find_section(data: Source | Buffer, name: str) -> bytes | None:
+    """The contents of the first section called ``name`` in an ELF64 little-endian file, or None
+    when it has none."""
+    src = _source(data)
+    for s in sections(src):
+        if s.name == name:
+            return section_data(src, s)
+    return None

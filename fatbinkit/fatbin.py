@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from . import elf
 from .arch import Arch
 from .errors import (
     DecompressionError,
@@ -563,41 +564,6 @@ class Fatbin:
 # -- writer ---------------------------------------------------------------------------------------
 
 
-def _elf_abi_version(cubin: Buffer) -> int:
-    if len(cubin) < 16 or bytes(cubin[:4]) != b"\x7fELF":
-        raise InvalidArgumentError("cubin does not start with an ELF header")
-    return int(cubin[8])
-
-
-def elf_section(cubin: Buffer, name: bytes) -> bytes | None:
-    """Contents of section ``name`` in a 64-bit little-endian ELF, or None."""
-    b = bytes(cubin[:64])
-    if len(b) < 64 or b[4] != 2 or b[5] != 1:
-        return None
-    shoff, = struct.unpack_from("<Q", b, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", b, 0x3A)
-    if shentsize < 64 or shoff + shnum * shentsize > len(cubin) or shstrndx >= shnum:
-        return None
-    sh = struct.Struct("<IIQQQQIIQQ")
-    headers = [sh.unpack_from(cubin, shoff + i * shentsize) for i in range(shnum)]
-    strtab = headers[shstrndx]
-    names = bytes(cubin[strtab[4] : strtab[4] + strtab[5]])
-    for h in headers:
-        end = names.find(b"\0", h[0])
-        if names[h[0] : end] == name and h[1] != 8:  # not SHT_NOBITS
-            return bytes(cubin[h[4] : h[4] + h[5]])
-    return None
-
-
-def _ptx_version(ptx: bytes) -> tuple[int, int]:
-    import re
-
-    m = re.search(rb"^\s*\.version\s+(\d+)\.(\d+)", ptx, re.MULTILINE)
-    if not m:
-        raise InvalidArgumentError("PTX has no '.version X.Y' directive")
-    return int(m.group(1)), int(m.group(2))
-
-
 def _compress(codec: str, data: bytes) -> bytes:
     """Compress deterministically; the levels give slightly smaller output than NVIDIA's tools
     (measured on cuRAND's and CuPy's entries) at a fraction of the time of the maximum levels."""
@@ -641,15 +607,23 @@ def make_entry(
         flags |= EntryFlags.FAMILY_SPECIFIC
     opt_data: bytes | None = None
     if kind == EntryKind.ELF:
-        major, minor = 1, _elf_abi_version(payload)
+        try:
+            major, minor = 1, elf.file_header(payload).abi_version
+        except FormatError as e:
+            raise InvalidArgumentError(f"cubin does not start with an ELF header: {e}") from e
         if arch.number >= 100:
             flags |= EntryFlags.COMPAT
-            compat = elf_section(payload, b".nv.compat") or b""
+            compat = elf.find_section(payload, ".nv.compat") or b""
             opt_data = (b"\0" + compat[:-1]) if compat else b""
         if options:
             raise InvalidArgumentError("ELF entries carry no options string")
     elif kind == EntryKind.PTX:
-        major, minor = _ptx_version(payload)
+        from .ptx import ptx_header
+
+        try:
+            (major, minor), _ = ptx_header(payload)
+        except FormatError as e:
+            raise InvalidArgumentError(f"PTX argument: {e}") from e
         if not payload.endswith(b"\0"):
             payload += b"\0"
         opt_data = options.encode()

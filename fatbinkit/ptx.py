@@ -37,9 +37,13 @@ PTX_ISA_MIN_CUDA: dict[tuple[int, int], tuple[int, int]] = {
 NEWEST_KNOWN_CUDA = max(PTX_ISA_MIN_CUDA.values())
 
 MAX_VERSION_PART = 99  # anything larger in .version is not a PTX ISA version
+HEADER_LIMIT = 65536  # bytes read by ptx_header: the header directives open the module
+
+Buffer = bytes | bytearray | memoryview
 
 # Comments; an unterminated block comment runs to the end (which also keeps the scan linear).
 _COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
+_SNIFF_RE = re.compile(rb"^\s*\.version\s+\d+\.\d+", re.M)
 _VERSION_RE = re.compile(r"^[ \t]*\.version[ \t]+(\S+)", re.M)
 _VERSION_NUM_RE = re.compile(r"^(\d+)\.(\d+)$")
 _TARGET_RE = re.compile(r"^[ \t]*\.target[ \t]+([^\n;]+)", re.M)
@@ -89,22 +93,8 @@ class Ptx:
     @classmethod
     def from_text(cls, text: str) -> Ptx:
         """Parse PTX source text."""
-        code = _COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
-        m = _VERSION_RE.search(code)
-        if not m:
-            raise FormatError("not PTX: no '.version' directive")
-        version = parse_ptx_version(m.group(1))
-        t = _TARGET_RE.search(code)
-        if not t:
-            raise FormatError("PTX has no '.target' directive")
-        targets = tuple(x.strip() for x in t.group(1).split(",") if x.strip())
-        archs = [x for x in targets if x.startswith(("sm_", "compute_"))]
-        if not archs:
-            raise FormatError(f"PTX '.target {t.group(1).strip()}' names no sm_XY target")
-        try:
-            arch = Arch.parse(archs[0])
-        except InvalidArgumentError as e:
-            raise FormatError(f"PTX target {archs[0]!r} is not a GPU arch") from e
+        code = _strip_comments(text)
+        version, targets, arch = _header(code)
         a = _ADDRESS_RE.search(code)
         address_size = int(a.group(1)) if a else 32  # PTX ISA: 32 when the directive is absent
         if address_size not in (32, 64):
@@ -126,10 +116,46 @@ class Ptx:
             return None
 
 
-def is_ptx(data: bytes | bytearray | memoryview) -> bool:
-    """Whether ``data`` looks like PTX text (a ``.version`` directive near the start)."""
+def is_ptx(data: Buffer) -> bool:
+    """Whether ``data`` looks like PTX text (a ``.version X.Y`` line near the start, no NUL
+    before the trailing ones)."""
     head = bytes(data[:4096])
-    return b".version" in head and b"\0" not in head.rstrip(b"\0")
+    if b"\0" in head.rstrip(b"\0"):
+        return False
+    return _SNIFF_RE.search(head) is not None
+
+
+def ptx_header(data: Buffer) -> tuple[tuple[int, int], Arch]:
+    """``.version`` and the ``.target`` arch of PTX text, read from its first
+    :data:`HEADER_LIMIT` bytes only: what listing a PTX image needs, without its kernels."""
+    text = bytes(data[:HEADER_LIMIT]).decode("utf-8", "replace")
+    version, _targets, arch = _header(_strip_comments(text))
+    return version, arch
+
+
+def _strip_comments(text: str) -> str:
+    """``text`` with comments blanked out (line breaks kept, so lines stay lines)."""
+    return _COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+
+
+def _header(code: str) -> tuple[tuple[int, int], tuple[str, ...], Arch]:
+    """Version, every ``.target`` word and the arch of comment-free PTX ``code``."""
+    m = _VERSION_RE.search(code)
+    if not m:
+        raise FormatError("not PTX: no '.version' directive")
+    version = parse_ptx_version(m.group(1))
+    t = _TARGET_RE.search(code)
+    if not t:
+        raise FormatError("PTX has no '.target' directive")
+    targets = tuple(x.strip() for x in t.group(1).split(",") if x.strip())
+    archs = [x for x in targets if x.startswith(("sm_", "compute_"))]
+    if not archs:
+        raise FormatError(f"PTX '.target {t.group(1).strip()}' names no sm_XY target")
+    try:
+        arch = Arch.parse(archs[0])
+    except InvalidArgumentError as e:
+        raise FormatError(f"PTX target {archs[0]!r} is not a GPU arch") from e
+    return version, targets, arch
 
 
 def parse_ptx_version(text: str) -> tuple[int, int]:

@@ -19,6 +19,7 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 from .arch import Arch
+from .elf import ELFMAG
 from .errors import (
     CudaError,
     CudaUnavailableError,
@@ -28,9 +29,8 @@ from .errors import (
     NoBinaryForGpuError,
     UnsupportedPtxVersionError,
 )
+from .fatbin import FATBIN_MAGIC
 
-_FATBIN_MAGIC = b"\x50\xed\x55\xba"
-_ELF_MAGIC = b"\x7fELF"
 LOG_SIZE = 64 * 1024
 
 # CUresult names that map to a more specific exception than CudaError.
@@ -49,12 +49,13 @@ _ERROR_CLASSES: dict[str, type[CudaError]] = {
 def image_kind(data: bytes | memoryview) -> str:
     """Classify an image by its first bytes: ``"fatbin"``, ``"cubin"`` or ``"ptx"``.
 
-    The names are the driver's and nvJitLink's input kinds, as cuda.core uses them.
+    The names are the driver's and nvJitLink's input kinds, as cuda.core uses them. Only the
+    magic is looked at (as the driver does): anything else is handed over as PTX.
     """
     head = bytes(data[:4])
-    if head == _FATBIN_MAGIC:
+    if head == FATBIN_MAGIC.to_bytes(4, "little"):
         return "fatbin"
-    if head == _ELF_MAGIC:
+    if head == ELFMAG:
         return "cubin"
     return "ptx"
 

@@ -15,14 +15,12 @@ from __future__ import annotations
 import mmap
 import os
 import re
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .arch import Arch
-from .elf import SHT_SYMTAB, FileHeader, SectionHeader, Symbol
-from .errors import FormatError, InputError, InvalidArgumentError, TruncatedError, UnsupportedError
+from . import elf
+from .errors import FormatError, InputError, InvalidArgumentError
 from .fatbin import (
     ENTRY_VERSION,
     Buffer,
@@ -32,16 +30,12 @@ from .fatbin import (
     Fatbin,
     FatbinEntry,
     Reader,
-    elf_section,
     is_fatbin,
 )
 
-EM_CUDA = 190
 FATBIN_SECTION = ".nv_fatbin"
 RELFATBIN_SECTION = "__nv_relfatbin"
 _PAIR_RE = re.compile(rb"^__(.+)_start$")
-_SHN_LORESERVE = 0xFF00
-_SHT_NOBITS, _SHT_DYNSYM = 8, 11  # not in fatbinkit.elf (the object writer needs neither)
 
 
 @dataclass(frozen=True)
@@ -60,77 +54,17 @@ class DeviceCode:
     offset: int
 
 
-def _elf_machine(data: Buffer) -> int | None:
-    if len(data) < 20 or bytes(data[:4]) != b"\x7fELF":
-        return None
-    order = "<" if data[5] == 1 else ">"
-    return int(struct.unpack_from(order + "H", data, 18)[0])
-
-
-def is_cubin(data: Buffer) -> bool:
-    """Whether ``data`` is an NVIDIA cubin (ELF with e_machine EM_CUDA)."""
-    return _elf_machine(data) == EM_CUDA
-
-
-def is_ptx(data: Buffer) -> bool:
-    """Whether ``data`` looks like PTX text (a ``.version`` directive near the start)."""
-    head = bytes(data[:4096])
-    if b"\0" in head.rstrip(b"\0"):
-        return False
-    return re.search(rb"^\s*\.version\s+\d+\.\d+", head, re.M) is not None
-
-
-def cubin_arch(data: Buffer) -> Arch:
-    """The SM of a cubin from its ELF header (ABI v1: e_flags bits 0-7, v2: bits 8-15)."""
-    if len(data) < 64:
-        raise FormatError("cubin shorter than an ELF header", offset=0)
-    abi = data[8]
-    (flags,) = struct.unpack_from("<I", data, 48)
-    if abi >= 8:
-        sm, specific = (flags >> 8) & 0xFF, bool(flags & 0x8) or _compat_arch_specific(data)
-    else:
-        sm, specific = flags & 0xFF, bool(flags & 0x800)
-    try:
-        return Arch(sm, "a" if specific else "")
-    except InvalidArgumentError as e:
-        raise FormatError(f"cubin e_flags {flags:#x} hold no valid SM", offset=48) from e
-
-
-def _compat_arch_specific(cubin: Buffer) -> bool:
-    """Attribute 0x09 of ``.nv.compat`` (ptxas 13 ABI v2): 1 for an ``a`` target."""
-    compat = elf_section(cubin, b".nv.compat") or b""
-    pos = 0
-    while pos + 4 <= len(compat):
-        fmt, attr = compat[pos], compat[pos + 1]
-        if fmt == 2 and attr == 0x09:
-            return compat[pos + 2] == 1
-        if fmt == 4:
-            pos += 4 + int.from_bytes(compat[pos + 2 : pos + 4], "little")
-        else:
-            pos += 4
-    return False
-
-
-def ptx_arch(data: Buffer) -> Arch:
-    """The first ``.target`` of a PTX text."""
-    m = re.search(rb"^\s*\.target\s+(\w+)", bytes(data[:65536]), re.M)
-    if not m:
-        raise FormatError("PTX has no .target directive", offset=0)
-    try:
-        return Arch.parse(m.group(1).decode())
-    except InvalidArgumentError as e:
-        raise FormatError(f"PTX .target {m.group(1)!r} is not an arch", offset=m.start()) from e
-
-
 def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:
     """A synthetic entry for a bare cubin or PTX image; ``data()`` returns it unchanged."""
     if kind == EntryKind.ELF:
+        from .cubin import cubin_arch
+
         arch = cubin_arch(data)
-        major, minor = 1, int(data[8])
+        major, minor = 1, elf.FileHeader.unpack(data).abi_version
     else:
-        arch = ptx_arch(data)
-        m = re.search(rb"^\s*\.version\s+(\d+)\.(\d+)", bytes(data[:65536]), re.M)
-        major, minor = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+        from .ptx import ptx_header
+
+        (major, minor), arch = ptx_header(data)
     flags = EntryFlags.ADDR64 | EntryFlags.HOST_LINUX
     if arch.suffix == "a":
         flags |= EntryFlags.ARCH_SPECIFIC
@@ -164,78 +98,43 @@ def _blob_codes(
             return _fatbin_codes(source, view, base, first, fd)
         except FormatError as e:
             raise type(e)(f"{source}: {e}") from e
+    code = _bare_code(source, view, base)
+    return [] if code is None else [code]
+
+
+def _bare_code(source: str, view: memoryview, base: int) -> DeviceCode | None:
+    """A bare cubin or PTX image as device code; None when ``view`` is neither.
+
+    The cubin and PTX modules are imported here, not at the top: listing the fatbins of a host
+    library (``fatbinkit ls``) never needs them.
+    """
+    from .cubin import is_cubin
+    from .ptx import is_ptx
+
     if is_cubin(view):
-        return [DeviceCode(source, -1, bare_entry(EntryKind.ELF, view), base)]
+        return DeviceCode(source, -1, bare_entry(EntryKind.ELF, view), base)
     if is_ptx(view):
         end = len(bytes(view).rstrip(b"\0"))
-        return [DeviceCode(source, -1, bare_entry(EntryKind.PTX, view[:end]), base)]
-    return []
+        return DeviceCode(source, -1, bare_entry(EntryKind.PTX, view[:end]), base)
+    return None
 
 
 def _count_containers(codes: list[DeviceCode], first: int) -> int:
     return max((c.container + 1 for c in codes), default=first)
 
 
-@dataclass(frozen=True)
-class _Section:
-    """A section header with its name resolved."""
-
-    name: str
-    header: SectionHeader
-
-
-def _elf_sections(src: Reader) -> list[_Section]:
-    """Section headers of a 64-bit little-endian ELF file, read through ``src`` (headers only,
-    no payload pages), with :mod:`fatbinkit.elf`'s record layouts. Not pyelftools: listing must
-    not pay for importing it (tests compare this reader with pyelftools on real libraries)."""
-    head = FileHeader.unpack(src.read(0, FileHeader.FORMAT.size))
-    if not head.is_elf64_le:
-        raise UnsupportedError("only 64-bit little-endian ELF host files are scanned")
-    size = SectionHeader.FORMAT.size
-    if head.shoff == 0:
-        return []
-    if head.shentsize < size:
-        raise FormatError(f"ELF section header size {head.shentsize} < {size}", offset=0x3A)
-    first = src.read(head.shoff, size)
-    if len(first) < size:
-        raise TruncatedError(
-            "ELF section header table lies past the end of the file", offset=head.shoff
-        )
-    zero = SectionHeader(*SectionHeader.FORMAT.unpack(first))
-    shnum = head.shnum or zero.size  # extended numbering keeps the count in section 0
-    shstrndx = zero.link if head.shstrndx == 0xFFFF else head.shstrndx
-    table = src.read(head.shoff, shnum * head.shentsize)
-    if len(table) < shnum * head.shentsize:
-        raise TruncatedError(
-            f"ELF section header table ({shnum} x {head.shentsize} bytes) ends past the end of "
-            "the file",
-            offset=head.shoff,
-        )
-    headers = [
-        SectionHeader(*SectionHeader.FORMAT.unpack_from(table, i * head.shentsize))
-        for i in range(shnum)
-    ]
-    names = b""
-    if 0 < shstrndx < shnum:
-        names = src.read(headers[shstrndx].offset, headers[shstrndx].size)
-    sections = []
-    for h in headers:
-        end = names.find(b"\0", h.name)
-        name = names[h.name : end if end >= 0 else len(names)].decode("utf-8", "replace")
-        sections.append(_Section(name, h))
-    return sections
-
-
-def _symbol_pairs(src: Reader, sections: list[_Section]) -> list[tuple[str, int, int]]:
+def _symbol_pairs(
+    src: Reader, sections: tuple[elf.Section, ...]
+) -> list[tuple[str, int, int]]:
     """``(start symbol, file offset, size)`` for every ``__X_start``/``__X_end`` pair.
 
     Symbol values are section-relative in a ``.o`` (section address 0) and virtual addresses in
     linked files; both map to ``section offset + value - section address``.
     """
     found: dict[bytes, tuple[int, int]] = {}
-    sym = Symbol.FORMAT
+    sym = elf.Symbol.FORMAT
     for sec in (s.header for s in sections):
-        if sec.type not in (SHT_SYMTAB, _SHT_DYNSYM) or sec.entsize != sym.size:
+        if sec.type not in (elf.SHT_SYMTAB, elf.SHT_DYNSYM) or sec.entsize != sym.size:
             continue
         if not 0 <= sec.link < len(sections):
             continue
@@ -246,14 +145,14 @@ def _symbol_pairs(src: Reader, sections: list[_Section]) -> list[tuple[str, int,
         raw = src.read(sec.offset, sec.size)
         raw = raw[: len(raw) - len(raw) % sym.size]
         for st_name, _info, _other, shndx, value, _size in sym.iter_unpack(raw):
-            if not 0 < shndx < min(_SHN_LORESERVE, len(sections)):
+            if not 0 < shndx < min(elf.SHN_LORESERVE, len(sections)):
                 continue
             end = names.find(b"\0", st_name)
             name = names[st_name:end]
             if not (name.startswith(b"__") and name.endswith((b"_start", b"_end"))):
                 continue
             target = sections[shndx].header
-            if target.type != _SHT_NOBITS:
+            if target.type != elf.SHT_NOBITS:
                 found[name] = (target.offset + value - target.addr, shndx)
     pairs: list[tuple[str, int, int]] = []
     for name, (start, shndx) in found.items():
@@ -273,7 +172,7 @@ def _symbol_pairs(src: Reader, sections: list[_Section]) -> list[tuple[str, int,
 
 def _scan_elf(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
     src = Reader(view, fd)
-    sections = _elf_sections(src)
+    sections = elf.sections(src)
     present = {s.name for s in sections}
     wanted = {FATBIN_SECTION}
     if all or FATBIN_SECTION not in present:
@@ -281,11 +180,9 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
     codes: list[DeviceCode] = []
     first = 0
     for sec in sections:
-        if sec.name not in wanted or sec.header.type == _SHT_NOBITS or sec.header.size == 0:
+        if sec.name not in wanted or sec.header.type == elf.SHT_NOBITS or sec.header.size == 0:
             continue
-        off, size = sec.header.offset, sec.header.size
-        if off + size > len(view):
-            raise TruncatedError(f"section {sec.name} ends past the end of the file", offset=off)
+        off, size = sec.header.offset, sec.header.size  # inside the file: elf.sections checks
         try:
             found = _fatbin_codes(sec.name, view[off : off + size], off, first, fd)
         except FormatError as e:
@@ -338,15 +235,12 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool) -> tuple[DeviceCo
     fd = None if file is None else file.fileno()
     if is_fatbin(view):
         return tuple(_fatbin_codes("", view, 0, 0, fd))
-    machine = _elf_machine(view)
-    if machine == EM_CUDA:
-        return (DeviceCode("", -1, bare_entry(EntryKind.ELF, view), 0),)
-    if machine is not None:
+    if elf.machine(view) not in (None, elf.EM_CUDA):  # a host file: .so, .o, executable
         return tuple(_scan_elf(view, fd, all))
-    if is_ptx(view):
-        end = len(bytes(view).rstrip(b"\0"))
-        return (DeviceCode("", -1, bare_entry(EntryKind.PTX, view[:end]), 0),)
-    raise FormatError("no device code: not a fatbin, cubin, PTX or ELF file", offset=0)
+    code = _bare_code("", view, 0)
+    if code is None:
+        raise FormatError("no device code: not a fatbin, cubin, PTX or ELF file", offset=0)
+    return (code,)
 
 
 def listed(codes: tuple[DeviceCode, ...], *, all: bool = False) -> tuple[DeviceCode, ...]:

@@ -11,16 +11,13 @@ bundled ptxas (9.x), which drivers older than that CUDA release refuse to JIT.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .arch import Arch
 from .errors import FatbinkitError, InvalidArgumentError, ToolNotFoundError
-
-_VERSION_RE = re.compile(rb"^\s*\.version\s+(\d+)\.(\d+)", re.MULTILINE)
-_TARGET_RE = re.compile(rb"^\s*\.target\s+(sm_\d+[af]?)", re.MULTILINE)
+from .ptx import ptx_header
 
 
 @dataclass(frozen=True)
@@ -89,13 +86,14 @@ def compile_kernel(
         ptx = compiled.asm["ptx"]
         ptx_bytes = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
         meta = compiled.metadata
+        version, ptx_arch = ptx_header(ptx_bytes)  # Triton's real target: sm_90a, not sm_90
         images.append(
             TritonImage(
                 name=meta.name,
-                arch=_ptx_target(ptx_bytes),
+                arch=ptx_arch,
                 cubin=bytes(compiled.asm["cubin"]),
                 ptx=ptx_bytes,
-                ptx_version=_ptx_isa(ptx_bytes),
+                ptx_version=version,
                 num_warps=meta.num_warps,
                 shared=meta.shared,
                 global_scratch_size=getattr(meta, "global_scratch_size", 0),
@@ -103,20 +101,6 @@ def compile_kernel(
             )
         )
     return images
-
-
-def _ptx_target(ptx: bytes) -> Arch:
-    m = _TARGET_RE.search(ptx)
-    if not m:
-        raise FatbinkitError("Triton's PTX has no .target line")
-    return Arch.parse(m.group(1).decode())
-
-
-def _ptx_isa(ptx: bytes) -> tuple[int, int]:
-    m = _VERSION_RE.search(ptx)
-    if not m:
-        raise FatbinkitError("Triton's PTX has no .version line")
-    return int(m.group(1)), int(m.group(2))
 
 
 def to_fatbin(

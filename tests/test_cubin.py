@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fatbinkit.arch import Arch
-from fatbinkit.cubin import SECTION_HEADER, Cubin, is_cubin
+from fatbinkit.cubin import Cubin, is_cubin
+from fatbinkit.elf import sections
 from fatbinkit.errors import FormatError, TruncatedError, UnsupportedError
 from fatbinkit.nvinfo import FMT_SVAL, NvInfoRecord, parse_records
 
@@ -154,14 +155,9 @@ def _section_body(data: bytes, name: str) -> bytes:
 
 
 def _section_span(data: bytes, name: str) -> tuple[int, int]:
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shnum, shstrndx = struct.unpack_from("<HH", data, 0x3C)
-    headers = [SECTION_HEADER.unpack_from(data, shoff + 64 * i) for i in range(shnum)]
-    strtab = headers[shstrndx][4]
-    for h in headers:
-        end = data.index(b"\0", strtab + h[0])
-        if data[strtab + h[0]:end].decode() == name:
-            return h[4], h[5]
+    for s in sections(data):
+        if s.name == name:
+            return s.header.offset, s.header.size
     raise KeyError(name)
 
 

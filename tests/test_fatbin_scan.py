@@ -16,9 +16,11 @@ from fatbin_kernels import (
 )
 
 from fatbinkit.cli import main
+from fatbinkit.cubin import is_cubin
 from fatbinkit.errors import FormatError, InputError, InvalidArgumentError
 from fatbinkit.fatbin import EntryKind
-from fatbinkit.scan import is_cubin, is_ptx, scan
+from fatbinkit.ptx import is_ptx
+from fatbinkit.scan import scan
 
 GENCODE = ["-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90"]
 MAIN = 'extern "C" __global__ void add1(float *x, int n);\nint main() { add1<<<1, 1>>>(0, 0); }\n'

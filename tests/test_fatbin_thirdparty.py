@@ -91,13 +91,13 @@ def test_section_table_matches_pyelftools(name: str) -> None:
     """The scanner's own section-header reader agrees with pyelftools on real libraries."""
     from elftools.elf.elffile import ELFFile
 
+    from fatbinkit.elf import sections as elf_sections
     from fatbinkit.fatbin import Reader
-    from fatbinkit.scan import _elf_sections
 
     path = _path(name)
     with open(path, "rb") as f:
         expected = [
             (s.name, s["sh_offset"], s["sh_size"], s["sh_addr"]) for s in ELFFile(f).iter_sections()
         ]
-        sections = _elf_sections(Reader(memoryview(path.read_bytes()), f.fileno()))
+        sections = elf_sections(Reader(memoryview(path.read_bytes()), f.fileno()))
     assert [(s.name, s.header.offset, s.header.size, s.header.addr) for s in sections] == expected
