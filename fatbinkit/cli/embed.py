@@ -6,14 +6,11 @@ import argparse
 from pathlib import Path
 
 from ..elfobj import DEFAULT_ALIGN, MACHINES, STYLES, Blob, write_object
-from ..errors import InvalidArgumentError
+from .args import key_path
 
 
-def _named(arg: str, align: int | None = None) -> Blob:
-    name, sep, path = arg.partition("=")
-    if not sep or not path:
-        raise InvalidArgumentError(f"expected NAME=PATH, got {arg!r}")
-    return Blob(name, Path(path), align)
+def _named(arg: str) -> Blob:
+    return Blob(*key_path(arg, "NAME"))
 
 
 def _embed(args: argparse.Namespace) -> int:

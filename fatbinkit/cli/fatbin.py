@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidArgumentError, OutputError
 from ..fatbin import EntryKind
 from ..outfile import atomic_path
+from .args import key_path
 
 if TYPE_CHECKING:
     from ..cubin import CubinFunction
@@ -142,16 +143,6 @@ def _write_atomic(path: Path, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
-def _parse_images(specs: list[str], option: str) -> list[tuple[str, Path]]:
-    out: list[tuple[str, Path]] = []
-    for spec in specs:
-        arch, sep, path = spec.partition("=")
-        if not sep or not arch or not path:
-            raise InvalidArgumentError(f"{option} {spec!r}: expected ARCH=PATH, e.g. sm_90=k.cubin")
-        out.append((arch, Path(path)))
-    return out
-
-
 def _build(args: argparse.Namespace) -> int:
     from ..arch import Arch
     from ..build import Image, build
@@ -161,7 +152,8 @@ def _build(args: argparse.Namespace) -> int:
         (EntryKind.ELF, args.cubin, "--cubin"),
         (EntryKind.PTX, args.ptx, "--ptx"),
     ):
-        for arch, path in _parse_images(specs, option):
+        for spec in specs:
+            arch, path = key_path(spec, "ARCH", option=option, example="sm_90=k.cubin")
             images.append(Image.from_file(kind, Arch.parse(arch), path, identifier=args.identifier))
     if not images:
         raise InvalidArgumentError("nothing to build: give at least one --cubin or --ptx")
