@@ -8,27 +8,23 @@ wheel, extracted with ``cuobjdump -xelf all``. A missing tool fails the test tha
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fatbin_kernels import system_tool, wheel_tool
 from thirdparty import CUPY12_RANDOM, fetch
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "data" / "inspect_kernels.cu"
-CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-NVCC = CUDA_HOME / "bin" / "nvcc"
-PIP_BIN = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
-    "site-packages" / "nvidia" / "cu13" / "bin"
-CUOBJDUMP = PIP_BIN / "cuobjdump"
-PTXAS_PIP = PIP_BIN / "ptxas"
+NVCC = Path(system_tool("nvcc"))
+CUOBJDUMP = wheel_tool("cuobjdump")
+PTXAS_PIP = wheel_tool("ptxas")
 
 # (file stem, nvcc arguments): sm_75 .. sm_120 with the `a` variants, plus relocatable code.
 NVCC_BUILDS = [(f"nvcc_sm{a}", ["-cubin", f"-arch=sm_{a}"])

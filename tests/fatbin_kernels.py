@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fatbinkit.toolchain import find_tool
+from fatbinkit.toolchain import find_tool, tool_candidates
 
 SOURCE = r"""
 extern "C" __global__ void add1(float *x, int n) {
@@ -30,9 +30,17 @@ PTX_ARCHS = ("sm_80", "sm_90", "sm_100f", "sm_120")
 
 
 def system_tool(name: str) -> str:
-    """A CUDA 13.0 toolkit tool (/usr/local/cuda), falling back to the search path."""
-    cand = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / name
-    return str(cand) if cand.is_file() else str(find_tool(name))
+    """The CUDA toolkit's tool ``name`` (``$CUDA_HOME``, /usr/local/cuda: 13.0 here) in
+    fatbinkit.toolchain's search order, falling back to ``find_tool`` (PATH, the pip wheels)."""
+    toolkit = [c for c in tool_candidates(name) if "site-packages" not in c.parts]
+    return str(next((c for c in toolkit if c.is_file()), None) or find_tool(name))
+
+
+def wheel_tool(name: str) -> Path:
+    """The pip wheels' tool ``name`` (``site-packages/nvidia/cu13/bin``: 13.5 here) where
+    fatbinkit.toolchain looks for it; the first such place when it is missing."""
+    wheels = [c for c in tool_candidates(name) if "site-packages" in c.parts]
+    return next((c for c in wheels if c.is_file()), wheels[0])
 
 
 @dataclass(frozen=True)

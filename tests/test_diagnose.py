@@ -7,11 +7,11 @@ what the driver really does with these images is checked on the GPU in tests/gpu
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from fatbin_kernels import system_tool
 
 from fatbinkit.arch import Arch
 from fatbinkit.diagnose import explain_load_error, preflight_check
@@ -25,7 +25,7 @@ from fatbinkit.runtime import Device
 
 SOURCE = Path(__file__).parent / "data" / "axpy.cu"
 H200 = Device(0, "NVIDIA H200", Arch(90), (13, 0))
-NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+NVCC = system_tool("nvcc")
 
 
 def _nvcc(tmp: Path, *args: str) -> bytes:
