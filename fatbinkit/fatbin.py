@@ -16,12 +16,13 @@ from __future__ import annotations
 import enum
 import os
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from . import elf
 from .arch import Arch
+from .elf import Buffer
 from .errors import (
     DecompressionError,
     FormatError,
@@ -39,8 +40,6 @@ MAX_DATA_SIZE = 1 << 30
 ALIGN = 8
 _LZ4_MAX_RATIO = 255
 _HEADER_READ = 256
-
-Buffer = bytes | bytearray | memoryview
 
 
 class EntryKind(enum.IntEnum):
@@ -532,11 +531,6 @@ class Fatbin:
             containers.append(FatbinContainer.parse(src, off, head))
             pos = off + head.header_size + head.payload_size
         return cls(tuple(containers), tuple(gaps), len(src) - pos)
-
-    @classmethod
-    def from_entries(cls, entries: Iterable[FatbinEntry]) -> Fatbin:
-        """One container holding ``entries``."""
-        return cls((FatbinContainer(tuple(entries)),))
 
     @property
     def entries(self) -> tuple[FatbinEntry, ...]:

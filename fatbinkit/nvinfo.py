@@ -17,12 +17,9 @@ FMT_NVAL = 1
 FMT_BVAL = 2
 FMT_HVAL = 3
 FMT_SVAL = 4
-FORMAT_NAMES = {FMT_NVAL: "EIFMT_NVAL", FMT_BVAL: "EIFMT_BVAL", FMT_HVAL: "EIFMT_HVAL",
-                FMT_SVAL: "EIFMT_SVAL"}
 
 RECORD_HEAD = struct.Struct("<BBH")  # format, attribute, u16 value (HVAL/BVAL) or size (SVAL)
 KPARAM_INFO = struct.Struct("<IHHI")  # index, ordinal, offset, packed align/space/cbank/size
-U32 = struct.Struct("<I")
 
 # EIATTR ids in NVIDIA's enum order (0x00..0x40, as listed by public reverse-engineering work),
 # then later ids named by cuobjdump 13.5 -elf on the test suite's cubins.
@@ -68,7 +65,6 @@ EICOMPAT_NAMES = {
 
 # The attributes read into CubinFunction fields.
 EIATTR_MAX_THREADS = 0x05
-EIATTR_PARAM_CBANK = 0x0A
 EIATTR_REQNTID = 0x10
 EIATTR_FRAME_SIZE = 0x11
 EIATTR_MIN_STACK_SIZE = 0x12

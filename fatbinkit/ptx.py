@@ -39,8 +39,6 @@ NEWEST_KNOWN_CUDA = max(PTX_ISA_MIN_CUDA.values())
 MAX_VERSION_PART = 99  # anything larger in .version is not a PTX ISA version
 HEADER_LIMIT = 65536  # bytes read by ptx_header: the header directives open the module
 
-Buffer = bytes | bytearray | memoryview
-
 # Comments; an unterminated block comment runs to the end (which also keeps the scan linear).
 _COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
 _SNIFF_RE = re.compile(rb"^\s*\.version\s+\d+\.\d+", re.M)
@@ -116,7 +114,7 @@ class Ptx:
             return None
 
 
-def is_ptx(data: Buffer) -> bool:
+def is_ptx(data: bytes | bytearray | memoryview) -> bool:
     """Whether ``data`` looks like PTX text (a ``.version X.Y`` line near the start, no NUL
     before the trailing ones)."""
     head = bytes(data[:4096])
@@ -125,7 +123,7 @@ def is_ptx(data: Buffer) -> bool:
     return _SNIFF_RE.search(head) is not None
 
 
-def ptx_header(data: Buffer) -> tuple[tuple[int, int], Arch]:
+def ptx_header(data: bytes | bytearray | memoryview) -> tuple[tuple[int, int], Arch]:
     """``.version`` and the ``.target`` arch of PTX text, read from its first
     :data:`HEADER_LIMIT` bytes only: what listing a PTX image needs, without its kernels."""
     text = bytes(data[:HEADER_LIMIT]).decode("utf-8", "replace")

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import IO
 
 from . import elf
+from .elf import Buffer
 from .errors import FormatError, InputError, InvalidArgumentError
 from .fatbin import (
     ENTRY_VERSION,
-    Buffer,
     EntryFlags,
     EntryHeader,
     EntryKind,
