@@ -574,6 +574,19 @@ def _compress(codec: str, data: bytes) -> bytes:
     return z
 
 
+def entry_flags(arch: Arch, *, debug: bool = False) -> EntryFlags:
+    """The flags NVIDIA's tools give a 64-bit Linux entry for ``arch``: ``a`` is ARCH_SPECIFIC,
+    ``f`` FAMILY_SPECIFIC (what :attr:`FatbinEntry.arch` reads back)."""
+    flags = EntryFlags.ADDR64 | EntryFlags.HOST_LINUX
+    if debug:
+        flags |= EntryFlags.DEBUG
+    if arch.suffix == "a":
+        flags |= EntryFlags.ARCH_SPECIFIC
+    elif arch.suffix == "f":
+        flags |= EntryFlags.FAMILY_SPECIFIC
+    return flags
+
+
 def make_entry(
     kind: int,
     arch: Arch,
@@ -592,13 +605,7 @@ def make_entry(
     payload = bytes(data)
     if compression is not None and compression not in COMPRESSIONS:
         raise InvalidArgumentError(f"compression {compression!r} is not one of {COMPRESSIONS}")
-    flags = EntryFlags.ADDR64 | EntryFlags.HOST_LINUX
-    if debug:
-        flags |= EntryFlags.DEBUG
-    if arch.suffix == "a":
-        flags |= EntryFlags.ARCH_SPECIFIC
-    elif arch.suffix == "f":
-        flags |= EntryFlags.FAMILY_SPECIFIC
+    flags = entry_flags(arch, debug=debug)
     opt_data: bytes | None = None
     if kind == EntryKind.ELF:
         try:

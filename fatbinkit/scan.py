@@ -23,13 +23,14 @@ from . import elf
 from .elf import Buffer
 from .errors import FormatError, InputError, InvalidArgumentError
 from .fatbin import (
+    ENTRY_HEADER_SIZE,
     ENTRY_VERSION,
-    EntryFlags,
     EntryHeader,
     EntryKind,
     Fatbin,
     FatbinEntry,
     Reader,
+    entry_flags,
     is_fatbin,
 )
 
@@ -65,15 +66,11 @@ def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:
         from .ptx import ptx_header
 
         (major, minor), arch = ptx_header(data)
-    flags = EntryFlags.ADDR64 | EntryFlags.HOST_LINUX
-    if arch.suffix == "a":
-        flags |= EntryFlags.ARCH_SPECIFIC
-    elif arch.suffix == "f":
-        flags |= EntryFlags.FAMILY_SPECIFIC
     header = EntryHeader(
-        kind=int(kind), version=ENTRY_VERSION, header_size=64, size=len(data), compressed_size=0,
-        options_offset=0, minor=minor, major=major, sm=arch.number, identifier_offset=0,
-        identifier_size=0, flags=int(flags), reserved=0, uncompressed_size=0,
+        kind=int(kind), version=ENTRY_VERSION, header_size=ENTRY_HEADER_SIZE, size=len(data),
+        compressed_size=0, options_offset=0, minor=minor, major=major, sm=arch.number,
+        identifier_offset=0, identifier_size=0, flags=int(entry_flags(arch)), reserved=0,
+        uncompressed_size=0,
     )
     return FatbinEntry(header, b"", data)
 
