@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .arch import Arch
-from .errors import InputError, InvalidArgumentError, ToolError, ToolNotFoundError
+from .errors import InvalidArgumentError, ToolError, ToolNotFoundError
 from .fatbin import COMPRESSIONS, EntryKind, build_fatbin, make_entry
+from .infile import read_input
 from .toolchain import run_tool
 
 BACKENDS = ("pure", "fatbinary", "nvfatbin", "nvcc")
@@ -44,11 +45,7 @@ class Image:
         cls, kind: EntryKind, arch: Arch, path: os.PathLike[str], *, identifier: str = "",
         options: str = "",
     ) -> Image:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as e:
-            raise InputError(f"cannot read {os.fspath(path)}: {e.strerror or e}") from e
-        return cls(kind, arch, data, identifier, options)
+        return cls(kind, arch, read_input(path), identifier, options)
 
 
 def build(

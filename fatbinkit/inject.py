@@ -24,6 +24,7 @@ from typing import Any
 from . import elf
 from .elfobj import DEFAULT_ALIGN, Blob, Placed, place
 from .errors import FormatError, InputError, OutputError, TruncatedError, UnsupportedError
+from .infile import read_input
 from .outfile import atomic_path
 
 SECTION = ".fatbinkit"
@@ -84,10 +85,7 @@ def _read_header(path: Path) -> os.stat_result:
 
 def _content(p: Placed) -> bytes:
     if isinstance(p.source, Path):
-        try:
-            data = p.source.read_bytes()
-        except OSError as e:
-            raise InputError(f"cannot read {p.source}: {e.strerror or e}") from e
+        data = read_input(p.source)
         if len(data) != p.size:
             raise InputError(f"{p.source} changed size while being embedded")
         return data

@@ -14,7 +14,6 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
@@ -23,13 +22,13 @@ from .elf import ELFMAG
 from .errors import (
     CudaError,
     CudaUnavailableError,
-    InputError,
     InvalidArgumentError,
     JitError,
     NoBinaryForGpuError,
     UnsupportedPtxVersionError,
 )
 from .fatbin import FATBIN_MAGIC
+from .infile import read_input
 
 LOG_SIZE = 64 * 1024
 
@@ -461,13 +460,7 @@ def _image_bytes(image: Any) -> bytes | memoryview:
     if isinstance(image, (bytes, bytearray, memoryview)):
         return memoryview(image).cast("B") if not isinstance(image, bytes) else image
     if isinstance(image, os.PathLike):
-        path = Path(image)
-        try:
-            return path.read_bytes()
-        except IsADirectoryError as exc:
-            raise InputError(f"{path} is a directory, not an image") from exc
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        return read_input(image)
     to_bytes = getattr(image, "to_bytes", None)
     if callable(to_bytes) and not isinstance(image, int):
         data = to_bytes()

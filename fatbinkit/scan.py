@@ -33,6 +33,7 @@ from .fatbin import (
     entry_flags,
     is_fatbin,
 )
+from .infile import open_input
 
 FATBIN_SECTION = ".nv_fatbin"
 RELFATBIN_SECTION = "__nv_relfatbin"
@@ -195,15 +196,6 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
     return codes
 
 
-def _open(path: Path) -> IO[bytes]:
-    try:
-        return open(path, "rb")
-    except IsADirectoryError as e:
-        raise InputError(f"{path} is a directory") from e
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-
-
 def _map(file: IO[bytes]) -> memoryview:
     """The whole file, memory-mapped (payload views stay valid after ``file`` is closed)."""
     try:
@@ -224,7 +216,7 @@ def scan(source: os.PathLike[str] | Buffer, *, all: bool = False) -> tuple[Devic
         raise InvalidArgumentError(
             f"scan() takes a path (os.PathLike) or bytes, not {type(source).__name__}"
         )
-    with _open(Path(source)) as file:
+    with open_input(source) as file:
         return _scan(_map(file), file, all)
 
 
