@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import ctypes
 import random
-import shutil
 import struct
 import subprocess
 from pathlib import Path
 
 from fatbinkit.runtime import Buffer, Module
+from fatbinkit.toolchain import find_tool
 
 SOURCE = Path(__file__).resolve().parent.parent / "data" / "axpy.cu"
 
 
 def nvcc(tmp: Path, *args: str, suffix: str) -> bytes:
     """Compile tests/data/axpy.cu with ``args`` and return the output file's bytes."""
-    exe = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    exe = str(find_tool("nvcc"))  # PATH, $CUDA_HOME, /usr/local/cuda, pip wheels
     out = tmp / f"axpy-{abs(hash(args))}{suffix}"
     subprocess.run([exe, *args, "-o", str(out), str(SOURCE)], check=True, capture_output=True)
     return out.read_bytes()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from fatbinkit.compat import image_sets
 from fatbinkit.errors import CudaError
 from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
 from fatbinkit.runtime import Buffer, Device, Module
+from fatbinkit.toolchain import find_tool
 
 SOURCE = 'extern "C" __global__ void which(int* out) { out[0] = MARK; }\n'
 
@@ -92,7 +92,7 @@ class Observed:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    nvcc = str(find_tool("nvcc"))  # PATH, $CUDA_HOME, /usr/local/cuda, pip wheels
     tmp = tmp_path_factory.mktemp("check-gpu")
     src = tmp / "which.cu"
     src.write_text(SOURCE)
