@@ -18,7 +18,6 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 from .arch import Arch
-from .elf import ELFMAG
 from .errors import (
     CudaError,
     CudaUnavailableError,
@@ -27,7 +26,6 @@ from .errors import (
     NoBinaryForGpuError,
     UnsupportedPtxVersionError,
 )
-from .fatbin import FATBIN_MAGIC
 from .infile import read_input
 
 LOG_SIZE = 64 * 1024
@@ -51,6 +49,9 @@ def image_kind(data: bytes | memoryview) -> str:
     The names are the driver's and nvJitLink's input kinds, as cuda.core uses them. Only the
     magic is looked at (as the driver does): anything else is handed over as PTX.
     """
+    from .elf import ELFMAG  # here, not at the top: `import fatbinkit.runtime` stays light
+    from .fatbin import FATBIN_MAGIC
+
     head = bytes(data[:4])
     if head == FATBIN_MAGIC.to_bytes(4, "little"):
         return "fatbin"
