@@ -125,7 +125,7 @@ class Reader:
 class ContainerHeader:
     """The 16-byte container header."""
 
-    STRUCT: ClassVar[struct.Struct] = struct.Struct("<IHHQ")
+    FORMAT: ClassVar[struct.Struct] = struct.Struct("<IHHQ")
 
     magic: int
     version: int
@@ -135,29 +135,29 @@ class ContainerHeader:
     @classmethod
     def unpack(cls, raw: Buffer, offset: int = 0) -> ContainerHeader:
         """Parse ``raw`` (the header's bytes); ``offset`` locates it in error messages."""
-        _need(raw, cls.STRUCT.size, "fatbin container header", offset)
-        header = cls(*cls.STRUCT.unpack_from(raw, 0))
+        _need(raw, cls.FORMAT.size, "fatbin container header", offset)
+        header = cls(*cls.FORMAT.unpack_from(raw, 0))
         if header.magic != FATBIN_MAGIC:
             raise FormatError(
                 f"bad fatbin magic {header.magic:#010x} (expected {FATBIN_MAGIC:#010x})",
                 offset=offset,
             )
-        if header.header_size < cls.STRUCT.size:
+        if header.header_size < cls.FORMAT.size:
             raise FormatError(
-                f"fatbin container header size {header.header_size} < {cls.STRUCT.size}",
+                f"fatbin container header size {header.header_size} < {cls.FORMAT.size}",
                 offset=offset,
             )
         return header
 
     def pack(self) -> bytes:
-        return self.STRUCT.pack(self.magic, self.version, self.header_size, self.payload_size)
+        return self.FORMAT.pack(self.magic, self.version, self.header_size, self.payload_size)
 
 
 @dataclass(frozen=True)
 class EntryHeader:
     """The fixed 64-byte part of an entry header, every field raw."""
 
-    STRUCT: ClassVar[struct.Struct] = struct.Struct("<HHIQIIHHIIIQQQ")
+    FORMAT: ClassVar[struct.Struct] = struct.Struct("<HHIQIIHHIIIQQQ")
 
     kind: int
     version: int
@@ -177,11 +177,11 @@ class EntryHeader:
     @classmethod
     def unpack(cls, raw: Buffer, offset: int = 0) -> EntryHeader:
         """Parse ``raw`` (the header's bytes); ``offset`` locates it in error messages."""
-        _need(raw, cls.STRUCT.size, "fatbin entry header", offset)
-        return cls(*cls.STRUCT.unpack_from(raw, 0))
+        _need(raw, cls.FORMAT.size, "fatbin entry header", offset)
+        return cls(*cls.FORMAT.unpack_from(raw, 0))
 
     def pack(self) -> bytes:
-        return self.STRUCT.pack(
+        return self.FORMAT.pack(
             self.kind, self.version, self.header_size, self.size, self.compressed_size,
             self.options_offset, self.minor, self.major, self.sm, self.identifier_offset,
             self.identifier_size, self.flags, self.reserved, self.uncompressed_size,
@@ -189,8 +189,8 @@ class EntryHeader:
 
 
 OPTIONS_PAIR = struct.Struct("<II")
-ENTRY_HEADER_SIZE = EntryHeader.STRUCT.size
-CONTAINER_HEADER_SIZE = ContainerHeader.STRUCT.size
+ENTRY_HEADER_SIZE = EntryHeader.FORMAT.size
+CONTAINER_HEADER_SIZE = ContainerHeader.FORMAT.size
 
 
 @dataclass(frozen=True)
