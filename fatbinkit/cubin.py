@@ -38,7 +38,6 @@ from .nvinfo import (
     parse_records,
 )
 
-NOTE_HEADER = struct.Struct("<III")
 CUINFO = struct.Struct("<HHI")  # version, virtual SM, toolkit (major * 10 + minor)
 
 SHT_CUDA_INFO = 0x70000000
@@ -231,11 +230,11 @@ class _Reader:
             if s.name not in (".note.nv.cuinfo", ".note.nv.cuver") or s.header.type != SHT_NOTE:
                 continue
             body = self.body(s)
-            if len(body) < NOTE_HEADER.size:
+            if len(body) < elf.NoteHeader.FORMAT.size:
                 raise TruncatedError("cuinfo note shorter than its header", offset=s.header.offset)
-            namesz, descsz, _type = NOTE_HEADER.unpack_from(body, 0)
-            desc = NOTE_HEADER.size + (namesz + 3) // 4 * 4
-            if descsz < CUINFO.size or desc + CUINFO.size > len(body):
+            note = elf.NoteHeader.unpack_from(body)
+            desc = note.desc_offset
+            if note.descsz < CUINFO.size or desc + CUINFO.size > len(body):
                 raise TruncatedError("cuinfo note descriptor is truncated",
                                      offset=s.header.offset)
             _version, vsm, toolkit = CUINFO.unpack_from(body, desc)

@@ -163,6 +163,27 @@ class Symbol:
         return cls(*cls.FORMAT.unpack_from(buf, offset))
 
 
+@dataclass(frozen=True)
+class NoteHeader:
+    """``Elf64_Nhdr``: the name (padded to 4) and descriptor follow it."""
+
+    FORMAT: ClassVar[struct.Struct] = struct.Struct("<III")
+
+    namesz: int
+    descsz: int
+    type: int
+
+    @classmethod
+    def unpack_from(cls, buf: Buffer, offset: int = 0) -> NoteHeader:
+        """The note header at ``offset`` of ``buf`` (which must hold all 12 bytes)."""
+        return cls(*cls.FORMAT.unpack_from(buf, offset))
+
+    @property
+    def desc_offset(self) -> int:
+        """Where the descriptor starts, from the start of this header."""
+        return self.FORMAT.size + (self.namesz + 3) // 4 * 4
+
+
 def st_info(bind: int, kind: int) -> int:
     """Combine a symbol binding and type into ``st_info``."""
     return (bind << 4) | kind
