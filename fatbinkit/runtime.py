@@ -231,7 +231,7 @@ class Module:
         preflight: bool = False,
         log_size: int = LOG_SIZE,
     ) -> Module:
-        """Load a fatbin, cubin or PTX image given as bytes, a path, or a fatbinkit object.
+        """Load a fatbin, cubin or PTX image: bytes, a path, a ``Fatbin`` or one ``FatbinEntry``.
 
         With ``preflight`` the compatibility engine is asked first and an image that cannot load
         on this device/driver is refused before the driver is called.
@@ -462,13 +462,14 @@ def _image_bytes(image: Any) -> bytes | memoryview:
         return memoryview(image).cast("B") if not isinstance(image, bytes) else image
     if isinstance(image, os.PathLike):
         return read_input(image)
-    to_bytes = getattr(image, "to_bytes", None)
-    if callable(to_bytes) and not isinstance(image, int):
-        data = to_bytes()
-        if isinstance(data, bytes):
-            return data
+    from .fatbin import Fatbin, FatbinEntry
+
+    if isinstance(image, Fatbin):
+        return image.to_bytes()
+    if isinstance(image, FatbinEntry):  # one cubin or PTX found by fatbinkit.scan
+        return image.data()
     raise InvalidArgumentError(
-        f"cannot load a {type(image).__name__}: pass bytes, a path, or a fatbinkit Fatbin"
+        f"cannot load a {type(image).__name__}: pass bytes, a path, a Fatbin or a FatbinEntry"
     )
 
 

@@ -70,3 +70,15 @@ def test_cli_load_without_gpu_exits_1_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fatbinkit: error: ")
+
+
+def test_fatbinkit_objects_become_the_bytes_the_driver_gets() -> None:
+    from fatbinkit.arch import Arch
+    from fatbinkit.fatbin import EntryKind, Fatbin, build_fatbin, make_entry
+    from fatbinkit.runtime import _image_bytes
+
+    ptx = b".version 8.8\n.target sm_90\n.address_size 64\n"
+    data = build_fatbin([make_entry(EntryKind.PTX, Arch(90), ptx, compression="zstd")])
+    fb = Fatbin.from_bytes(data)
+    assert _image_bytes(fb) == data
+    assert bytes(_image_bytes(fb.entries[0])).rstrip(b"\0") == ptx

@@ -21,6 +21,7 @@ from fatbinkit.errors import ToolNotFoundError
 from fatbinkit.fatbin import EntryKind
 from fatbinkit.inject import inject
 from fatbinkit.runtime import Buffer, Device, Module, to_object_code
+from fatbinkit.scan import scan
 from fatbinkit.triton import TritonImage, compile_kernel, to_fatbin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +62,12 @@ def test_embedded_object_linked_then_loaded_from_symbol(
     with Module.from_symbol(dll, "axpy") as mod:
         assert mod.kind == ("fatbin" if what.startswith("fatbin") else what)
         check_axpy(mod)
+    # the same kernel found again by scanning the library file, loaded entry by entry
+    found = [c for c in scan(lib) if c.source == "__axpy_start"]
+    assert found
+    for code in found:
+        with Module.load(code.entry) as mod:
+            check_axpy(mod)
 
 
 def test_injected_library_loaded_from_symbol(
