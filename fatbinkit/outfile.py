@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +26,7 @@ def atomic_path(target: os.PathLike[str] | os.PathLike[bytes], mode: int = 0o666
         raise OutputError(f"cannot write {path}: folder {parent} does not exist")
     if path.is_dir():
         raise OutputError(f"cannot write {path}: it is a directory")
-    tmp = parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    tmp = parent / f".{path.name}.{os.urandom(4).hex()}.tmp"  # not `secrets`: ~4 ms to import
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), mode)
     except OSError as e:
