@@ -21,8 +21,10 @@ import os
 import platform
 import re
 import stat
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, compress, pairwise
 from pathlib import Path
 from typing import BinaryIO, Literal, NamedTuple, TypeAlias
 
@@ -45,7 +47,10 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LD_KEEP = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _SHSTRTAB_NAMES = (b".symtab", b".strtab", b".shstrtab", b".rodata", b".note.GNU-stack")
 _CHUNK = 1 << 20  # copy buffer where the kernel cannot copy file to file
-_IOV_MAX = 1024  # pieces per pwritev call
+_SMALL = 1 << 20  # files below this size are read into the gathering buffer, bigger ones streamed
+_STAGE = 2 << 20  # the gathering buffer's size, at most
+_ZEROS = memoryview(bytes(MAX_ALIGN))  # padding
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 _BFD_HASH_SIZE = 4051  # bfd_default_hash_table_size
 _BFD_PRIMES = (
     31,
@@ -114,21 +119,23 @@ def ld_mangle(file_name: str | bytes) -> str:
     return bytes(c if c in _LD_KEEP else 0x5F for c in raw).decode("ascii")
 
 
-def symbol_names(name: str | bytes, style: Style = "aoti") -> tuple[str, str, str]:
-    """The ``(start, end, size)`` symbol names a blob called ``name`` gets in ``style``."""
+def _stem(name: str | bytes, style: Style) -> str:
+    """What a blob's symbol names start with: ``__<name>`` or ``_binary_<mangled>``."""
     if style == "aoti":
         if not isinstance(name, str) or not _IDENTIFIER.match(name):
             raise InvalidArgumentError(f"blob name {name!r} is not a C identifier")
-        stem = f"__{name}"
-    elif style == "ld":
+        return "__" + name
+    if style == "ld":
         if not isinstance(name, (str, bytes)) or not name:
             raise InvalidArgumentError(f"blob name {name!r} must be a non-empty file name")
-        stem = f"_binary_{ld_mangle(name)}"
-    else:
-        raise InvalidArgumentError(
-            f"unknown symbol style {style!r}; use one of {', '.join(STYLES)}"
-        )
-    return f"{stem}_start", f"{stem}_end", f"{stem}_size"
+        return "_binary_" + ld_mangle(name)
+    raise InvalidArgumentError(f"unknown symbol style {style!r}; use one of {', '.join(STYLES)}")
+
+
+def symbol_names(name: str | bytes, style: Style = "aoti") -> tuple[str, str, str]:
+    """The ``(start, end, size)`` symbol names a blob called ``name`` gets in ``style``."""
+    stem = _stem(name, style)
+    return stem + "_start", stem + "_end", stem + "_size"
 
 
 class Placed(NamedTuple):
@@ -160,11 +167,12 @@ class _Layout:
 
     head: bytes  # ELF header plus padding up to .rodata
     blobs: tuple[Placed, ...]
+    rodata_size: int
     tail: bytes  # padding, .symtab, .strtab, .shstrtab, section headers
 
     @property
     def size(self) -> int:
-        return len(self.head) + sum(b.padding + b.size for b in self.blobs) + len(self.tail)
+        return len(self.head) + self.rodata_size + len(self.tail)
 
 
 def _align_up(value: int, align: int) -> int:
@@ -172,26 +180,29 @@ def _align_up(value: int, align: int) -> int:
 
 
 def _source(blob: Blob) -> tuple[Content | Path, int]:
-    """A blob's content, or its path (a regular file, checked by ``stat``), and its size."""
+    """A blob's content, or its path (a regular file, checked by one ``stat``), and its size."""
     source = blob.source
-    if isinstance(source, memoryview):  # as flat bytes, whatever its item format or layout
-        source = source.cast("B") if source.c_contiguous else source.tobytes()
-    if isinstance(source, (bytes, bytearray, memoryview)):
+    if isinstance(source, Path):
+        path = source
+    elif isinstance(source, (bytes, bytearray)):
         return source, len(source)
-    if not isinstance(source, os.PathLike):
+    elif isinstance(source, memoryview):  # as flat bytes, whatever its item format or layout
+        flat = source.cast("B") if source.c_contiguous else memoryview(source.tobytes())
+        return flat, len(flat)
+    elif isinstance(source, os.PathLike):
+        path = Path(os.fsdecode(os.fspath(source)))
+    else:
         raise InvalidArgumentError(
             f"blob {blob.name!r}: source must be bytes, bytearray, memoryview or a path, "
             f"not {type(source).__name__}"
         )
-    path = source if isinstance(source, Path) else Path(os.fsdecode(os.fspath(source)))
     try:
         st = os.stat(path)
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-    if stat.S_ISDIR(st.st_mode):
-        raise InputError(f"cannot read {path}: it is a directory")
     if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"cannot read {path}: not a regular file")
+        kind = "it is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise InputError(f"cannot read {path}: {kind}")
     return path, st.st_size
 
 
@@ -236,23 +247,29 @@ def _strtab(names: Sequence[bytes]) -> tuple[bytes, list[int]]:
     A name that is the tail of another is stored once (``_bfd_elf_strtab_finalize``: sort by
     reversed string, merge each into its neighbour that ends with it); the rest keep their order.
     """
-    order = sorted(range(len(names)), key=lambda i: names[i][::-1])
+    reversed_names = [name[::-1] for name in names]
+    ordered = sorted(reversed_names)
+    # A name ends the next one in that order exactly when it ends any later one (those sort
+    # between the two), so each merges into the first following name that it does not end.
+    ends_next = [b.startswith(a) for a, b in pairwise(ordered)]
     host: dict[int, int] = {}
-    keeper = order[-1] if order else -1
-    for i in reversed(order[:-1]):
-        if names[keeper].endswith(names[i]):
-            host[i] = keeper
-        else:
-            keeper = i
-    offsets = [0] * len(names)
-    table = bytearray(b"\0")
-    for i, name in enumerate(names):
-        if i not in host:
-            offsets[i] = len(table)
-            table += name + b"\0"
-    for i, keeper in host.items():
-        offsets[i] = offsets[keeper] + len(names[keeper]) - len(names[i])
-    return bytes(table), offsets
+    if any(ends_next):
+        index = {name: i for i, name in enumerate(reversed_names)}
+        for k in reversed(list(compress(range(len(ends_next)), ends_next))):
+            later = index[ordered[k + 1]]
+            host[index[ordered[k]]] = host.get(later, later)
+    kept = [i for i in range(len(names)) if i not in host] if host else range(len(names))
+    stored = [names[i] for i in kept]
+    starts = list(accumulate([len(name) + 1 for name in stored], initial=1))
+    if host:
+        offsets = [0] * len(names)
+        for i, start in zip(kept, starts, strict=False):  # starts has one more
+            offsets[i] = start
+        for i, keeper in host.items():
+            offsets[i] = offsets[keeper] + len(names[keeper]) - len(names[i])
+    else:
+        offsets = starts[:-1]
+    return b"\0".join([b"", *stored, b""]), offsets
 
 
 def place(blobs: Iterable[Blob], *, style: Style = "aoti", align: int = DEFAULT_ALIGN) -> Placement:
@@ -268,26 +285,35 @@ def place(blobs: Iterable[Blob], *, style: Style = "aoti", align: int = DEFAULT_
     placed: list[Placed] = []
     cursor = 0
     section_align = 1
+    default_ok = _is_alignment(align)
     for blob in blobs:
-        names = symbol_names(blob.name, style)
-        if names[0] in seen:
+        stem = _stem(blob.name, style)
+        if stem in seen:
             raise InvalidArgumentError(
-                f"blob names {seen[names[0]]!r} and {blob.name!r} both give symbol {names[0]}"
-                if seen[names[0]] != blob.name
+                f"blob names {seen[stem]!r} and {blob.name!r} both give symbol {stem}_start"
+                if seen[stem] != blob.name
                 else f"duplicate blob name {blob.name!r}"
             )
-        seen[names[0]] = blob.name
-        a = align if blob.align is None else blob.align
-        if not isinstance(a, int) or a < 1 or a > MAX_ALIGN or a & (a - 1):
+        seen[stem] = blob.name
+        a = blob.align
+        if not (default_ok if a is None else _is_alignment(a)):
             raise InvalidArgumentError(
-                f"blob {blob.name!r}: alignment {a!r} is not a power of two in 1..{MAX_ALIGN}"
+                f"blob {blob.name!r}: alignment {align if a is None else a!r} "
+                f"is not a power of two in 1..{MAX_ALIGN}"
             )
-        section_align = max(section_align, a)
+        a = align if a is None else a
+        if a > section_align:
+            section_align = a
         source, size = _source(blob)
-        offset = _align_up(cursor, a)
+        offset = (cursor + a - 1) & -a
+        names = (stem + "_start", stem + "_end", stem + "_size")
         placed.append(Placed(names, source, offset, size, offset - cursor))
         cursor = offset + size
     return Placement(tuple(placed), cursor, section_align)
+
+
+def _is_alignment(a: object) -> bool:
+    return isinstance(a, int) and 1 <= a <= MAX_ALIGN and not a & (a - 1)
 
 
 def _layout(blobs: Iterable[Blob], machine: str | None, style: Style, align: int) -> _Layout:
@@ -306,21 +332,27 @@ def _layout(blobs: Iterable[Blob], machine: str | None, style: Style, align: int
         elf.Symbol(0, elf.st_info(elf.STB_LOCAL, elf.STT_SECTION), 0, shndx, 0, 0)
         for shndx in (1, 2)
     ]
-    order = _bfd_order(names) if style == "ld" else range(len(names))
-    strtab, name_offsets = _strtab([names[i] for i in order])
-    # Global symbols: (shndx, value) per name, packed in bulk with the same Elf64_Sym layout.
-    where: list[tuple[int, int]] = []
-    for p in placed:
-        where += [(1, p.offset), (1, p.offset + p.size), (elf.SHN_ABS, p.size)]
     glob = elf.st_info(elf.STB_GLOBAL, elf.STT_NOTYPE)
-    pack = elf.Symbol.FORMAT.pack
-    symtab = b"".join(
-        [s.pack() for s in local]
-        + [
-            pack(name_offset, glob, 0, *where[i], 0)
-            for i, name_offset in zip(order, name_offsets, strict=True)
-        ]
-    )
+    abs_ = elf.SHN_ABS
+    rows = [s.pack() for s in local]
+    if style == "ld":  # ld's symbol order: one Elf64_Sym at a time
+        order = _bfd_order(names)
+        strtab, name_offsets = _strtab([names[i] for i in order])
+        where: list[tuple[int, int]] = []
+        for p in placed:
+            where += [(1, p.offset), (1, p.offset + p.size), (abs_, p.size)]
+        pack = elf.Symbol.FORMAT.pack
+        rows += [pack(n, glob, 0, *where[i], 0) for i, n in zip(order, name_offsets, strict=True)]
+    else:  # blob order: a blob's three Elf64_Sym in one pack
+        strtab, name_offsets = _strtab(names)
+        pack = struct.Struct("<" + elf.Symbol.FORMAT.format.lstrip("<") * 3).pack
+        it = iter(name_offsets)
+        rows += [
+            pack(s, glob, 0, 1, p.offset, 0, e, glob, 0, 1, p.offset + p.size, 0,
+                 z, glob, 0, abs_, p.size, 0)
+            for p, s, e, z in zip(placed, it, it, it, strict=True)
+        ]  # fmt: skip
+    symtab = b"".join(rows)
     shstrtab, sh_names = _strtab(_SHSTRTAB_NAMES)
 
     note_offset = rodata_offset + rodata_size
@@ -382,52 +414,76 @@ def _layout(blobs: Iterable[Blob], machine: str | None, style: Style, align: int
             *(s.pack() for s in sections),
         )
     )
-    return _Layout(head, placed, tail)
+    return _Layout(head, placed, rodata_size, tail)
 
 
 class _Output:
-    """Writes pieces at known offsets: in-memory runs with ``pwritev``, files kernel to kernel."""
+    """Writes the object front to back in few large writes.
 
-    def __init__(self, file: BinaryIO) -> None:
+    Headers, padding, in-memory blobs and small files are gathered in one reused buffer (a small
+    file is read straight into it: open, one read, close); big files are streamed through the
+    kernel with ``copy_file_range`` where it can, else in chunks, never held whole in memory.
+    """
+
+    def __init__(self, file: BinaryIO, capacity: int) -> None:
         self.file = file
         self.fd = file.fileno() if isinstance(file, io.FileIO) else None
+        self.buffer = memoryview(bytearray(capacity))
+        self.used = 0
 
-    def write(self, offset: int, pieces: list[Content]) -> None:
-        for i in range(0, len(pieces), _IOV_MAX):
-            batch = pieces[i : i + _IOV_MAX]
-            if self.fd is not None and hasattr(os, "pwritev"):
-                done = os.pwritev(self.fd, batch, offset)
-                total = sum(len(p) for p in batch)
-                if done == total:
-                    offset += total
-                    continue
-                data = memoryview(b"".join(batch))[done:]  # short write: finish the rest
-                offset += done
+    def put(self, data: Content) -> None:
+        """Append ``data``: gathered where it fits, else written as it is."""
+        end = self.used + len(data)
+        if end > len(self.buffer):
+            self.flush()
+            if len(data) >= len(self.buffer):
+                self._write(data)
+                return
+            end = len(data)
+        self.buffer[self.used : end] = data
+        self.used = end
+
+    def put_blobs(self, blobs: Iterable[Placed]) -> None:
+        """Append each blob after its padding (the hot loop: state kept in locals)."""
+        buffer, used = self.buffer, self.used
+        capacity = len(buffer)
+        for _, source, _, size, padding in blobs:
+            if used + padding + size >= capacity:
+                self.used = used
+                self.flush()
+                used = 0
+            if padding:
+                buffer[used : used + padding] = _ZEROS[:padding]
+                used += padding
+            if not isinstance(source, Path):
+                self.used = used
+                self.put(source)
+                used = self.used
+            elif size < _SMALL:  # fits: capacity is over _SMALL or over all the gathered bytes
+                _read_exactly(source, buffer[used : used + size + 1], size)
+                used += size
             else:
-                data = memoryview(b"".join(batch))
-            self.file.seek(offset)
-            while data:
-                n = self.file.write(data) or 0
-                data, offset = data[n:], offset + n
+                self.used = used
+                self.copy(source, size)
+                used = 0
+        self.used = used
 
-    def copy(self, path: Path, size: int, offset: int) -> None:
-        """Copy the file at ``path``, which must still be ``size`` bytes, to ``offset``."""
+    def copy(self, path: Path, size: int) -> None:
+        """Append the file at ``path``, which must still be ``size`` bytes, without loading it."""
+        self.flush()
         try:
-            src = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            src = os.open(path, _READ_FLAGS)
         except OSError as e:
             raise InputError(f"cannot read {path}: {e.strerror or e}") from e
         try:
             if os.fstat(src).st_size != size:
                 raise InputError(f"{path} changed size while being embedded")
-            done = self._copy_in_kernel(src, size, offset)
-            if done < size:
-                os.lseek(src, done, os.SEEK_SET)
-                self.file.seek(offset + done)
-            while done < size:
+            done = self._copy_in_kernel(src, size)
+            while done < size:  # both file positions are past what the kernel copied
                 chunk = os.read(src, min(_CHUNK, size - done))
                 if not chunk:
                     raise InputError(f"{path} changed size while being embedded")
-                self.file.write(chunk)
+                self._write(chunk)
                 done += len(chunk)
         except InputError:
             raise
@@ -436,14 +492,25 @@ class _Output:
         finally:
             os.close(src)
 
-    def _copy_in_kernel(self, src: int, size: int, offset: int) -> int:
+    def flush(self) -> None:
+        """Write what is gathered."""
+        if self.used:
+            self._write(self.buffer[: self.used])
+            self.used = 0
+
+    def _write(self, data: Content) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self.file.write(view) or 0 :]
+
+    def _copy_in_kernel(self, src: int, size: int) -> int:
         """Bytes copied with ``copy_file_range`` (0 where the system cannot do it)."""
         if self.fd is None or not hasattr(os, "copy_file_range"):
             return 0
         done = 0
         while done < size:
             try:
-                n = os.copy_file_range(src, self.fd, size - done, done, offset + done)
+                n = os.copy_file_range(src, self.fd, size - done)
             except OSError as e:
                 if e.errno in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
                     return done  # the caller copies the rest through a buffer
@@ -454,26 +521,47 @@ class _Output:
         return done
 
 
-def _emit(layout: _Layout, out: _Output) -> None:
-    """Write everything; padding before a file blob is left as a hole, which reads as zeros."""
-    run: list[Content] = [layout.head]
-    run_offset = 0
-    cursor = len(layout.head)
-    for p in layout.blobs:
-        cursor += p.padding
-        if isinstance(p.source, Path):
-            if run:
-                out.write(run_offset, run)
-            out.copy(p.source, p.size, cursor)
-            run, run_offset = [], cursor + p.size
-        else:
-            if p.padding:
-                run.append(bytes(p.padding))
-            if p.size:
-                run.append(p.source)
-        cursor += p.size
-    run.append(layout.tail)
-    out.write(run_offset, run)
+def _read_exactly(path: Path, view: memoryview, size: int) -> None:
+    """Read the file at ``path`` into ``view``, one byte longer than the ``size`` it must have."""
+    try:
+        src = os.open(path, _READ_FLAGS)
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    try:
+        got = n = _readinto(src, view)  # a regular file reads short only at its end
+        while n and got < size:
+            n = _readinto(src, view[got:])
+            got += n
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    finally:
+        os.close(src)
+    if got != size:  # the spare byte was read: it grew; fewer: it shrank
+        raise InputError(f"{path} changed size while being embedded")
+
+
+if hasattr(os, "readv"):
+
+    def _readinto(fd: int, view: memoryview) -> int:
+        """Read from ``fd`` into ``view``; the count read, 0 at the end of the file."""
+        return os.readv(fd, [view])
+
+else:  # Windows
+
+    def _readinto(fd: int, view: memoryview) -> int:
+        """Read from ``fd`` into ``view``; the count read, 0 at the end of the file."""
+        data = os.read(fd, len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
+def _emit(layout: _Layout, file: BinaryIO) -> None:
+    """Write the object to ``file``, from its start."""
+    out = _Output(file, min(_STAGE, layout.size + 1))
+    out.put(layout.head)
+    out.put_blobs(layout.blobs)
+    out.put(layout.tail)
+    out.flush()
 
 
 def object_bytes(
@@ -486,7 +574,7 @@ def object_bytes(
     """The relocatable object embedding ``blobs``, in memory (see :func:`write_object`)."""
     layout = _layout(blobs, machine, style, align)
     buffer = io.BytesIO()
-    _emit(layout, _Output(buffer))
+    _emit(layout, buffer)
     return buffer.getvalue()
 
 
@@ -506,4 +594,4 @@ def write_object(
     """
     layout = _layout(blobs, machine, style, align)
     with atomic_path(path) as tmp, open(tmp, "r+b", buffering=0) as file:
-        _emit(layout, _Output(file))
+        _emit(layout, file)
