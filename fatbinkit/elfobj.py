@@ -48,9 +48,11 @@ _LD_KEEP = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 _SHSTRTAB_NAMES = (b".symtab", b".strtab", b".shstrtab", b".rodata", b".note.GNU-stack")
 _CHUNK = 1 << 20  # copy buffer where the kernel cannot copy file to file
 _SMALL = 1 << 20  # files below this size are read into the gathering buffer, bigger ones streamed
-_STAGE = 2 << 20  # the gathering buffer's size, at most
+_FIRST_STAGE = 64 << 10  # the gathering buffer's first size; it doubles when full...
+_STAGE = 2 << 20  # ...up to this
 _ZEROS = memoryview(bytes(MAX_ALIGN))  # padding
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+# O_NONBLOCK: opening a FIFO must not wait for a writer (fstat then refuses it)
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
 _BFD_HASH_SIZE = 4051  # bfd_default_hash_table_size
 _BFD_PRIMES = (
     31,
@@ -161,49 +163,52 @@ class Placement:
     align: int
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """Everything but the blob contents, computed from sizes alone."""
+class _Checked(NamedTuple):
+    """A validated blob whose size may not be known yet."""
 
-    head: bytes  # ELF header plus padding up to .rodata
-    blobs: tuple[Placed, ...]
-    rodata_size: int
-    tail: bytes  # padding, .symtab, .strtab, .shstrtab, section headers
-
-    @property
-    def size(self) -> int:
-        return len(self.head) + self.rodata_size + len(self.tail)
+    symbols: tuple[str, str, str]
+    source: Content | Path
+    align: int
 
 
 def _align_up(value: int, align: int) -> int:
     return (value + align - 1) & -align
 
 
-def _source(blob: Blob) -> tuple[Content | Path, int]:
-    """A blob's content, or its path (a regular file, checked by one ``stat``), and its size."""
+def _source(blob: Blob) -> Content | Path:
+    """A blob's content as flat bytes, or its path."""
     source = blob.source
-    if isinstance(source, Path):
-        path = source
-    elif isinstance(source, (bytes, bytearray)):
-        return source, len(source)
-    elif isinstance(source, memoryview):  # as flat bytes, whatever its item format or layout
-        flat = source.cast("B") if source.c_contiguous else memoryview(source.tobytes())
-        return flat, len(flat)
-    elif isinstance(source, os.PathLike):
-        path = Path(os.fsdecode(os.fspath(source)))
-    else:
-        raise InvalidArgumentError(
-            f"blob {blob.name!r}: source must be bytes, bytearray, memoryview or a path, "
-            f"not {type(source).__name__}"
-        )
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    if isinstance(source, (Path, bytes, bytearray)):
+        return source
+    if isinstance(source, memoryview):  # as flat bytes, whatever its item format or layout
+        return source.cast("B") if source.c_contiguous else memoryview(source.tobytes())
+    if isinstance(source, os.PathLike):
+        return Path(os.fsdecode(os.fspath(source)))
+    raise InvalidArgumentError(
+        f"blob {blob.name!r}: source must be bytes, bytearray, memoryview or a path, "
+        f"not {type(source).__name__}"
+    )
+
+
+def _regular_size(path: Path, st: os.stat_result) -> int:
+    """The size of the file at ``path`` that ``st`` describes; refuse one that is not regular."""
     if not stat.S_ISREG(st.st_mode):
         kind = "it is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise InputError(f"cannot read {path}: {kind}")
-    return path, st.st_size
+    return st.st_size
+
+
+def _open_regular(path: Path) -> tuple[int, int]:
+    """A descriptor open on the regular file at ``path``, and its size (one ``fstat``)."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    try:
+        return fd, _regular_size(path, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _bfd_order(names: Sequence[bytes]) -> list[int]:
@@ -272,18 +277,16 @@ def _strtab(names: Sequence[bytes]) -> tuple[bytes, list[int]]:
     return b"\0".join([b"", *stored, b""]), offsets
 
 
-def place(blobs: Iterable[Blob], *, style: Style = "aoti", align: int = DEFAULT_ALIGN) -> Placement:
-    """Validate ``blobs`` and lay them out back to back, each at its alignment.
+def _check(blobs: Iterable[Blob], style: Style, align: int) -> tuple[list[_Checked], int]:
+    """Validate names, duplicates, alignments and source types, reading no file.
 
-    Checks names (C identifiers for ``"aoti"``), duplicates (also two file names that ld would
-    mangle alike), alignments, and that every path is a readable regular file, reading only sizes.
+    Returns the blobs and the section alignment (the largest blob alignment).
     """
     blobs = list(blobs)
     if not blobs:
         raise InvalidArgumentError("no blobs to embed")
     seen: dict[str, str | bytes] = {}
-    placed: list[Placed] = []
-    cursor = 0
+    checked: list[_Checked] = []
     section_align = 1
     default_ok = _is_alignment(align)
     for blob in blobs:
@@ -304,27 +307,58 @@ def place(blobs: Iterable[Blob], *, style: Style = "aoti", align: int = DEFAULT_
         a = align if a is None else a
         if a > section_align:
             section_align = a
-        source, size = _source(blob)
-        offset = (cursor + a - 1) & -a
-        names = (stem + "_start", stem + "_end", stem + "_size")
-        placed.append(Placed(names, source, offset, size, offset - cursor))
-        cursor = offset + size
-    return Placement(tuple(placed), cursor, section_align)
+        symbols = (stem + "_start", stem + "_end", stem + "_size")
+        checked.append(_Checked(symbols, _source(blob), a))
+    return checked, section_align
 
 
 def _is_alignment(a: object) -> bool:
     return isinstance(a, int) and 1 <= a <= MAX_ALIGN and not a & (a - 1)
 
 
-def _layout(blobs: Iterable[Blob], machine: str | None, style: Style, align: int) -> _Layout:
-    machine = host_machine() if machine is None else _MACHINE_ALIASES.get(machine, machine)
-    if machine not in MACHINES:
-        raise InvalidArgumentError(f"unknown machine {machine!r}; use one of {', '.join(MACHINES)}")
-    placement = place(blobs, style=style, align=align)
+def place(blobs: Iterable[Blob], *, style: Style = "aoti", align: int = DEFAULT_ALIGN) -> Placement:
+    """Validate ``blobs`` and lay them out back to back, each at its alignment.
+
+    Checks names (C identifiers for ``"aoti"``), duplicates (also two file names that ld would
+    mangle alike), alignments, and that every path is a readable regular file, reading only sizes.
+    """
+    checked, section_align = _check(blobs, style, align)
+    placed: list[Placed] = []
+    cursor = 0
+    for symbols, source, a in checked:
+        if isinstance(source, Path):
+            try:
+                st = os.stat(source)
+            except OSError as e:
+                raise InputError(f"cannot read {source}: {e.strerror or e}") from e
+            size = _regular_size(source, st)
+        else:
+            size = len(source)
+        offset = (cursor + a - 1) & -a
+        placed.append(Placed(symbols, source, offset, size, offset - cursor))
+        cursor = offset + size
+    return Placement(tuple(placed), cursor, section_align)
+
+
+def _machine(machine: str | None) -> int:
+    """``e_machine`` for a name in :data:`MACHINES` (or an alias), the host's for ``None``."""
+    name = host_machine() if machine is None else _MACHINE_ALIASES.get(machine, machine)
+    if name not in MACHINES:
+        raise InvalidArgumentError(f"unknown machine {name!r}; use one of {', '.join(MACHINES)}")
+    return MACHINES[name]
+
+
+def _rodata_offset(section_align: int) -> int:
+    return _align_up(elf.FileHeader.FORMAT.size, section_align)
+
+
+def _head_tail(placement: Placement, e_machine: int, style: Style) -> tuple[bytes, bytes]:
+    """What comes before ``.rodata`` (ELF header, padding) and after it (padding, ``.symtab``,
+    ``.strtab``, ``.shstrtab``, section headers), computed from the placement alone."""
     placed = placement.blobs
     rodata_size = placement.size
     section_align = placement.align
-    rodata_offset = _align_up(elf.FileHeader.FORMAT.size, section_align)
+    rodata_offset = _rodata_offset(section_align)
     names = [n.encode("ascii") for p in placed for n in p.symbols]
 
     local = [elf.Symbol(0, 0, 0, elf.SHN_UNDEF, 0, 0)]
@@ -390,7 +424,7 @@ def _layout(blobs: Iterable[Blob], machine: str | None, style: Style, align: int
     header = elf.FileHeader(
         ident,
         elf.ET_REL,
-        MACHINES[machine],
+        e_machine,
         elf.EV_CURRENT,
         0,
         0,
@@ -414,70 +448,54 @@ def _layout(blobs: Iterable[Blob], machine: str | None, style: Style, align: int
             *(s.pack() for s in sections),
         )
     )
-    return _Layout(head, placed, rodata_size, tail)
+    return head, tail
 
 
 class _Output:
     """Writes the object front to back in few large writes.
 
     Headers, padding, in-memory blobs and small files are gathered in one reused buffer (a small
-    file is read straight into it: open, one read, close); big files are streamed through the
-    kernel with ``copy_file_range`` where it can, else in chunks, never held whole in memory.
+    file is read straight into it); big files are streamed through the kernel with
+    ``copy_file_range`` where it can, else in chunks, never held whole in memory.
     """
 
-    def __init__(self, file: BinaryIO, capacity: int) -> None:
+    def __init__(self, file: BinaryIO) -> None:
         self.file = file
         self.fd = file.fileno() if isinstance(file, io.FileIO) else None
-        self.buffer = memoryview(bytearray(capacity))
+        self.buffer = memoryview(bytearray(_FIRST_STAGE))
         self.used = 0
 
     def put(self, data: Content) -> None:
         """Append ``data``: gathered where it fits, else written as it is."""
         end = self.used + len(data)
         if end > len(self.buffer):
-            self.flush()
-            if len(data) >= len(self.buffer):
+            if not self._room(len(data)):
                 self._write(data)
                 return
             end = len(data)
         self.buffer[self.used : end] = data
         self.used = end
 
-    def put_blobs(self, blobs: Iterable[Placed]) -> None:
-        """Append each blob after its padding (the hot loop: state kept in locals)."""
-        buffer, used = self.buffer, self.used
-        capacity = len(buffer)
-        for _, source, _, size, padding in blobs:
-            if used + padding + size >= capacity:
-                self.used = used
-                self.flush()
-                used = 0
-            if padding:
-                buffer[used : used + padding] = _ZEROS[:padding]
-                used += padding
-            if not isinstance(source, Path):
-                self.used = used
-                self.put(source)
-                used = self.used
-            elif size < _SMALL:  # fits: capacity is over _SMALL or over all the gathered bytes
-                _read_exactly(source, buffer[used : used + size + 1], size)
-                used += size
-            else:
-                self.used = used
-                self.copy(source, size)
-                used = 0
-        self.used = used
-
-    def copy(self, path: Path, size: int) -> None:
-        """Append the file at ``path``, which must still be ``size`` bytes, without loading it."""
-        self.flush()
+    def read(self, src: int, path: Path, size: int) -> None:
+        """Append the open file ``src`` (at ``path``), still ``size`` bytes (under ``_SMALL``)."""
+        if self.used + size + 1 > len(self.buffer):
+            self._room(size + 1)
+        view = self.buffer[self.used : self.used + size + 1]  # a byte more tells if it grew
         try:
-            src = os.open(path, _READ_FLAGS)
+            got = n = _readinto(src, view)  # a regular file reads short only at its end
+            while n and got < size:
+                n = _readinto(src, view[got:])
+                got += n
         except OSError as e:
             raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+        if got != size:
+            raise InputError(f"{path} changed size while being embedded")
+        self.used += size
+
+    def copy(self, src: int, path: Path, size: int) -> None:
+        """Stream the open file ``src`` (at ``path``), which must still be ``size`` bytes."""
+        self.flush()
         try:
-            if os.fstat(src).st_size != size:
-                raise InputError(f"{path} changed size while being embedded")
             done = self._copy_in_kernel(src, size)
             while done < size:  # both file positions are past what the kernel copied
                 chunk = os.read(src, min(_CHUNK, size - done))
@@ -485,18 +503,27 @@ class _Output:
                     raise InputError(f"{path} changed size while being embedded")
                 self._write(chunk)
                 done += len(chunk)
-        except InputError:
-            raise
         except OSError as e:
             raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-        finally:
-            os.close(src)
 
     def flush(self) -> None:
         """Write what is gathered."""
         if self.used:
             self._write(self.buffer[: self.used])
             self.used = 0
+
+    def rewrite_start(self, data: bytes) -> None:
+        """Overwrite the first bytes of the file, once everything is written."""
+        self.flush()
+        self.file.seek(0)
+        self._write(data)
+
+    def _room(self, count: int) -> bool:
+        """Flush, growing the buffer on the way up to its largest size; whether ``count`` fits."""
+        self.flush()
+        if len(self.buffer) < _STAGE:
+            self.buffer = memoryview(bytearray(min(_STAGE, max(count, 2 * len(self.buffer)))))
+        return count <= len(self.buffer)
 
     def _write(self, data: Content) -> None:
         view = memoryview(data)
@@ -521,25 +548,6 @@ class _Output:
         return done
 
 
-def _read_exactly(path: Path, view: memoryview, size: int) -> None:
-    """Read the file at ``path`` into ``view``, one byte longer than the ``size`` it must have."""
-    try:
-        src = os.open(path, _READ_FLAGS)
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-    try:
-        got = n = _readinto(src, view)  # a regular file reads short only at its end
-        while n and got < size:
-            n = _readinto(src, view[got:])
-            got += n
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-    finally:
-        os.close(src)
-    if got != size:  # the spare byte was read: it grew; fewer: it shrank
-        raise InputError(f"{path} changed size while being embedded")
-
-
 if hasattr(os, "readv"):
 
     def _readinto(fd: int, view: memoryview) -> int:
@@ -555,13 +563,36 @@ else:  # Windows
         return len(data)
 
 
-def _emit(layout: _Layout, file: BinaryIO) -> None:
-    """Write the object to ``file``, from its start."""
-    out = _Output(file, min(_STAGE, layout.size + 1))
-    out.put(layout.head)
-    out.put_blobs(layout.blobs)
-    out.put(layout.tail)
-    out.flush()
+def _emit(
+    file: BinaryIO, checked: list[_Checked], section_align: int, e_machine: int, style: Style
+) -> None:
+    """Write the object to ``file``: blobs first, each file opened once (its ``fstat`` gives its
+    size), then the tables, then the ELF header over the room left for it at the start."""
+    out = _Output(file)
+    out.put(_ZEROS[: _rodata_offset(section_align)])
+    placed: list[Placed] = []
+    cursor = 0
+    for symbols, source, a in checked:
+        offset = (cursor + a - 1) & -a
+        if offset > cursor:
+            out.put(_ZEROS[: offset - cursor])
+        if isinstance(source, Path):
+            src, size = _open_regular(source)
+            try:
+                if size < _SMALL:
+                    out.read(src, source, size)
+                else:
+                    out.copy(src, source, size)
+            finally:
+                os.close(src)
+        else:
+            size = len(source)
+            out.put(source)
+        placed.append(Placed(symbols, source, offset, size, offset - cursor))
+        cursor = offset + size
+    head, tail = _head_tail(Placement(tuple(placed), cursor, section_align), e_machine, style)
+    out.put(tail)
+    out.rewrite_start(head)
 
 
 def object_bytes(
@@ -572,9 +603,10 @@ def object_bytes(
     align: int = DEFAULT_ALIGN,
 ) -> bytes:
     """The relocatable object embedding ``blobs``, in memory (see :func:`write_object`)."""
-    layout = _layout(blobs, machine, style, align)
+    e_machine = _machine(machine)
+    checked, section_align = _check(blobs, style, align)
     buffer = io.BytesIO()
-    _emit(layout, buffer)
+    _emit(buffer, checked, section_align, e_machine, style)
     return buffer.getvalue()
 
 
@@ -589,9 +621,11 @@ def write_object(
     """Write a relocatable ELF object embedding ``blobs`` to ``path``, atomically.
 
     ``machine`` is a key of :data:`MACHINES` (default: the host's); ``align`` applies to blobs
-    without their own (1 packs them as ld does). Everything is validated before the output is
-    created; a failure later (an input vanishing, a full disk) leaves no file behind.
+    without their own (1 packs them as ld does). Names and alignments are checked before the
+    output is created, input files as they are read (each is opened once); any failure (an
+    unreadable input, one changing size, a full disk) leaves no file behind.
     """
-    layout = _layout(blobs, machine, style, align)
+    e_machine = _machine(machine)
+    checked, section_align = _check(blobs, style, align)
     with atomic_path(path) as tmp, open(tmp, "r+b", buffering=0) as file:
-        _emit(layout, file)
+        _emit(file, checked, section_align, e_machine, style)
