@@ -24,7 +24,8 @@ import stat
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress, pairwise
+from itertools import accumulate, compress
+from operator import itemgetter
 from pathlib import Path
 from typing import BinaryIO, Literal, NamedTuple, TypeAlias
 
@@ -47,10 +48,10 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LD_KEEP = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _SHSTRTAB_NAMES = (b".symtab", b".strtab", b".shstrtab", b".rodata", b".note.GNU-stack")
 _CHUNK = 1 << 20  # copy buffer where the kernel cannot copy file to file
-_SMALL = 1 << 20  # files below this size are read into the gathering buffer, bigger ones streamed
-_FIRST_STAGE = 64 << 10  # the gathering buffer's first size; it doubles when full...
-_STAGE = 2 << 20  # ...up to this
+_STAGE = 256 << 10  # the gathering buffer (larger costs page faults and cache misses, no speed)
+_SMALL = 128 << 10  # files below this size are read into the gathering buffer, bigger ones streamed
 _ZEROS = memoryview(bytes(MAX_ALIGN))  # padding
+_REVERSED = itemgetter(slice(None, None, -1))
 # O_NONBLOCK: opening a FIFO must not wait for a writer (fstat then refuses it)
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
 _BFD_HASH_SIZE = 4051  # bfd_default_hash_table_size
@@ -252,11 +253,11 @@ def _strtab(names: Sequence[bytes]) -> tuple[bytes, list[int]]:
     A name that is the tail of another is stored once (``_bfd_elf_strtab_finalize``: sort by
     reversed string, merge each into its neighbour that ends with it); the rest keep their order.
     """
-    reversed_names = [name[::-1] for name in names]
+    reversed_names = list(map(_REVERSED, names))
     ordered = sorted(reversed_names)
     # A name ends the next one in that order exactly when it ends any later one (those sort
     # between the two), so each merges into the first following name that it does not end.
-    ends_next = [b.startswith(a) for a, b in pairwise(ordered)]
+    ends_next = list(map(bytes.startswith, ordered[1:], ordered))
     host: dict[int, int] = {}
     if any(ends_next):
         index = {name: i for i, name in enumerate(reversed_names)}
@@ -352,14 +353,19 @@ def _rodata_offset(section_align: int) -> int:
     return _align_up(elf.FileHeader.FORMAT.size, section_align)
 
 
-def _head_tail(placement: Placement, e_machine: int, style: Style) -> tuple[bytes, bytes]:
+def _head_tail(
+    checked: Sequence[_Checked],
+    offsets: Sequence[int],
+    sizes: Sequence[int],
+    section_align: int,
+    e_machine: int,
+    style: Style,
+) -> tuple[bytes, bytes]:
     """What comes before ``.rodata`` (ELF header, padding) and after it (padding, ``.symtab``,
-    ``.strtab``, ``.shstrtab``, section headers), computed from the placement alone."""
-    placed = placement.blobs
-    rodata_size = placement.size
-    section_align = placement.align
+    ``.strtab``, ``.shstrtab``, section headers), from the blobs' offsets and sizes."""
+    rodata_size = offsets[-1] + sizes[-1]
     rodata_offset = _rodata_offset(section_align)
-    names = [n.encode("ascii") for p in placed for n in p.symbols]
+    names = [n.encode("ascii") for c in checked for n in c.symbols]
 
     local = [elf.Symbol(0, 0, 0, elf.SHN_UNDEF, 0, 0)]
     local += [
@@ -373,8 +379,8 @@ def _head_tail(placement: Placement, e_machine: int, style: Style) -> tuple[byte
         order = _bfd_order(names)
         strtab, name_offsets = _strtab([names[i] for i in order])
         where: list[tuple[int, int]] = []
-        for p in placed:
-            where += [(1, p.offset), (1, p.offset + p.size), (abs_, p.size)]
+        for offset, size in zip(offsets, sizes, strict=True):
+            where += [(1, offset), (1, offset + size), (abs_, size)]
         pack = elf.Symbol.FORMAT.pack
         rows += [pack(n, glob, 0, *where[i], 0) for i, n in zip(order, name_offsets, strict=True)]
     else:  # blob order: a blob's three Elf64_Sym in one pack
@@ -382,9 +388,9 @@ def _head_tail(placement: Placement, e_machine: int, style: Style) -> tuple[byte
         pack = struct.Struct("<" + elf.Symbol.FORMAT.format.lstrip("<") * 3).pack
         it = iter(name_offsets)
         rows += [
-            pack(s, glob, 0, 1, p.offset, 0, e, glob, 0, 1, p.offset + p.size, 0,
-                 z, glob, 0, abs_, p.size, 0)
-            for p, s, e, z in zip(placed, it, it, it, strict=True)
+            pack(s, glob, 0, 1, offset, 0, e, glob, 0, 1, offset + size, 0,
+                 z, glob, 0, abs_, size, 0)
+            for offset, size, s, e, z in zip(offsets, sizes, it, it, it, strict=True)
         ]  # fmt: skip
     symtab = b"".join(rows)
     shstrtab, sh_names = _strtab(_SHSTRTAB_NAMES)
@@ -462,35 +468,36 @@ class _Output:
     def __init__(self, file: BinaryIO) -> None:
         self.file = file
         self.fd = file.fileno() if isinstance(file, io.FileIO) else None
-        self.buffer = memoryview(bytearray(_FIRST_STAGE))
+        self.buffer = memoryview(bytearray(_STAGE))
         self.used = 0
 
     def put(self, data: Content) -> None:
         """Append ``data``: gathered where it fits, else written as it is."""
         end = self.used + len(data)
         if end > len(self.buffer):
-            if not self._room(len(data)):
+            self.flush()
+            end = len(data)
+            if end > len(self.buffer):
                 self._write(data)
                 return
-            end = len(data)
         self.buffer[self.used : end] = data
         self.used = end
 
-    def read(self, src: int, path: Path, size: int) -> None:
-        """Append the open file ``src`` (at ``path``), still ``size`` bytes (under ``_SMALL``)."""
-        if self.used + size + 1 > len(self.buffer):
-            self._room(size + 1)
-        view = self.buffer[self.used : self.used + size + 1]  # a byte more tells if it grew
+    def put_file(self, path: Path) -> int:
+        """Append the regular file at ``path`` (opened once: its ``fstat`` gives the size)."""
+        src, size = _open_regular(path)
         try:
-            got = n = _readinto(src, view)  # a regular file reads short only at its end
-            while n and got < size:
-                n = _readinto(src, view[got:])
-                got += n
-        except OSError as e:
-            raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-        if got != size:
-            raise InputError(f"{path} changed size while being embedded")
-        self.used += size
+            if size >= _SMALL:
+                self.copy(src, path, size)
+            else:
+                if self.used + size + 1 > len(self.buffer):
+                    self.flush()
+                # A byte more than expected tells a file that grew.
+                _read_exactly(src, path, self.buffer[self.used : self.used + size + 1], size)
+                self.used += size
+        finally:
+            os.close(src)
+        return size
 
     def copy(self, src: int, path: Path, size: int) -> None:
         """Stream the open file ``src`` (at ``path``), which must still be ``size`` bytes."""
@@ -518,13 +525,6 @@ class _Output:
         self.file.seek(0)
         self._write(data)
 
-    def _room(self, count: int) -> bool:
-        """Flush, growing the buffer on the way up to its largest size; whether ``count`` fits."""
-        self.flush()
-        if len(self.buffer) < _STAGE:
-            self.buffer = memoryview(bytearray(min(_STAGE, max(count, 2 * len(self.buffer)))))
-        return count <= len(self.buffer)
-
     def _write(self, data: Content) -> None:
         view = memoryview(data)
         while view:
@@ -546,6 +546,19 @@ class _Output:
                 break
             done += n
         return done
+
+
+def _read_exactly(src: int, path: Path, view: memoryview, size: int) -> None:
+    """Read the open file ``src`` (at ``path``) into ``view``; refuse it unless ``size`` bytes."""
+    try:
+        got = n = _readinto(src, view)  # a regular file reads short only at its end
+        while n and got < size:
+            n = _readinto(src, view[got:])
+            got += n
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    if got != size:
+        raise InputError(f"{path} changed size while being embedded")
 
 
 if hasattr(os, "readv"):
@@ -570,27 +583,22 @@ def _emit(
     size), then the tables, then the ELF header over the room left for it at the start."""
     out = _Output(file)
     out.put(_ZEROS[: _rodata_offset(section_align)])
-    placed: list[Placed] = []
+    offsets: list[int] = []
+    sizes: list[int] = []
     cursor = 0
-    for symbols, source, a in checked:
+    for _, source, a in checked:
         offset = (cursor + a - 1) & -a
         if offset > cursor:
             out.put(_ZEROS[: offset - cursor])
         if isinstance(source, Path):
-            src, size = _open_regular(source)
-            try:
-                if size < _SMALL:
-                    out.read(src, source, size)
-                else:
-                    out.copy(src, source, size)
-            finally:
-                os.close(src)
+            size = out.put_file(source)
         else:
             size = len(source)
             out.put(source)
-        placed.append(Placed(symbols, source, offset, size, offset - cursor))
+        offsets.append(offset)
+        sizes.append(size)
         cursor = offset + size
-    head, tail = _head_tail(Placement(tuple(placed), cursor, section_align), e_machine, style)
+    head, tail = _head_tail(checked, offsets, sizes, section_align, e_machine, style)
     out.put(tail)
     out.rewrite_start(head)
 
