@@ -247,12 +247,8 @@ def _bfd_order(names: Sequence[bytes]) -> list[int]:
     return [index for bucket in table for _, index in bucket]
 
 
-def _strtab(names: Sequence[bytes]) -> tuple[bytes, list[int]]:
-    """A string table for distinct ``names`` and each one's offset, as libbfd builds it.
-
-    A name that is the tail of another is stored once (``_bfd_elf_strtab_finalize``: sort by
-    reversed string, merge each into its neighbour that ends with it); the rest keep their order.
-    """
+def _tails(names: Sequence[bytes]) -> dict[int, int]:
+    """Each name (by index) that ends another, mapped to the longest name it ends."""
     reversed_names = list(map(_REVERSED, names))
     ordered = sorted(reversed_names)
     # A name ends the next one in that order exactly when it ends any later one (those sort
@@ -264,6 +260,17 @@ def _strtab(names: Sequence[bytes]) -> tuple[bytes, list[int]]:
         for k in reversed(list(compress(range(len(ends_next)), ends_next))):
             later = index[ordered[k + 1]]
             host[index[ordered[k]]] = host.get(later, later)
+    return host
+
+
+def _strtab(names: Sequence[bytes], *, tails: bool = True) -> tuple[bytes, list[int]]:
+    """A string table for distinct ``names`` and each one's offset, as libbfd builds it.
+
+    A name that is the tail of another is stored once (``_bfd_elf_strtab_finalize``: sort by
+    reversed string, merge each into its neighbour that ends with it); the rest keep their order.
+    ``tails=False`` says the caller knows no name ends another, which skips the search.
+    """
+    host = _tails(names) if tails else {}
     kept = [i for i in range(len(names)) if i not in host] if host else range(len(names))
     stored = [names[i] for i in kept]
     starts = list(accumulate([len(name) + 1 for name in stored], initial=1))
@@ -384,7 +391,10 @@ def _head_tail(
         pack = elf.Symbol.FORMAT.pack
         rows += [pack(n, glob, 0, *where[i], 0) for i, n in zip(order, name_offsets, strict=True)]
     else:  # blob order: a blob's three Elf64_Sym in one pack
-        strtab, name_offsets = _strtab(names)
+        # "__A_end" can end "__B_end" (the suffixes end in different letters) only if "__A" ends
+        # "__B": only if some B starts with "_" or holds "__", which is cheaper to rule out.
+        tails = any("__" in c.symbols[0][1:] for c in checked)
+        strtab, name_offsets = _strtab(names, tails=tails)
         pack = struct.Struct("<" + elf.Symbol.FORMAT.format.lstrip("<") * 3).pack
         it = iter(name_offsets)
         rows += [
@@ -484,19 +494,33 @@ class _Output:
         self.used = end
 
     def put_file(self, path: Path) -> int:
-        """Append the regular file at ``path`` (opened once: its ``fstat`` gives the size)."""
+        """Append the regular file at ``path``; its size.
+
+        One file costs four system calls: open, ``fstat`` (type and size), one read straight
+        into the buffer (asking a byte more than the size tells a file that grew), close.
+        """
         src, size = _open_regular(path)
         try:
             if size >= _SMALL:
                 self.copy(src, path, size)
-            else:
-                if self.used + size + 1 > len(self.buffer):
-                    self.flush()
-                # A byte more than expected tells a file that grew.
-                _read_exactly(src, path, self.buffer[self.used : self.used + size + 1], size)
-                self.used += size
+                return size
+            used = self.used
+            if used + size >= len(self.buffer):
+                self.flush()
+                used = 0
+            view = self.buffer[used : used + size + 1]
+            try:
+                got = n = _readinto(src, view)  # a regular file reads short only at its end
+                while n and got < size:
+                    n = _readinto(src, view[got:])
+                    got += n
+            except OSError as e:
+                raise InputError(f"cannot read {path}: {e.strerror or e}") from e
         finally:
             os.close(src)
+        if got != size:
+            raise InputError(f"{path} changed size while being embedded")
+        self.used = used + size
         return size
 
     def copy(self, src: int, path: Path, size: int) -> None:
@@ -546,19 +570,6 @@ class _Output:
                 break
             done += n
         return done
-
-
-def _read_exactly(src: int, path: Path, view: memoryview, size: int) -> None:
-    """Read the open file ``src`` (at ``path``) into ``view``; refuse it unless ``size`` bytes."""
-    try:
-        got = n = _readinto(src, view)  # a regular file reads short only at its end
-        while n and got < size:
-            n = _readinto(src, view[got:])
-            got += n
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-    if got != size:
-        raise InputError(f"{path} changed size while being embedded")
 
 
 if hasattr(os, "readv"):
