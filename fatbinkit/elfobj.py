@@ -9,8 +9,11 @@ file is byte-for-byte what ``ld -r -b binary -z noexecstack`` followed by
 ``objcopy --rename-section .data=.rodata,alloc,load,readonly,data,contents`` writes (GNU binutils
 2.40), symbol order included.
 
-The layout is computed from the blobs' sizes first; file contents are then streamed into the output
-(``os.sendfile`` on Linux), so a 256 MiB blob is never held in memory.
+Names and alignments are checked first. Then each blob file is opened once (its ``fstat`` gives
+type and size): a small one is read straight into one reused 256 KiB buffer that is written in
+large runs, a big one is streamed kernel to kernel (``copy_file_range`` on Linux), so a 256 MiB
+blob is never held in memory. The symbol and string tables and the ELF header, which depend on the
+sizes, are written last.
 """
 
 from __future__ import annotations
