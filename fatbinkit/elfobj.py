@@ -475,12 +475,17 @@ class _Output:
 
     Headers, padding, in-memory blobs and small files are gathered in one reused buffer (a small
     file is read straight into it); big files are streamed through the kernel with
-    ``copy_file_range`` where it can, else in chunks, never held whole in memory.
+    ``copy_file_range`` where it can, else in chunks, never held whole in memory. Each stretch
+    of a real file gets its disk blocks (``posix_fallocate``) before it is written: on ext4,
+    renaming a file over an existing one first flushes the new file's delayed allocations
+    (``auto_da_alloc``), about 1 ms per MiB here, which allocated blocks skip.
     """
 
     def __init__(self, file: BinaryIO) -> None:
         self.file = file
         self.fd = file.fileno() if isinstance(file, io.FileIO) else None
+        self.allocate = self.fd is not None and hasattr(os, "posix_fallocate")
+        self.end = 0  # bytes appended (or being copied) so far
         self.buffer = memoryview(bytearray(_STAGE))
         self.used = 0
 
@@ -491,6 +496,7 @@ class _Output:
             self.flush()
             end = len(data)
             if end > len(self.buffer):
+                self._reserve(end)
                 self._write(data)
                 return
         self.buffer[self.used : end] = data
@@ -529,6 +535,7 @@ class _Output:
     def copy(self, src: int, path: Path, size: int) -> None:
         """Stream the open file ``src`` (at ``path``), which must still be ``size`` bytes."""
         self.flush()
+        self._reserve(size)
         try:
             done = self._copy_in_kernel(src, size)
             while done < size:  # both file positions are past what the kernel copied
@@ -543,6 +550,7 @@ class _Output:
     def flush(self) -> None:
         """Write what is gathered."""
         if self.used:
+            self._reserve(self.used)
             self._write(self.buffer[: self.used])
             self.used = 0
 
@@ -551,6 +559,17 @@ class _Output:
         self.flush()
         self.file.seek(0)
         self._write(data)
+
+    def _reserve(self, count: int) -> None:
+        """Allocate the file's next ``count`` bytes, where the file system can."""
+        if self.allocate and count and self.fd is not None:
+            try:
+                os.posix_fallocate(self.fd, self.end, count)
+            except OSError as e:
+                if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                self.allocate = False
+        self.end += count
 
     def _write(self, data: Content) -> None:
         view = memoryview(data)
