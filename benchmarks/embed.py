@@ -32,6 +32,8 @@ from fatbinkit.elfobj import Blob, write_object  # noqa: E402
 
 METHODS = ("ld+objcopy", "incbin+gcc", "fatbinkit", "fatbinkit CLI")
 BIG = 256 << 20
+# A rebuild: each run writes over the output of the run before (ld+objcopy left out: 7 s a run).
+REPLACING = "1000 blobs, output exists"
 
 
 def ld_objcopy(files: list[Path], out_dir: Path) -> None:
@@ -93,17 +95,26 @@ RUNNERS = {
 }
 
 
-def worker(method: str, files: list[Path], reps: int) -> None:
-    """Run one method ``reps`` times; print times and peak memory as JSON."""
+def worker(method: str, files: list[Path], reps: int, replacing: bool) -> None:
+    """Run one method ``reps`` times; print times and peak memory as JSON.
+
+    Each run writes into a fresh folder, or with ``replacing`` over the previous run's output
+    (a first, untimed run makes it).
+    """
     times = []
+    kept = Path(tempfile.mkdtemp(dir=files[0].parent.parent))
+    if replacing:
+        RUNNERS[method](files, kept)
     for _ in range(reps):
-        out_dir = Path(tempfile.mkdtemp(dir=files[0].parent.parent))
+        out_dir = kept if replacing else Path(tempfile.mkdtemp(dir=files[0].parent.parent))
         start = time.perf_counter()
         RUNNERS[method](files, out_dir)
         times.append(time.perf_counter() - start)
-        shutil.rmtree(out_dir)
+        if out_dir != kept:
+            shutil.rmtree(out_dir)
         for f in files:
             Path(f"{f}.o").unlink(missing_ok=True)
+    shutil.rmtree(kept)
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tools = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     print(json.dumps({"times": times, "own_kib": own, "tools_kib": tools}))
@@ -126,7 +137,7 @@ def make_inputs(root: Path) -> dict[str, list[Path]]:
         for i in range(BIG >> 20):
             f.write(chunk[i:] + chunk[:i])
     return {"1 blob": kernels[:1], "100 blobs": kernels[:100], "1000 blobs": kernels,
-            "256 MiB blob": [big]}  # fmt: skip
+            REPLACING: kernels, "256 MiB blob": [big]}  # fmt: skip
 
 
 def reps_for(case: str, method: str, quick: bool) -> int:
@@ -134,15 +145,16 @@ def reps_for(case: str, method: str, quick: bool) -> int:
         return 1 if quick or case == "1000 blobs" else 2
     if quick:
         return 1
-    return {"1 blob": 9, "100 blobs": 5, "1000 blobs": 5, "256 MiB blob": 3}[case]
+    return {"1 blob": 9, "100 blobs": 5, "1000 blobs": 5, REPLACING: 5, "256 MiB blob": 3}[case]
 
 
-def measure(method: str, files: list[Path], reps: int) -> dict[str, float]:
+def measure(method: str, files: list[Path], reps: int, replacing: bool) -> dict[str, float]:
     listing = files[0].parent.parent / f"{method.replace(' ', '_').replace('+', '_')}.list"
     listing.write_text("\n".join(map(str, files)))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(
-        [sys.executable, __file__, "--worker", method, str(listing), str(reps)],
+        [sys.executable, __file__, "--worker", method, str(listing), str(reps),
+         str(int(replacing))],
         capture_output=True, text=True, check=True, env=env,
     )  # fmt: skip
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -174,11 +186,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks-embed.md")
     parser.add_argument("--quick", action="store_true", help="one run per cell")
-    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        method, listing, reps = args.worker
-        worker(method, [Path(p) for p in Path(listing).read_text().splitlines()], int(reps))
+        method, listing, reps, replacing = args.worker
+        files = [Path(p) for p in Path(listing).read_text().splitlines()]
+        worker(method, files, int(reps), replacing == "1")
         return
 
     started = time.perf_counter()
@@ -188,15 +201,21 @@ def main() -> None:
         for case, files in inputs.items():
             results[case] = {}
             for method in METHODS:
-                results[case][method] = measure(method, files, reps_for(case, method, args.quick))
+                if case == REPLACING and method == "ld+objcopy":
+                    continue
+                reps = reps_for(case, method, args.quick)
+                results[case][method] = measure(method, files, reps, case == REPLACING)
                 print(f"{case:>12} {method:>13}: {results[case][method]['median']:.4f} s",
                       file=sys.stderr)  # fmt: skip
 
     k1000 = results["1000 blobs"]
+    again = results[REPLACING]
     big = results["256 MiB blob"]["fatbinkit"]
     summary = [
         f"- 1000 blobs, .incbin+gcc / fatbinkit: "
         f"**{k1000['incbin+gcc']['median'] / k1000['fatbinkit']['median']:.1f}x** (target >= 5x)",
+        f"- 1000 blobs over an existing output, .incbin+gcc / fatbinkit: "
+        f"**{again['incbin+gcc']['median'] / again['fatbinkit']['median']:.1f}x**",
         f"- 1000 blobs, ld+objcopy / fatbinkit: "
         f"**{k1000['ld+objcopy']['median'] / k1000['fatbinkit']['median']:.0f}x** (target >= 300x)",
         f"- 256 MiB blob, fatbinkit: **{BIG / big['median'] / 1e9:.2f} GB/s** (target >= 1 GB/s), "
@@ -221,7 +240,21 @@ def main() -> None:
         "page cache; outputs are written without fsync. Peak RSS is the largest resident set of "
         "the process doing the work: the Python worker itself for in-process fatbinkit (the "
         "interpreter's own ~20 MiB included), otherwise the largest tool or CLI process run "
-        "(a figure near 20 MiB there is the forked worker before it ran the tool, not the tool).",
+        "(a figure near 20 MiB there is the forked worker before it ran the tool, not the tool). "
+        "Every run of every method writes into a fresh empty folder, except in the rows "
+        f"*{REPLACING}*, where each run writes over the previous run's output as a rebuild does "
+        "(ld+objcopy left out there: 7 s a run). On ext4, renaming a file over an existing one "
+        "first flushes the new file's not yet allocated blocks (`auto_da_alloc`, ~1 ms per MiB "
+        "here); fatbinkit allocates its output's blocks (`posix_fallocate`) as it writes, so its "
+        "atomic temporary-file-and-rename costs about what `gcc`'s truncate-and-write does.",
+        "",
+        "Where fatbinkit's time goes at 1000 blobs (measured apart, roughly): about half is the "
+        "system calls the job needs whoever makes them (per input open, fstat, one read into a "
+        "reused 256 KiB buffer, close; the ~10 MB output written in 256 KiB runs), about 1.5 ms "
+        "is the caller's side (building 1000 `Blob`s, pathlib turning each `Path` into a "
+        "string), and about 2.5 ms is fatbinkit's own CPython work (name checks, the loop, "
+        "symbol and string tables). The 5x target against `.incbin`+gcc needs that last part "
+        "near zero, which pure Python does not reach; 256 MiB and ld+objcopy targets are met.",
         "",
         *summary,
         "",

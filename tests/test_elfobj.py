@@ -124,6 +124,20 @@ def test_ld_style_1100_blobs_byte_identical(tmp_path: Path) -> None:
     assert object_bytes(blobs, machine="x86_64", style="ld", align=1) == ref.read_bytes()
 
 
+def test_ld_style_from_many_files_byte_identical(tmp_path: Path) -> None:
+    """Files read into the writer's buffer across many flushes, with streamed ones between."""
+    rng = random.Random(7)
+    sizes = {f"f{i}.bin".encode(): rng.randrange(0, 8192) for i in range(300)}
+    sizes[b"f100.bin"] = 300_000  # streamed (not gathered), between gathered ones
+    sizes[b"f200.bin"] = (1 << 20) + 5
+    make_files(tmp_path, sizes)
+    ref = ld_binary(tmp_path, list(sizes))
+    out = tmp_path / "ours.o"
+    blobs = [Blob(n, tmp_path / n.decode()) for n in sizes]
+    write_object(out, blobs, machine="x86_64", style="ld", align=1)
+    assert out.read_bytes() == ref.read_bytes()
+
+
 def test_ld_mangle_matches_ld_symbol_names(tmp_path: Path) -> None:
     names = list(SIZE_SETS["odd-names"])
     make_files(tmp_path, SIZE_SETS["odd-names"])
@@ -148,6 +162,7 @@ def aoti_pipeline(cwd: Path, kernels: dict[str, bytes]) -> Path:
 
 def test_aoti_style_matches_aoti_commands(tmp_path: Path) -> None:
     sizes = {"k0.cubin": 0, "k1.cubin": 1, "k2.cubin": 1 << 20, "k3.cubin": 777, "k4.cubin": 3}
+    sizes |= {"x__k3.cubin": 5, "_k1.cubin": 9}  # __k3_end ends __x__k3_end: shared string tails
     contents = make_files(tmp_path, {n.encode(): s for n, s in sizes.items()})
     ref = aoti_pipeline(tmp_path, dict.fromkeys(sizes, b""))
     ours = tmp_path / "ours.o"
