@@ -5,8 +5,10 @@ without a GPU can produce SASS for sm_80, sm_90a, sm_100a, ... plus their PTX. T
 PTX ``.target sm_90a``: arch-specific, so the fatbin entry must say ``compute_90a`` too (such PTX
 never JIT-compiles for another GPU), which :func:`to_fatbin` does.
 
-``ptx_version`` picks the PTX ISA written into ``.version`` (e.g. 88 for 8.8): Triton follows its
-bundled ptxas (9.x), which drivers older than that CUDA release refuse to JIT.
+``ptx_version`` caps the PTX ISA written into ``.version`` (e.g. 88 for 8.8): Triton follows its
+bundled ptxas (9.x for Triton 3.9), which drivers older than that CUDA release refuse to JIT. The
+cap never goes above what that ptxas accepts (8.7 for Triton 3.6), so one call works across
+Triton releases.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def compile_kernel(
         src = ast_source(fn=fn, signature=dict(signature), constexprs=dict(constexprs or {}))
         options: dict[str, Any] = {"num_warps": num_warps, "num_stages": num_stages}
         if ptx_version is not None:
-            options["ptx_version"] = ptx_version
+            options["ptx_version"] = min(ptx_version, _triton_ptx_version(arch))
         try:
             compiled = triton.compile(
                 src, target=gpu_target("cuda", arch.number, 32), options=options
@@ -101,6 +103,13 @@ def compile_kernel(
             )
         )
     return images
+
+
+def _triton_ptx_version(arch: Arch) -> int:
+    """The PTX ISA (e.g. 94) Triton's bundled ptxas writes for ``arch``, as Triton computes it."""
+    from triton.backends.nvidia import compiler as nv
+
+    return int(nv.get_ptx_version_from_options(nv.CUDAOptions(), arch.number))
 
 
 def to_fatbin(

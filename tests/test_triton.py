@@ -64,3 +64,14 @@ def test_compat_sees_the_arch_specific_labels(images: list[TritonImage]) -> None
     sm_103 = predict_load(fat, Arch(103), (13, 0))
     assert sm_103.how == "ptx-jit" and sm_103.image is not None
     assert sm_103.image.arch.sm == "sm_80"  # compute_100a never JITs for 10.3
+
+
+def test_ptx_version_is_a_cap_never_above_tritons_ptxas() -> None:
+    import triton_kernels as tk
+
+    (high,) = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_90"],
+                             constexprs=tk.ADD_CONSTEXPRS, ptx_version=99)
+    (native,) = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_90"],
+                               constexprs=tk.ADD_CONSTEXPRS)
+    # uncapped, 9.9 would make Triton's ptxas fail ("Unsupported .version")
+    assert high.ptx_version == native.ptx_version
