@@ -114,7 +114,8 @@ def main() -> int:
         print("   On a GPU machine: fatbinkit load out/demo/libhost-with-kernels.so "
               "--symbol add_kernel  (docs/gpu.md has the H200 run)")
     else:
-        print(f"   {device.name} ({device.arch}), driver CUDA {device.driver_version}")
+        major, minor = device.driver_version
+        print(f"   {device.name} ({device.arch}), driver CUDA {major}.{minor}")
         target = injected if injected.exists() else lib
         if target.exists():
             fatbinkit("load", str(target), "--symbol", "add_kernel")

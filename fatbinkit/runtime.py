@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .arch import Arch
 from .errors import (
@@ -27,6 +27,9 @@ from .errors import (
     UnsupportedPtxVersionError,
 )
 from .infile import read_input
+
+if TYPE_CHECKING:
+    from .compat import Decision
 
 LOG_SIZE = 64 * 1024
 
@@ -209,6 +212,7 @@ class Module:
         *,
         library: bool,
         kind: str,
+        image: bytes | memoryview,
         load_seconds: float,
         info_log: str,
         device: Device,
@@ -216,6 +220,7 @@ class Module:
         self._handle = handle
         self._library = library
         self.kind = kind
+        self.image = image  # the bytes the driver was given (a view of the library's memory)
         self.load_seconds = load_seconds
         self.info_log = info_log
         self.device = device
@@ -318,10 +323,19 @@ class Module:
             ret[1],
             library=library,
             kind=kind,
+            image=view,
             load_seconds=elapsed,
             info_log=_log_text(info),
             device=dev,
         )
+
+    def picked(self) -> Decision:
+        """Which image of :attr:`image` the driver ran, as the compatibility engine reads it:
+        ``how`` is "sass" or "ptx-jit" (the driver reports only version numbers, which do not
+        tell SASS from JIT-compiled PTX)."""
+        from .compat import predict_load
+
+        return predict_load(self.image, self.device.arch, self.device.driver_version)
 
     # -- kernels -------------------------------------------------------------------------
     def kernel(self, name: str) -> Kernel:

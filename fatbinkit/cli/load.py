@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError
+from ..errors import FatbinkitError, InputError
 
 if TYPE_CHECKING:
     from ..runtime import Kernel, Module
@@ -62,8 +62,12 @@ def _run(args: argparse.Namespace) -> int:
         dev = report["device"]
         print(f"device  {dev['name']} ({dev['arch']}), driver CUDA {dev['driver']}")
         print(f"image   {report['kind']}, loaded in {report['load_ms']:.3f} ms")
+        picked = report["picked"]
+        if picked:
+            what = "SASS" if picked["how"] == "sass" else "PTX, JIT-compiled at load,"
+            print(f"picked  {what} {picked['image']}")
         for k in report["kernels"]:
-            print(f"kernel  {k['name']}: runs {k['binary']} (from {k['ptx']}), "
+            print(f"kernel  {k['name']}: binary version {k['binary']}, PTX version {k['ptx']}, "
                   f"{k['registers']} registers, {k['shared']} B shared")
         if report["info_log"]:
             print(f"log     {report['info_log']}")
@@ -72,6 +76,11 @@ def _run(args: argparse.Namespace) -> int:
 
 def _report(module: Module, kernels: list[Kernel]) -> dict[str, Any]:
     dev = module.device
+    try:
+        decision = module.picked()
+        picked = {"how": decision.how, "image": decision.image.name if decision.image else None}
+    except FatbinkitError:  # the driver took it, fatbinkit cannot read it: say nothing
+        picked = None
     return {
         "device": {
             "name": dev.name,
@@ -79,6 +88,7 @@ def _report(module: Module, kernels: list[Kernel]) -> dict[str, Any]:
             "driver": f"{dev.driver_version[0]}.{dev.driver_version[1]}",
         },
         "kind": module.kind,
+        "picked": picked,
         "load_ms": module.load_seconds * 1e3,
         "info_log": module.info_log,
         "kernels": [

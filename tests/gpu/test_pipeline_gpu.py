@@ -150,6 +150,7 @@ def test_cli_load_reports_and_explains(gpu: Device, kernels: dict[str, bytes], t
     report = json.loads(proc.stdout)
     assert [k["name"] for k in report["kernels"]] == ["axpy"]
     assert report["kernels"][0]["binary"] == gpu.arch.sm
+    assert report["picked"] == {"how": "sass", "image": gpu.arch.sm}
     other = "sm_80" if gpu.arch.major != 8 else "sm_90"
     bad = tmp / "other.cubin"
     bad.write_bytes(nvcc(tmp, "-cubin", f"-arch={other}", suffix=".cubin"))

@@ -51,6 +51,7 @@ def test_ptx_without_nul_is_terminated(gpu: Device, build: Path) -> None:
         assert mod.kind == "ptx"
         k = mod.kernel("axpy")
         assert k.ptx_version == gpu.arch.number
+        assert mod.picked().how == "ptx-jit"
         check_axpy(mod)
 
 
