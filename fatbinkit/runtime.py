@@ -271,10 +271,8 @@ class Module:
         if end < start:
             raise InvalidArgumentError(f"__{name}_end lies before __{name}_start")
         view = memoryview((ctypes.c_char * (end - start)).from_address(start)).cast("B")
-        kind = image_kind(view)
-        target: Any = start
-        if kind == "ptx" and (not len(view) or view[-1] != 0):
-            target = nul_terminated(view)
+        # the driver gets the address itself; PTX goes through _load_buffer's NUL check
+        target: Any = view if image_kind(view) == "ptx" else start
         return cls._load_buffer(
             target, view, device=device, library=library, preflight=preflight, log_size=LOG_SIZE
         )
