@@ -27,17 +27,18 @@ from .fatbin import (
     ENTRY_VERSION,
     EntryHeader,
     EntryKind,
-    Fatbin,
     FatbinEntry,
     Reader,
     entry_flags,
     is_fatbin,
+    iter_entries,
 )
 from .infile import open_input
 
 FATBIN_SECTION = ".nv_fatbin"
 RELFATBIN_SECTION = "__nv_relfatbin"
 _PAIR_RE = re.compile(rb"^__(.+)_start$")
+_ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,10 @@ def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:
 def _fatbin_codes(
     source: str, view: memoryview, base: int, first: int, fd: int | None
 ) -> list[DeviceCode]:
-    fb = Fatbin.from_bytes(Reader(view, fd, base))
-    out: list[DeviceCode] = []
-    for i, c in enumerate(fb.containers):
-        for e in c.entries:
-            out.append(DeviceCode(source, first + i, e, base + e.offset))
-    return out
+    return [
+        DeviceCode(source, first + i, e, base + e.offset)
+        for i, e in iter_entries(Reader(view, fd, base))
+    ]
 
 
 def _blob_codes(
@@ -236,7 +235,7 @@ def listed(codes: tuple[DeviceCode, ...], *, all: bool = False) -> tuple[DeviceC
     """The images ``cuobjdump -lelf -lptx`` lists: ELF and PTX; other kinds too with ``all``."""
     if all:
         return codes
-    return tuple(c for c in codes if c.entry.header.kind in (EntryKind.ELF, EntryKind.PTX))
+    return tuple(c for c in codes if c.entry.header.kind in (_ELF, _PTX))
 
 
 def kind_name(kind: int) -> str:
@@ -265,17 +264,16 @@ def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
         kind = e.header.kind
         n = counters[kind] = counters.get(kind, 0) + 1
         arch = e.arch
-        if kind == EntryKind.ELF:
-            arch_name = f"sm_{arch.number}{'a' if arch.suffix == 'a' else ''}"
+        if kind == _ELF:
+            arch_name = f"sm_{arch.number}a" if arch.suffix == "a" else f"sm_{arch.number}"
             ext = "cubin"
-        elif kind == EntryKind.PTX:
-            arch_name, ext = arch.sm, "ptx"
         else:
-            arch_name, ext = arch.sm, kind_name(kind)
+            arch_name, ext = arch.sm, "ptx" if kind == _PTX else kind_name(kind)
+        ident = e.identifier
         if c.container < 0 and not c.source:
             names.append(f"{stem}.{arch_name}.{ext}")
-        elif e.identifier:
-            base = e.identifier.rsplit("/", 1)[-1]
+        elif ident:
+            base = ident.rsplit("/", 1)[-1]
             dot = base.rfind(".")
             names.append(f"{_safe(base[:dot] if dot > 0 else base)}.{arch_name}.{ext}")
         else:

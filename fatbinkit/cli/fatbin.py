@@ -84,16 +84,18 @@ def _ls(args: argparse.Namespace) -> int:
         return 0
     names = extract_names(codes, args.file.name)
     counters: dict[int, int] = {}
+    lines: list[str] = []
     for c, name in zip(codes, names, strict=True):
         kind = c.entry.header.kind
         n = counters[kind] = counters.get(kind, 0) + 1
         label = "ELF" if kind == EntryKind.ELF else "PTX" if kind == EntryKind.PTX else "LTO"
-        print(f"{label} file {n:4d}: {name}")
+        lines.append(f"{label} file {n:4d}: {name}\n")
         if args.resources and kind == EntryKind.ELF:
             from ..cubin import Cubin
 
             for f in Cubin.from_bytes(c.entry.data()).functions:
-                print(f"    {_usage(f)}")
+                lines.append(f"    {_usage(f)}\n")
+    sys.stdout.write("".join(lines))  # one write: thousands of lines, stdout may be unbuffered
     return 0
 
 
