@@ -94,7 +94,7 @@ def _record(cls: type[_R], names: tuple[str, ...], values: tuple[object, ...]) -
     time; it is used only where the parser has checked what ``__post_init__`` would.
     """
     obj = cls.__new__(cls)
-    obj.__dict__.update(zip(names, values, strict=True))
+    obj.__dict__.update(zip(names, values, strict=False))  # same lengths by construction
     return obj
 
 
