@@ -557,8 +557,8 @@ def _view(data: Buffer) -> memoryview:
 def iter_containers(source: Buffer | Reader) -> Iterator[tuple[int, ContainerHeader]]:
     """Yield the offset and header of each container, skipping zero padding between them."""
     src = source if isinstance(source, Reader) else Reader(_view(source))
-    pos = 0
-    while pos < len(src):
+    pos, size = 0, len(src)
+    while pos < size:
         raw = src.read(pos, CONTAINER_HEADER_SIZE)
         if raw[:4] == _MAGIC_BYTES:
             head = ContainerHeader.unpack(raw, pos)

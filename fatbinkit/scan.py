@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from . import elf
+from .arch import Arch
 from .elf import Buffer
 from .errors import FormatError, InputError, InvalidArgumentError
 from .fatbin import (
@@ -258,27 +259,32 @@ def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
     """
     stem = _safe(Path(input_name).stem)
     counters: dict[int, int] = {}
+    suffixes: dict[tuple[int, int, int], str] = {}  # (kind, sm, flags) -> ".<arch>.<ext>"
     names: list[str] = []
     for c in codes:
         e = c.entry
-        kind = e.header.kind
+        h = e.header
+        kind = h.kind
         n = counters[kind] = counters.get(kind, 0) + 1
-        arch = e.arch
-        if kind == _ELF:
-            arch_name = f"sm_{arch.number}a" if arch.suffix == "a" else f"sm_{arch.number}"
-            ext = "cubin"
-        else:
-            arch_name, ext = arch.sm, "ptx" if kind == _PTX else kind_name(kind)
-        ident = e.identifier
+        suffix = suffixes.get((kind, h.sm, h.flags))
+        if suffix is None:
+            suffix = suffixes[kind, h.sm, h.flags] = _name_suffix(kind, e.arch)
         if c.container < 0 and not c.source:
-            names.append(f"{stem}.{arch_name}.{ext}")
-        elif ident:
-            base = ident.rsplit("/", 1)[-1]
+            names.append(f"{stem}{suffix}")
+        elif h.identifier_size and e.identifier:
+            base = e.identifier.rsplit("/", 1)[-1]
             dot = base.rfind(".")
-            names.append(f"{_safe(base[:dot] if dot > 0 else base)}.{arch_name}.{ext}")
+            names.append(f"{_safe(base[:dot] if dot > 0 else base)}{suffix}")
         else:
-            names.append(f"{stem}.{n}.{arch_name}.{ext}")
+            names.append(f"{stem}.{n}{suffix}")
     return names
+
+
+def _name_suffix(kind: int, arch: Arch) -> str:
+    """``.<arch>.<ext>`` of an extracted file: ELF names show an ``a`` suffix but not ``f``."""
+    if kind == _ELF:
+        return f".sm_{arch.number}a.cubin" if arch.suffix == "a" else f".sm_{arch.number}.cubin"
+    return f".{arch.sm}.{'ptx' if kind == _PTX else kind_name(kind)}"
 
 
 def _safe(stem: str) -> str:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from ..cubin import CubinFunction
 
 
+_LABELS = {int(EntryKind.ELF): "ELF", int(EntryKind.PTX): "PTX"}  # cuobjdump's words
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``ls``, ``extract`` and ``build``."""
     p = sub.add_parser("ls", help="list the device code in a fatbin, cubin or ELF file")
@@ -99,8 +102,7 @@ def _list(args: argparse.Namespace) -> int:
     for c, name in zip(codes, names, strict=True):
         kind = c.entry.header.kind
         n = counters[kind] = counters.get(kind, 0) + 1
-        label = "ELF" if kind == EntryKind.ELF else "PTX" if kind == EntryKind.PTX else "LTO"
-        lines.append(f"{label} file {n:4d}: {name}\n")
+        lines.append(f"{_LABELS.get(kind, 'LTO')} file {n:4d}: {name}\n")
         if args.resources and kind == EntryKind.ELF:
             from ..cubin import Cubin
 
