@@ -141,6 +141,10 @@ class SectionHeader:
         return cls(*cls.FORMAT.unpack_from(buf, offset))
 
 
+# Positions of the fields :func:`find_section` reads in a raw ``SectionHeader.FORMAT`` tuple.
+_SH_NAME, _SH_TYPE, _SH_OFFSET, _SH_SIZE = 0, 1, 4, 5
+
+
 @dataclass(frozen=True)
 class Symbol:
     """``Elf64_Sym``; ``info`` is ``bind << 4 | type``."""
@@ -260,10 +264,26 @@ def sections(src: Source | Buffer, head: FileHeader | None = None) -> tuple[Sect
     inside the file and every name inside the name table.
     """
     src = _source(src)
-    head = head if head is not None else file_header(src)
+    rows, names, name_ends = _section_table(src, head if head is not None else file_header(src))
+    return tuple(
+        Section(i, names[row[0] : end].decode("utf-8", "replace") if end >= 0 else "",
+                SectionHeader(*row))
+        for i, (row, end) in enumerate(zip(rows, name_ends, strict=True))
+    )  # fmt: skip
+
+
+def _section_table(
+    src: Source, head: FileHeader
+) -> tuple[list[tuple[int, ...]], bytes, list[int]]:
+    """The raw fields of every section header, the name table, and where each name ends in it
+    (-1 when the file has no name table), with what :func:`sections` promises checked.
+
+    Raw tuples, not :class:`SectionHeader` objects: :func:`find_section` (the writer, for each
+    cubin) needs one section of a table of dozens.
+    """
     size = SectionHeader.FORMAT.size
     if head.shoff == 0:
-        return ()
+        return [], b"", []
     if head.shentsize < size:
         raise FormatError(f"ELF section header size {head.shentsize} < {size}", offset=0x3A)
     check_span(src, head.shoff, size, "section header table")
@@ -272,24 +292,38 @@ def sections(src: Source | Buffer, head: FileHeader | None = None) -> tuple[Sect
     shstrndx = zero.link if head.shstrndx == SHN_XINDEX else head.shstrndx
     check_span(src, head.shoff, shnum * head.shentsize, "section header table")
     table = src.read(head.shoff, shnum * head.shentsize)
-    headers = [SectionHeader.unpack_from(table, i * head.shentsize) for i in range(shnum)]
+    fmt = SectionHeader.FORMAT
+    rows: list[tuple[int, ...]] = (
+        list(fmt.iter_unpack(table)) if head.shentsize == size
+        else [fmt.unpack_from(table, i * head.shentsize) for i in range(shnum)]
+    )  # fmt: skip
     if shstrndx >= max(shnum, 1):
         raise FormatError(
             f"section name table index {shstrndx} is not below the section count {shnum}",
             offset=0x3E,
         )
     names = b""
+    names_at = 0
     if shstrndx:
-        strtab = headers[shstrndx]
-        check_span(src, strtab.offset, strtab.size, "section name table")
-        names = src.read(strtab.offset, strtab.size)
-    out = []
-    for i, h in enumerate(headers):
-        name = string(names, h.name, "section name", headers[shstrndx].offset) if names else ""
-        if h.type not in (SHT_NULL, SHT_NOBITS):
-            check_span(src, h.offset, h.size, f"section {name or i}")
-        out.append(Section(i, name, h))
-    return tuple(out)
+        names_at, names_size = rows[shstrndx][_SH_OFFSET], rows[shstrndx][_SH_SIZE]
+        check_span(src, names_at, names_size, "section name table")
+        names = src.read(names_at, names_size)
+    file_size = len(src)
+    ends: list[int] = []
+    for i, row in enumerate(rows):
+        end = -1
+        if names:
+            index = row[_SH_NAME]
+            end = names.find(b"\0", index) if index < len(names) else -1
+            if end < 0:
+                string(names, index, "section name", names_at)  # raises the precise error
+        if row[_SH_TYPE] not in (SHT_NULL, SHT_NOBITS) and row[_SH_OFFSET] + row[_SH_SIZE] > (
+            file_size
+        ):
+            name = names[row[_SH_NAME] : end].decode("utf-8", "replace") if end >= 0 else ""
+            check_span(src, row[_SH_OFFSET], row[_SH_SIZE], f"section {name or i}")
+        ends.append(end)
+    return rows, names, ends
 
 
 def string(table: bytes, index: int, what: str, table_offset: int) -> str:
@@ -321,9 +355,13 @@ def section_data(src: Source | Buffer, section: Section) -> bytes:
 
 def find_section(data: Source | Buffer, name: str) -> bytes | None:
     """The contents of the first section called ``name`` in an ELF64 little-endian file, or None
-    when it has none."""
+    when it has none (the file checked as :func:`sections` checks it)."""
     src = _source(data)
-    for s in sections(src):
-        if s.name == name:
-            return section_data(src, s)
+    rows, names, name_ends = _section_table(src, file_header(src))
+    wanted = name.encode()
+    for row, end in zip(rows, name_ends, strict=True):
+        if names[row[_SH_NAME] : end] == wanted if end >= 0 else not wanted:
+            if row[_SH_TYPE] == SHT_NOBITS:
+                return b""
+            return src.read(row[_SH_OFFSET], row[_SH_SIZE])
     return None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from . import elf
+from .arch import Arch
 from .elf import Buffer
 from .errors import FormatError, InputError, InvalidArgumentError
 from .fatbin import (
@@ -27,17 +28,18 @@ from .fatbin import (
     ENTRY_VERSION,
     EntryHeader,
     EntryKind,
-    Fatbin,
     FatbinEntry,
     Reader,
     entry_flags,
     is_fatbin,
+    iter_entries,
 )
 from .infile import open_input
 
 FATBIN_SECTION = ".nv_fatbin"
 RELFATBIN_SECTION = "__nv_relfatbin"
 _PAIR_RE = re.compile(rb"^__(.+)_start$")
+_ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 
 
 @dataclass(frozen=True)
@@ -79,12 +81,10 @@ def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:
 def _fatbin_codes(
     source: str, view: memoryview, base: int, first: int, fd: int | None
 ) -> list[DeviceCode]:
-    fb = Fatbin.from_bytes(Reader(view, fd, base))
-    out: list[DeviceCode] = []
-    for i, c in enumerate(fb.containers):
-        for e in c.entries:
-            out.append(DeviceCode(source, first + i, e, base + e.offset))
-    return out
+    return [
+        DeviceCode(source, first + i, e, base + e.offset)
+        for i, e in iter_entries(Reader(view, fd, base))
+    ]
 
 
 def _blob_codes(
@@ -236,7 +236,7 @@ def listed(codes: tuple[DeviceCode, ...], *, all: bool = False) -> tuple[DeviceC
     """The images ``cuobjdump -lelf -lptx`` lists: ELF and PTX; other kinds too with ``all``."""
     if all:
         return codes
-    return tuple(c for c in codes if c.entry.header.kind in (EntryKind.ELF, EntryKind.PTX))
+    return tuple(c for c in codes if c.entry.header.kind in (_ELF, _PTX))
 
 
 def kind_name(kind: int) -> str:
@@ -259,28 +259,32 @@ def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
     """
     stem = _safe(Path(input_name).stem)
     counters: dict[int, int] = {}
+    suffixes: dict[tuple[int, int, int], str] = {}  # (kind, sm, flags) -> ".<arch>.<ext>"
     names: list[str] = []
     for c in codes:
         e = c.entry
-        kind = e.header.kind
+        h = e.header
+        kind = h.kind
         n = counters[kind] = counters.get(kind, 0) + 1
-        arch = e.arch
-        if kind == EntryKind.ELF:
-            arch_name = f"sm_{arch.number}{'a' if arch.suffix == 'a' else ''}"
-            ext = "cubin"
-        elif kind == EntryKind.PTX:
-            arch_name, ext = arch.sm, "ptx"
-        else:
-            arch_name, ext = arch.sm, kind_name(kind)
+        suffix = suffixes.get((kind, h.sm, h.flags))
+        if suffix is None:
+            suffix = suffixes[kind, h.sm, h.flags] = _name_suffix(kind, e.arch)
         if c.container < 0 and not c.source:
-            names.append(f"{stem}.{arch_name}.{ext}")
-        elif e.identifier:
+            names.append(f"{stem}{suffix}")
+        elif h.identifier_size and e.identifier:
             base = e.identifier.rsplit("/", 1)[-1]
             dot = base.rfind(".")
-            names.append(f"{_safe(base[:dot] if dot > 0 else base)}.{arch_name}.{ext}")
+            names.append(f"{_safe(base[:dot] if dot > 0 else base)}{suffix}")
         else:
-            names.append(f"{stem}.{n}.{arch_name}.{ext}")
+            names.append(f"{stem}.{n}{suffix}")
     return names
+
+
+def _name_suffix(kind: int, arch: Arch) -> str:
+    """``.<arch>.<ext>`` of an extracted file: ELF names show an ``a`` suffix but not ``f``."""
+    if kind == _ELF:
+        return f".sm_{arch.number}a.cubin" if arch.suffix == "a" else f".sm_{arch.number}.cubin"
+    return f".{arch.sm}.{'ptx' if kind == _PTX else kind_name(kind)}"
 
 
 def _safe(stem: str) -> str:

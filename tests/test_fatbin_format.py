@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import struct
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -349,3 +350,54 @@ def test_section_past_end_of_file(kernels: Kernels, tmp_path: Path) -> None:
     cut.write_bytes(obj.read_bytes()[: shdr + 10])
     with pytest.raises(TruncatedError, match="section header table"):
         scan(cut)
+
+
+# -- the writer's section lookup (elf.find_section) ------------------------------------------
+
+
+def test_find_section_matches_pyelftools(kernels: Kernels) -> None:
+    """Every section of every real cubin, looked up by name, as pyelftools reads it."""
+    from elftools.elf.elffile import ELFFile
+
+    from fatbinkit.elf import find_section
+
+    for path in kernels.cubins.values():
+        data = path.read_bytes()
+        with open(path, "rb") as f:
+            expected: dict[str, bytes] = {}
+            for s in ELFFile(f).iter_sections():
+                expected.setdefault(s.name, b"" if s["sh_type"] == "SHT_NOBITS" else s.data())
+        assert ".nv.compat" in expected or "sm_100" not in path.name
+        for name, contents in expected.items():
+            assert find_section(data, name) == contents, (path.name, name)
+        assert find_section(data, ".no.such.section") is None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[FIXTURE_OK])
+@given(data=st.data())
+def test_find_section_checks_like_sections(kernels: Kernels, data: st.DataObject) -> None:
+    """Corrupt header or section table bytes: find_section fails exactly when sections() does,
+    with the same error (it checks the whole table, not just the section it returns)."""
+    from fatbinkit.elf import find_section, sections
+
+    blob = bytearray(kernels.cubins["sm_100"].read_bytes())
+    shoff = int.from_bytes(blob[0x28:0x30], "little")
+    for _ in range(data.draw(st.integers(1, 3))):
+        pos = data.draw(st.one_of(st.integers(0x20, 0x3F), st.integers(shoff, len(blob) - 1)))
+        blob[pos] = data.draw(st.sampled_from([0, 1, 0x7F, 0xFF]))
+    name = data.draw(st.sampled_from([".nv.compat", ".text.add1", ".no.such.section", ""]))
+
+    def outcome(fn: Callable[[], object]) -> tuple[object, object]:
+        try:
+            return "ok", fn()
+        except FatbinkitError as e:
+            return type(e), str(e)
+
+    listed = outcome(lambda: sections(bytes(blob)))
+    found = outcome(lambda: find_section(bytes(blob), name))
+    if listed[0] != "ok":
+        assert found == listed
+    else:
+        assert found[0] == "ok"
+        by_name = [s for s in sections(bytes(blob)) if s.name == name]
+        assert (found[1] is None) == (not by_name)
