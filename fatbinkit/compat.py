@@ -40,7 +40,7 @@ from typing import Any
 
 from .arch import Arch
 from .cubin import Cubin, is_cubin
-from .errors import FatbinkitError, InvalidArgumentError
+from .errors import FatbinkitError, FormatError, InvalidArgumentError
 from .fatbin import EntryKind, FatbinEntry
 from .ptx import NEWEST_KNOWN_CUDA, Ptx, is_ptx, max_ptx_isa_for_driver, min_driver_for_ptx_isa
 from .scan import scan
@@ -346,4 +346,7 @@ def predict_load(data: bytes | bytearray | memoryview, device: Arch,
                  driver: tuple[int, int] | None = None) -> Decision:
     """What ``cuModuleLoadData(data)`` would do on ``device``: for a fatbin, its first container
     (the only one the driver reads); else the bare cubin or PTX."""
-    return image_sets(data)[0].decide(device, driver)
+    sets = image_sets(data)
+    if not sets:
+        raise FormatError("no device code: no fatbin container, cubin or PTX to load", offset=0)
+    return sets[0].decide(device, driver)

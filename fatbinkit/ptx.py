@@ -43,12 +43,13 @@ HEADER_LIMIT = 65536  # bytes read by ptx_header: the header directives open the
 _COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
 _SNIFF_RE = re.compile(rb"^\s*\.version\s+\d+\.\d+", re.M)
 _VERSION_RE = re.compile(r"^[ \t]*\.version[ \t]+(\S+)", re.M)
-_VERSION_NUM_RE = re.compile(r"^(\d+)\.(\d+)$")
+_VERSION_NUM_RE = re.compile(r"^([0-9]{1,9})\.([0-9]{1,9})$")
 _TARGET_RE = re.compile(r"^[ \t]*\.target[ \t]+([^\n;]+)", re.M)
-_ADDRESS_RE = re.compile(r"^[ \t]*\.address_size[ \t]+(\d+)", re.M)
+_ADDRESS_RE = re.compile(r"^[ \t]*\.address_size[ \t]+([0-9]{1,9})", re.M)
 _ENTRY_RE = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)\s*(\(([^)]*)(\)|\Z))?")
-_TYPE_RE = re.compile(r"^\.(?:[bsuf]|bf)(\d+)(x2)?$")
-_NAME_RE = re.compile(r"^([A-Za-z_$%][\w$]*)(?:\[(\d*)\])?$")
+_COUNT_RE = re.compile(r"^[0-9]{1,9}$")  # ASCII digits only, bounded: int() takes both
+_TYPE_RE = re.compile(r"^\.(?:[bsuf]|bf)([0-9]{1,4})(x2)?$")
+_NAME_RE = re.compile(r"^([A-Za-z_$%][\w$]*)(?:\[([0-9]{0,9})\])?$")
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ def _params(text: str) -> tuple[PtxParam, ...]:
                 width = int(t.group(1)) // 8 * (2 if t.group(2) else 1)
             elif tok == ".pred":
                 typ, width = "pred", 1
-            elif tok == ".align" and i + 1 < len(tokens) and tokens[i + 1].isdigit():
+            elif tok == ".align" and i + 1 < len(tokens) and _COUNT_RE.match(tokens[i + 1]):
                 align = int(tokens[i + 1])
         count = int(name.group(2)) if name.group(2) else 1
         out.append(PtxParam(name.group(1), typ, align, count, width * count))

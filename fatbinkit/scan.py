@@ -196,14 +196,14 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
     return codes
 
 
-def _map(file: IO[bytes]) -> memoryview:
+def _map(file: IO[bytes], path: os.PathLike[str]) -> memoryview:
     """The whole file, memory-mapped (payload views stay valid after ``file`` is closed)."""
     try:
         if os.fstat(file.fileno()).st_size == 0:
             return memoryview(b"")
         mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
-        raise InputError(f"cannot map {file.name}: {e.strerror or e}") from e
+        raise InputError(f"cannot map {os.fspath(path)}: {e.strerror or e}") from e
     mapped.madvise(mmap.MADV_RANDOM)  # payloads are read on demand, not ahead
     return memoryview(mapped)
 
@@ -217,7 +217,7 @@ def scan(source: os.PathLike[str] | Buffer, *, all: bool = False) -> tuple[Devic
             f"scan() takes a path (os.PathLike) or bytes, not {type(source).__name__}"
         )
     with open_input(source) as file:
-        return _scan(_map(file), file, all)
+        return _scan(_map(file, source), file, all)
 
 
 def _scan(view: memoryview, file: IO[bytes] | None, all: bool) -> tuple[DeviceCode, ...]:

@@ -1,0 +1,87 @@
+"""Inputs found hostile in review: each raised a raw Python exception or hung before its fix.
+
+Oracles: ptxas refuses the same PTX; cuobjdump finds no device code in a plain gcc object; a FIFO
+without a writer blocks ``open()`` (the CLI must answer at once, not hang).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fatbin_kernels import system_tool, wheel_tool
+
+from fatbinkit.arch import Arch
+from fatbinkit.compat import predict_load
+from fatbinkit.errors import FormatError
+from fatbinkit.ptx import Ptx
+
+HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+BAD_PTX = [
+    # int() of more than 4,300 digits raises ValueError; of "²" (isdigit() but not decimal) too
+    HEAD + ".visible .entry k(.param .u32 p[" + "9" * 5000 + "])\n{\n\tret;\n}\n",
+    HEAD + ".visible .entry k(.param .align \u00b2 .b8 p[4])\n{\n\tret;\n}\n",
+    HEAD + ".visible .entry k(.param .align " + "1" * 5000 + " .b8 p[4])\n{\n\tret;\n}\n",
+    HEAD + ".visible .entry k(.param .u" + "3" * 5000 + " p)\n{\n\tret;\n}\n",
+    ".version 8.0\n.target sm_80\n.address_size " + "6" * 5000 + "\n",
+    ".version " + "8" * 5000 + ".0\n.target sm_80\n.address_size 64\n",
+]
+
+
+def _cli(*args: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fatbinkit", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.parametrize("text", BAD_PTX, ids=range(len(BAD_PTX)))
+def test_ptx_with_absurd_numbers_raises_no_raw_exception(text: str, tmp_path: Path) -> None:
+    path = tmp_path / "k.ptx"
+    path.write_text(text, encoding="utf-8")
+    ptxas = subprocess.run([system_tool("ptxas"), "-arch=sm_80", str(path), "-o",
+                            str(tmp_path / "k.cubin")], capture_output=True, check=False)
+    assert ptxas.returncode != 0  # the oracle refuses it
+    # a FormatError, or a lenient parse of what the header says (the bad token skipped)
+    with contextlib.suppress(FormatError):
+        Ptx.from_bytes(text.encode())
+    proc = _cli("check", path, "--arch", "sm_80")
+    assert "Traceback" not in proc.stderr and proc.returncode in (0, 1)
+    if proc.returncode == 1:
+        assert proc.stderr.startswith("fatbinkit: error: ")
+        assert len(proc.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("text", [BAD_PTX[0], BAD_PTX[4], BAD_PTX[5]])
+def test_ptx_with_an_absurd_count_address_size_or_version_is_refused(text: str) -> None:
+    with pytest.raises(FormatError):
+        Ptx.from_bytes(text.encode())
+
+
+def test_predict_load_of_a_file_without_device_code(tmp_path: Path) -> None:
+    src = tmp_path / "host.c"
+    src.write_text("int answer(void) { return 42; }\n")
+    obj = tmp_path / "host.o"
+    subprocess.run(["gcc", "-c", str(src), "-o", str(obj)], check=True)
+    oracle = subprocess.run([str(wheel_tool("cuobjdump")), "-lelf", "-lptx", str(obj)],
+                            capture_output=True, text=True, check=False)
+    assert "does not contain device code" in oracle.stdout + oracle.stderr
+    with pytest.raises(FormatError, match="no device code"):
+        predict_load(obj.read_bytes(), Arch(90))
+
+
+@pytest.mark.parametrize("command", [["ls"], ["extract", "-o", "out"], ["check", "--arch", "sm_90"],
+                                     ["build", "-o", "x.fatbin", "--ptx"]])
+def test_a_fifo_is_refused_not_waited_on(command: list[str], tmp_path: Path) -> None:
+    fifo = tmp_path / "k.fifo"
+    os.mkfifo(fifo)
+    args = [*command, f"sm_80={fifo}"] if command[0] == "build" else [*command, fifo]
+    proc = subprocess.run([sys.executable, "-m", "fatbinkit", *map(str, args)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr == f"fatbinkit: error: cannot read {fifo}: not a regular file\n"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert not (tmp_path / "x.fatbin").exists()
+
