@@ -48,8 +48,9 @@ def _quiet_lief() -> Iterator[Any]:
 def _read_header(path: Path) -> os.stat_result:
     try:
         st = path.stat()
-        if stat.S_ISDIR(st.st_mode):
-            raise InputError(f"cannot read {path}: it is a directory")
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the open below for ever
+            kind = "it is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise InputError(f"cannot read {path}: {kind}")
         with open(path, "rb") as f:
             head = f.read(elf.FileHeader.FORMAT.size)
     except InputError:

@@ -73,11 +73,17 @@ def test_predict_load_of_a_file_without_device_code(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", [["ls"], ["extract", "-o", "out"], ["check", "--arch", "sm_90"],
-                                     ["build", "-o", "x.fatbin", "--ptx"]])
+                                     ["build", "-o", "x.fatbin", "--ptx"],
+                                     ["inject", "-o", "x.fatbin", "k=/dev/null"]])
 def test_a_fifo_is_refused_not_waited_on(command: list[str], tmp_path: Path) -> None:
     fifo = tmp_path / "k.fifo"
     os.mkfifo(fifo)
-    args = [*command, f"sm_80={fifo}"] if command[0] == "build" else [*command, fifo]
+    if command[0] == "build":
+        args = [*command, f"sm_80={fifo}"]
+    elif command[0] == "inject":  # the library is the FIFO
+        args = [command[0], fifo, *command[1:]]
+    else:
+        args = [*command, fifo]
     proc = subprocess.run([sys.executable, "-m", "fatbinkit", *map(str, args)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=30, check=False)
     assert proc.returncode == 1
