@@ -168,10 +168,11 @@ def inject(
                 sym.shndx = index
 
         with atomic_path(output, mode=stat.S_IMODE(st.st_mode)) as tmp:
-            try:
-                binary.write(str(tmp))
+            try:  # to bytes, not write(path): LIEF cannot open a path that is not UTF-8
+                data = binary.write_to_bytes()
             except Exception as e:  # LIEF raises its own types, or nothing at all
                 raise OutputError(f"LIEF failed to write {output}: {e}") from e
+            tmp.write_bytes(data)
             _check(lief, tmp, placement.blobs, payload, src)
 
 

@@ -222,3 +222,15 @@ def test_aarch64_library_checked_with_cross_readelf(tmp_path: Path) -> None:
         symtab = e.get_section(relocs["sh_link"])
         named = {symtab.get_symbol(r["r_info_sym"]).name for r in relocs.iter_relocations()}
         assert "__k_start" in named and dynsym["__k_start"]["st_shndx"] != "SHN_UNDEF"
+
+
+def test_output_path_that_is_not_utf8(tmp_path: Path) -> None:
+    """LIEF's write(path) failed with std::bad_cast on such a name; the bytes go through Python."""
+    lib = gcc(tmp_path, "-shared", "-fPIC")
+    out = Path(os.fsdecode(bytes(tmp_path) + b"/lib\xff k.so"))
+    inject(lib, out, [Blob("k", b"kernel bytes")])
+    assert_readelf_clean(out)
+    so = ctypes.CDLL(os.fsdecode(out))
+    assert so.answer() == 42
+    assert_blobs_exported(so, {"k": b"kernel bytes"})
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
