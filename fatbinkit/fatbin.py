@@ -674,10 +674,18 @@ def make_entry(
     flags = entry_flags(arch, debug=debug)
     opt_data: bytes | None = None
     if kind == EntryKind.ELF:
+        from .cubin import cubin_arch
+
         try:
             major, minor = 1, elf.file_header(payload).abi_version
         except FormatError as e:
             raise InvalidArgumentError(f"cubin does not start with an ELF header: {e}") from e
+        try:
+            own = cubin_arch(payload)  # refuses a host ELF (e_machine not EM_CUDA)
+        except FormatError as e:
+            raise InvalidArgumentError(f"not a cubin: {e}") from e
+        if own.number != arch.number:  # as fatbinary and nvFatbin refuse it ("elf mismatch")
+            raise InvalidArgumentError(f"the cubin is for {own.sm}, not {arch.sm}")
         if arch.number >= 100:
             flags |= EntryFlags.COMPAT
             compat = elf.find_section(payload, ".nv.compat") or b""

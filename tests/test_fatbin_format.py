@@ -40,6 +40,14 @@ PTX = b".version 9.0\n.target sm_90\n.address_size 64\n"
 FAKE_CUBIN = b"\x7fELF\x02\x01\x01\x41\x08" + bytes(55)
 
 
+def fake_cubin(sm: int) -> bytes:
+    """A header-only ABI v2 cubin for ``sm``: EM_CUDA, the SM in e_flags bits 8-15."""
+    head = bytearray(FAKE_CUBIN)
+    head[18:20] = (190).to_bytes(2, "little")
+    head[48:52] = (sm << 8).to_bytes(4, "little")
+    return bytes(head)
+
+
 @pytest.fixture(scope="session")
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> Kernels:
     return kernels_in(tmp_path_factory)
@@ -87,9 +95,9 @@ def test_writer_reader_round_trip(
     expected = []
     for kind, arch, body, ident, options, codec in images:
         if kind == EntryKind.ELF:
-            data, options = FAKE_CUBIN + body, ""
             if arch.number >= 100:
                 arch = Arch(90, arch.suffix)  # a fake cubin has no .nv.compat to copy
+            data, options = fake_cubin(arch.number) + body, ""
         else:
             data = PTX + body.replace(b"\0", b" ")
         entries.append(make_entry(kind, arch, data, identifier=ident, options=options,

@@ -91,3 +91,24 @@ def test_a_fifo_is_refused_not_waited_on(command: list[str], tmp_path: Path) -> 
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
     assert not (tmp_path / "x.fatbin").exists()
 
+
+
+@pytest.mark.parametrize("label", ["sm_90", "host"])
+def test_build_refuses_what_fatbinary_refuses(label: str, tmp_path: Path) -> None:
+    """A cubin labelled with another SM, or a host object given as a cubin: fatbinary says
+    "elf arch does not match user-specified arch"; the pure writer wrote a fatbin of it."""
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" __global__ void k(int *p) { *p = 1; }\n')
+    image = tmp_path / ("k.cubin" if label == "sm_90" else "k.o")
+    subprocess.run([system_tool("nvcc"), "-cubin" if label == "sm_90" else "-c", "-arch=sm_80",
+                    str(src), "-o", str(image)], check=True, capture_output=True)
+    oracle = subprocess.run([system_tool("fatbinary"), "-64", f"--create={tmp_path / 'o.fatbin'}",
+                             f"--image3=kind=elf,sm=90,file={image}"], capture_output=True,
+                            check=False)
+    assert oracle.returncode != 0
+    out = tmp_path / "p.fatbin"
+    proc = _cli("build", "-o", out, "--cubin", f"sm_90={image}")
+    assert proc.returncode == 1 and proc.stderr.startswith("fatbinkit: error: ")
+    assert not out.exists()
+    if label == "sm_90":  # the label the cubin's own arch gives is accepted by both
+        assert _cli("build", "-o", out, "--cubin", f"sm_80={image}").returncode == 0
