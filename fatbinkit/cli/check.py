@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..arch import Arch
-from ..errors import InvalidArgumentError
+from ..errors import FormatError, InvalidArgumentError
 
 if TYPE_CHECKING:  # the engine is imported by the handler: `fatbinkit ls` starts faster
     from ..compat import Decision, ImageSet
@@ -66,6 +66,8 @@ def _check(args: argparse.Namespace) -> int:
 
     archs: list[Arch] = list(dict.fromkeys(args.arch))
     sets = image_sets(args.file)
+    if not sets:  # nothing can load: not "every requested arch is fine"
+        raise FormatError(f"{args.file}: no device code (no fatbin, cubin or PTX)")
     rows = [(s, _rows(s, archs, args.driver)) for s in sets]
     ok = all(d.loadable for _, kernels in rows for _, ds in kernels for d in ds)
     if args.json:
