@@ -22,11 +22,18 @@ def atomic_path(target: os.PathLike[str] | os.PathLike[bytes], mode: int = 0o666
     """
     path = Path(os.fsdecode(os.fspath(target)))
     parent = path.parent
-    if not parent.is_dir():
-        raise OutputError(f"cannot write {path}: folder {parent} does not exist")
-    if path.is_dir():
-        raise OutputError(f"cannot write {path}: it is a directory")
-    tmp = parent / f".{path.name}.{os.urandom(4).hex()}.tmp"  # not `secrets`: ~4 ms to import
+    try:  # is_dir() raises what is not "no such file" (ENAMETOOLONG, ELOOP...)
+        if not parent.is_dir():
+            raise OutputError(f"cannot write {path}: folder {parent} does not exist")
+        if path.is_dir():
+            raise OutputError(f"cannot write {path}: it is a directory")
+    except OSError as e:
+        if isinstance(e, OutputError):
+            raise
+        raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
+    # the name shortened (in bytes) so that the temporary name stays under NAME_MAX (255)
+    stem = os.fsdecode(os.fsencode(path.name)[:128])
+    tmp = parent / f".{stem}.{os.urandom(4).hex()}.tmp"  # not `secrets`: ~4 ms to import
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), mode)
     except OSError as e:

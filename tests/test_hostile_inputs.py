@@ -115,3 +115,21 @@ def test_build_refuses_what_fatbinary_refuses(label: str, tmp_path: Path) -> Non
     assert not out.exists()
     if label == "sm_90":  # the label the cubin's own arch gives is accepted by both
         assert _cli("build", "-o", out, "--cubin", f"sm_80={image}").returncode == 0
+
+
+def test_long_output_names(tmp_path: Path) -> None:
+    """A 255-byte name is valid (the temporary name must not exceed NAME_MAX); a longer one is
+    an error line, not an OSError traceback from Path.is_dir()."""
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(HEAD + ".visible .entry k()\n{\n\tret;\n}\n")
+    longest = tmp_path / ("k" * 248 + ".fatbin")  # 255 bytes
+    assert _cli("build", "-o", longest, "--ptx", f"sm_80={ptx}").returncode == 0
+    oracle = subprocess.run([str(wheel_tool("cuobjdump")), "-lptx", str(longest)],
+                            capture_output=True, text=True, check=True)
+    assert "sm_80.ptx" in oracle.stdout
+    for command in (["build", "--ptx", f"sm_80={ptx}"], ["embed", f"k={ptx}"]):
+        too_long = tmp_path / ("k" * 256)
+        proc = _cli(*command, "-o", too_long)
+        assert proc.returncode == 1
+        assert proc.stderr == f"fatbinkit: error: cannot write {too_long}: File name too long\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["k.ptx", longest.name])
