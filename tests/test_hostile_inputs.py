@@ -133,3 +133,26 @@ def test_long_output_names(tmp_path: Path) -> None:
         assert proc.returncode == 1
         assert proc.stderr == f"fatbinkit: error: cannot write {too_long}: File name too long\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["k.ptx", longest.name])
+
+
+def test_non_utf8_file_names_print_as_cuobjdump_prints_them(tmp_path: Path) -> None:
+    """With a strict UTF-8 stdout (any non-C locale), printing such a name raised
+    UnicodeEncodeError; cuobjdump prints the name's bytes."""
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(HEAD + ".visible .entry k()\n{\n\tret;\n}\n")
+    cubin = tmp_path / "k.cubin"
+    subprocess.run([system_tool("ptxas"), "-arch=sm_80", str(ptx), "-o", str(cubin)], check=True)
+    fatbin = Path(os.fsdecode(bytes(tmp_path) + b"/n\xffb.fatbin"))
+    assert _cli("build", "-o", fatbin, "--cubin", f"sm_80={cubin}",
+                "--ptx", f"sm_80={ptx}").returncode == 0
+    oracle = subprocess.run([str(wheel_tool("cuobjdump")), "-lelf", "-lptx", os.fsencode(fatbin)],
+                            capture_output=True, check=True).stdout
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "PYTHONUTF8": "0"}
+    ours = subprocess.run([sys.executable, "-m", "fatbinkit", "ls", os.fsencode(fatbin)],
+                          capture_output=True, env=env, check=False)
+    assert ours.returncode == 0 and ours.stdout == oracle
+    out = tmp_path / "out"
+    ours = subprocess.run([sys.executable, "-m", "fatbinkit", "extract", "-o", out,
+                           os.fsencode(fatbin)], capture_output=True, env=env, check=False)
+    assert ours.returncode == 0
+    assert ours.stdout.splitlines()[0] == bytes(out) + b"/n\xffb.1.sm_80.cubin"

@@ -7,6 +7,7 @@ Each command group lives in its own module and adds its sub-commands through ``r
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -30,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (also used as the console entry point)."""
+    if isinstance(sys.stdout, io.TextIOWrapper):  # file names that are not UTF-8 print as
+        sys.stdout.reconfigure(errors="surrogateescape")  # their bytes, as ls and cuobjdump do
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
