@@ -156,3 +156,29 @@ def test_non_utf8_file_names_print_as_cuobjdump_prints_them(tmp_path: Path) -> N
                            os.fsencode(fatbin)], capture_output=True, env=env, check=False)
     assert ours.returncode == 0
     assert ours.stdout.splitlines()[0] == bytes(out) + b"/n\xffb.1.sm_80.cubin"
+
+
+def test_extract_leaves_nothing_when_a_later_entry_is_corrupt(tmp_path: Path) -> None:
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(HEAD + ".visible .entry k()\n{\n\tret;\n}\n" + "// padding\n" * 50)
+    cubin = tmp_path / "k.cubin"
+    subprocess.run([system_tool("ptxas"), "-arch=sm_80", str(ptx), "-o", str(cubin)], check=True)
+    fatbin = tmp_path / "k.fatbin"
+    # fatbinary (the oracle's writer) puts the PTX last, zstd-compressed
+    subprocess.run([system_tool("fatbinary"), "-64", f"--create={fatbin}",
+                    f"--image3=kind=elf,sm=80,file={cubin}", f"--image3=kind=ptx,sm=80,file={ptx}",
+                    "--compress-mode=size", "--compress-all"], check=True, capture_output=True)
+    data = bytearray(fatbin.read_bytes())
+    data[-40:-12] = b"\xff" * 28  # inside the last (compressed PTX) payload
+    fatbin.write_bytes(data)
+    oracle = subprocess.run([str(wheel_tool("cuobjdump")), "-xptx", "all", str(fatbin)],
+                            cwd=tmp_path, capture_output=True, check=False)
+    assert oracle.returncode != 0  # cuobjdump cannot decompress it either
+    out = tmp_path / "out"
+    proc = _cli("extract", "-o", out, fatbin)
+    assert proc.returncode == 1 and proc.stderr.startswith("fatbinkit: error: ")
+    assert proc.stdout == "" and not out.exists()
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    assert _cli("extract", "-o", out, fatbin).returncode == 1
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]

@@ -8,6 +8,7 @@ trailing NULs, as cuobjdump writes it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import sys
@@ -134,19 +135,30 @@ def _extract(args: argparse.Namespace) -> int:
     elif args.ptx:
         wanted = {EntryKind.PTX}
     out_dir: Path = args.output
+    created = not out_dir.exists()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputError(f"cannot create {out_dir}: {e.strerror or e}") from e
-    for c, name in zip(codes, names, strict=True):
-        kind = c.entry.header.kind
-        if kind not in wanted:
-            continue
-        data = c.entry.data()
-        if kind == EntryKind.PTX:
-            data = data.rstrip(b"\0")
-        _write_atomic(out_dir / name, data)
-        print(f"{out_dir / name}")
+    written: list[Path] = []
+    try:
+        for c, name in zip(codes, names, strict=True):
+            kind = c.entry.header.kind
+            if kind not in wanted:
+                continue
+            data = c.entry.data()
+            if kind == EntryKind.PTX:
+                data = data.rstrip(b"\0")
+            _write_atomic(out_dir / name, data)
+            written.append(out_dir / name)
+    except BaseException:  # a corrupt entry half-way: leave no partial extraction behind
+        for path in written:
+            path.unlink(missing_ok=True)
+        if created:
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()
+        raise
+    sys.stdout.write("".join(f"{path}\n" for path in written))
     return 0
 
 
