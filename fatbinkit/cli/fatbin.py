@@ -163,8 +163,9 @@ def _extract(args: argparse.Namespace) -> int:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (never outside its folder) through a temporary file."""
-    if Path(path.name) != path.relative_to(path.parent) or path.name in ("", ".", ".."):
+    """Write ``data`` to ``path`` through a temporary file; a name of ``..`` (or none) would
+    write outside the output folder (extract's names never contain a separator)."""
+    if path.name in ("", ".", ".."):
         raise OutputError(f"refusing to write outside the output folder: {path}")
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
