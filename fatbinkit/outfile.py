@@ -1,7 +1,8 @@
 """Atomic output: write to a temporary file next to the target, then ``os.replace`` it.
 
 A failure at any point removes the temporary file, so the target is either the complete new file
-or untouched; a reader never sees a half-written object or library.
+or untouched; a reader never sees a half-written object or library. :func:`atomic_files` does the
+same for a set of files (``fatbinkit extract``): none replaces its target before all are written.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ from pathlib import Path
 from .errors import FatbinkitError, OutputError
 
 
-@contextlib.contextmanager
-def atomic_path(target: os.PathLike[str] | os.PathLike[bytes], mode: int = 0o666) -> Iterator[Path]:
-    """Yield an empty temporary file beside ``target``; on success it replaces ``target``.
-
-    ``mode`` is filtered by the umask, as for any newly created file.
-    """
+def _temporary_beside(
+    target: os.PathLike[str] | os.PathLike[bytes], mode: int
+) -> tuple[Path, Path]:
+    """Check ``target``'s folder and create an empty temporary file beside it: (tmp, target)."""
     path = Path(os.fsdecode(os.fspath(target)))
     parent = path.parent
     try:  # is_dir() raises what is not "no such file" (ENAMETOOLONG, ELOOP...)
@@ -39,6 +38,16 @@ def atomic_path(target: os.PathLike[str] | os.PathLike[bytes], mode: int = 0o666
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
     os.close(fd)
+    return tmp, path
+
+
+@contextlib.contextmanager
+def atomic_path(target: os.PathLike[str] | os.PathLike[bytes], mode: int = 0o666) -> Iterator[Path]:
+    """Yield an empty temporary file beside ``target``; on success it replaces ``target``.
+
+    ``mode`` is filtered by the umask, as for any newly created file.
+    """
+    tmp, path = _temporary_beside(target, mode)
     try:
         yield tmp
         os.replace(tmp, path)
@@ -54,3 +63,49 @@ def atomic_path(target: os.PathLike[str] | os.PathLike[bytes], mode: int = 0o666
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+class OutputBatch:
+    """Many files written under temporary names and renamed into place only once every one of
+    them is complete (see :func:`atomic_files`): a failure half-way changes no existing file."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Path, Path]] = []
+
+    def write(self, target: os.PathLike[str], data: bytes) -> None:
+        """Write ``data`` for ``target`` (renamed into place at commit; a later write of the same
+        target wins)."""
+        tmp, path = _temporary_beside(target, 0o666)
+        self._pending.append((tmp, path))
+        try:
+            tmp.write_bytes(data)
+        except OSError as e:
+            raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
+
+    @property
+    def targets(self) -> list[Path]:
+        return [path for _, path in self._pending]
+
+    def _commit(self) -> None:
+        for tmp, path in self._pending:
+            try:
+                os.replace(tmp, path)
+            except OSError as e:
+                raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
+
+    def _discard(self) -> None:
+        for tmp, _ in self._pending:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+@contextlib.contextmanager
+def atomic_files() -> Iterator[OutputBatch]:
+    """Yield an :class:`OutputBatch`; its files replace their targets only if the block ends
+    without an exception, otherwise every temporary file is removed."""
+    batch = OutputBatch()
+    try:
+        yield batch
+        batch._commit()
+    finally:
+        batch._discard()  # after a commit nothing is left to remove

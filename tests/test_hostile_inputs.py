@@ -182,3 +182,11 @@ def test_extract_leaves_nothing_when_a_later_entry_is_corrupt(tmp_path: Path) ->
     (out / "keep.txt").write_text("mine")
     assert _cli("extract", "-o", out, fatbin).returncode == 1
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    # a file the extraction would replace is left as it was, not removed or half-replaced
+    good = _cli("extract", "-o", tmp_path / "good", fatbin, "--elf")
+    assert good.returncode == 0, good.stderr
+    (name,) = [p.name for p in (tmp_path / "good").iterdir()]
+    (out / name).write_bytes(b"an older extraction")
+    assert _cli("extract", "-o", out, fatbin).returncode == 1
+    assert (out / name).read_bytes() == b"an older extraction"
+    assert sorted(p.name for p in out.iterdir()) == sorted(["keep.txt", name])

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError, OutputError
 from ..fatbin import EntryKind
-from ..outfile import atomic_path
+from ..outfile import atomic_files, atomic_path
 from .args import key_path
 
 if TYPE_CHECKING:
@@ -140,35 +140,25 @@ def _extract(args: argparse.Namespace) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputError(f"cannot create {out_dir}: {e.strerror or e}") from e
-    written: list[Path] = []
     try:
-        for c, name in zip(codes, names, strict=True):
-            kind = c.entry.header.kind
-            if kind not in wanted:
-                continue
-            data = c.entry.data()
-            if kind == EntryKind.PTX:
-                data = data.rstrip(b"\0")
-            _write_atomic(out_dir / name, data)
-            written.append(out_dir / name)
-    except BaseException:  # a corrupt entry half-way: leave no partial extraction behind
-        for path in written:
-            path.unlink(missing_ok=True)
+        with atomic_files() as batch:  # a corrupt entry half-way changes no file in out_dir
+            for c, name in zip(codes, names, strict=True):
+                kind = c.entry.header.kind
+                if kind not in wanted:
+                    continue
+                if name in ("", ".", ".."):  # extract's names never contain a separator
+                    raise OutputError(f"refusing to write outside the output folder: {name}")
+                data = c.entry.data()
+                if kind == EntryKind.PTX:
+                    data = data.rstrip(b"\0")
+                batch.write(out_dir / name, data)
+    except BaseException:
         if created:
             with contextlib.suppress(OSError):
                 out_dir.rmdir()
         raise
-    sys.stdout.write("".join(f"{path}\n" for path in written))
+    sys.stdout.write("".join(f"{path}\n" for path in dict.fromkeys(batch.targets)))
     return 0
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file; a name of ``..`` (or none) would
-    write outside the output folder (extract's names never contain a separator)."""
-    if path.name in ("", ".", ".."):
-        raise OutputError(f"refusing to write outside the output folder: {path}")
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -187,6 +177,6 @@ def _build(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("nothing to build: give at least one --cubin or --ptx")
     compression = None if args.compress == "none" else args.compress
     data = build(images, backend=args.backend, compression=compression)
-    out: Path = args.output
-    _write_atomic(out.resolve(), data)
+    with atomic_path(args.output) as tmp:
+        tmp.write_bytes(data)
     return 0
