@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from ..cubin import CubinFunction
 
 
-_LABELS = {int(EntryKind.ELF): "ELF", int(EntryKind.PTX): "PTX"}  # cuobjdump's words
+# cuobjdump's words for ELF and PTX; `ls --all` also lists what cuobjdump -all skips
+_LABELS = {int(EntryKind.ELF): "ELF", int(EntryKind.PTX): "PTX", int(EntryKind.LTOIR): "LTO"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -103,7 +104,8 @@ def _list(args: argparse.Namespace) -> int:
     for c, name in zip(codes, names, strict=True):
         kind = c.entry.header.kind
         n = counters[kind] = counters.get(kind, 0) + 1
-        lines.append(f"{_LABELS.get(kind, 'LTO')} file {n:4d}: {name}\n")
+        label = _LABELS.get(kind) or f"Kind {kind:#x}"
+        lines.append(f"{label} file {n:4d}: {name}\n")
         if args.resources and kind == EntryKind.ELF:
             from ..cubin import Cubin
 
