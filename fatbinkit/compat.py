@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from . import elf
 from .arch import Arch
 from .cubin import Cubin, is_cubin
 from .errors import FatbinkitError, FormatError, InvalidArgumentError
@@ -345,7 +346,14 @@ def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview) -> tup
 def predict_load(data: bytes | bytearray | memoryview, device: Arch,
                  driver: tuple[int, int] | None = None) -> Decision:
     """What ``cuModuleLoadData(data)`` would do on ``device``: for a fatbin, its first container
-    (the only one the driver reads); else the bare cubin or PTX."""
+    (the only one the driver reads); else the bare cubin or PTX. A host ELF (``.so``, ``.o``) is
+    refused as the driver refuses it, even when it carries fatbins: load what :func:`scan` finds
+    in it instead."""
+    machine = elf.machine(data)
+    if machine is not None and machine != elf.EM_CUDA:
+        raise FormatError(f"a host ELF file (e_machine {machine}), not a cubin: the driver takes a "
+                          "fatbin, a cubin or PTX; load the device code scan() finds in it",
+                          offset=18)
     sets = image_sets(data)
     if not sets:
         raise FormatError("no device code: no fatbin container, cubin or PTX to load", offset=0)

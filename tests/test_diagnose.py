@@ -82,3 +82,21 @@ def test_preflight(images: dict[str, bytes]) -> None:
         preflight_check(images["fat80"], Arch(90), (13, 0))
     with pytest.raises(CompatibilityError, match="UNSUPPORTED_PTX"):
         preflight_check(images["ptx99"], Arch(90), (13, 0))
+
+
+def test_host_elf_is_not_an_image_even_with_fatbins_inside(
+    images: dict[str, bytes], tmp_path: Path
+) -> None:
+    """gcc links a fatbin into a .so: scan() finds it, but the .so itself is no loadable image."""
+    from fatbinkit.compat import image_sets, predict_load
+    from fatbinkit.elfobj import Blob, write_object
+    from fatbinkit.errors import FormatError
+
+    obj, lib = tmp_path / "k.o", tmp_path / "libk.so"
+    write_object(obj, [Blob("k", images["fat80"])])
+    subprocess.run(["gcc", "-shared", "-o", str(lib), str(obj)], check=True)
+    assert image_sets(lib)  # the fatbin is found inside
+    with pytest.raises(FormatError, match="host ELF"):
+        predict_load(lib.read_bytes(), Arch(90), (13, 0))
+    err = explain_load_error("CUDA_ERROR_INVALID_IMAGE", lib.read_bytes(), H200, "")
+    assert "host ELF" in str(err)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from axpy import SOURCE, check_axpy, nvcc
 
-from fatbinkit.errors import JitError, NoBinaryForGpuError, UnsupportedPtxVersionError
+from fatbinkit.errors import CudaError, JitError, NoBinaryForGpuError, UnsupportedPtxVersionError
 from fatbinkit.runtime import Device, Module
 
 
@@ -104,3 +104,13 @@ def test_from_symbol_ld_binary(gpu: Device, build: Path) -> None:
     with Module.from_symbol(dll, "axpy") as mod:
         check_axpy(mod)
     assert SOURCE.is_file()
+
+
+def test_host_library_is_refused_and_explained(gpu: Device, build: Path) -> None:
+    """A whole .so handed to the driver (instead of the blob inside it) fails, and says why."""
+    lib = build / "libaxpy.so"
+    if not lib.exists():
+        pytest.skip("needs test_from_symbol_ld_binary's library")
+    with pytest.raises(CudaError) as info:
+        Module.load(lib.read_bytes())
+    assert "host ELF" in str(info.value)
