@@ -68,8 +68,10 @@ def test_predict_load_of_a_file_without_device_code(tmp_path: Path) -> None:
     oracle = subprocess.run([str(wheel_tool("cuobjdump")), "-lelf", "-lptx", str(obj)],
                             capture_output=True, text=True, check=False)
     assert "does not contain device code" in oracle.stdout + oracle.stderr
-    with pytest.raises(FormatError, match="no device code"):
+    with pytest.raises(FormatError, match="host ELF"):  # and no buffer the driver takes
         predict_load(obj.read_bytes(), Arch(90))
+    with pytest.raises(FormatError, match="no device code"):
+        predict_load(src.read_bytes(), Arch(90))
     proc = _cli("check", obj, "--arch", "sm_90")  # it answered "0 module(s)" and exit 0
     assert proc.returncode == 1
     assert proc.stderr == f"fatbinkit: error: {obj}: no device code (no fatbin, cubin or PTX)\n"
