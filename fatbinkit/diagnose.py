@@ -29,10 +29,9 @@ def explain_load_error(code: str, image: bytes | memoryview, device: Device, log
     where = (f"cannot load on {device.name} ({device.arch.sm}, driver for CUDA "
              f"{_version(device.driver_version)})")
     try:
-        decision: Decision | None = predict_load(image, device.arch, device.driver_version)
+        decision = predict_load(image, device.arch, device.driver_version)
     except FatbinkitError as exc:
         return cls(f"{where}; the image is unreadable as device code: {exc}", code=code, log=log)
-    assert decision is not None
     held = ", ".join(v.image.name for v in decision.verdicts) or "nothing loadable"
     parts = [where, f"image holds {held}"]
     if code == UNSUPPORTED_PTX:
