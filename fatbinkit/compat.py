@@ -20,6 +20,25 @@ The rules, as NVIDIA documents them (paraphrased; the sources named where each i
   (:data:`fatbinkit.ptx.PTX_ISA_MIN_CUDA`, from the PTX ISA release history); CUDA minor-version
   compatibility does not extend to PTX JIT (CUDA Compatibility guide, "Minor Version
   Compatibility", its limitations). Newer PTX fails with CUDA_ERROR_UNSUPPORTED_PTX_VERSION.
+* **Driver floors** (:mod:`fatbinkit.driver` holds NVIDIA's tables): the driver must support
+  the device's arch (first CUDA release per arch; R580 is the last branch for Maxwell, Pascal
+  and Volta); a cubin needs a driver of its producer toolkit's major (CUDA Compatibility guide,
+  "Minor Version Compatibility": from CUDA 11 on, within a major family; release notes 2.2:
+  "applications compiled against a particular version of the CUDA will continue to work on
+  subsequent (later) driver releases"; before 11, the toolkit's own version); zstd-compressed
+  entries need CUDA 12.4 (R550: NVIDIA's rapids-cmake ``enable_fatbin_compression.cmake`` gives
+  550.54.14 for ``--compress-mode=balance|size``), LZ4 is fatbinary's default since at least
+  CUDA 10.0 (its ``--help``); ``a`` targets exist from CUDA 12.0 and ``f`` targets from 12.9
+  (Programming Guide, "Feature Set Compiler Targets"; the 12.9 blog above), so an older driver
+  does not know them.
+* **No fall back after the pick** (observed on an H200 with R580, 2026-12-01, docs/gpu.md): the
+  driver selects the image by arch alone, then loads it; when that image fails (PTX ISA too
+  new, an entry flag or ELF OSABI it does not know, a corrupt compressed payload) the load fails,
+  even when another image would have worked. A floor is therefore checked on the picked image
+  only. The CUresult predicted for a floor follows what R580 returns for an image it cannot
+  read (CUDA_ERROR_INVALID_IMAGE for SASS, CUDA_ERROR_INVALID_PTX for PTX); for a device the
+  driver does not drive, CUDA_ERROR_NO_DEVICE. Those codes are reasoned: an older driver cannot
+  be run on the test GPU.
 * **Preference** (Programming Guide, "Application Compatibility" and "Just-in-Time Compilation":
   the driver runs a compatible cubin when the fatbin has one and JIT-compiles PTX otherwise):
   exact-arch SASS (``a`` before ``f`` before plain: sm_90a over sm_90 on a 9.0 device), then the
@@ -34,17 +53,47 @@ test (tests/gpu/test_check_gpu.py) checks these predictions against the driver.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import elf
 from .arch import Arch
-from .cubin import Cubin, is_cubin
+from .cubin import ABI_V2, Cubin, is_cubin
+from .driver import DEVICE_SUPPORT, MINOR_COMPAT_DRIVER, RELEASES, CudaVersion, cuda_name
 from .errors import FatbinkitError, FormatError, InvalidArgumentError
 from .fatbin import EntryKind, FatbinEntry
 from .ptx import NEWEST_KNOWN_CUDA, Ptx, is_ptx, max_ptx_isa_for_driver, min_driver_for_ptx_isa
 from .scan import scan
+
+__all__ = [
+    "INVALID_IMAGE",
+    "INVALID_PTX",
+    "NO_BINARY",
+    "NO_DEVICE",
+    "PTX",
+    "SASS",
+    "UNSUPPORTED_PTX",
+    "ArchVerdict",
+    "Decision",
+    "Floor",
+    "Image",
+    "ImageSet",
+    "Verdict",
+    "decide",
+    "device_floor",
+    "image_floors",
+    "image_from_bytes",
+    "image_from_cubin",
+    "image_from_entry",
+    "image_from_ptx",
+    "image_sets",
+    "module_outcome",
+    "predict_load",
+    "ptx_jits_for",
+    "sass_runs_on",
+]
 
 SASS = "sass"
 PTX = "ptx"
@@ -52,8 +101,25 @@ PTX = "ptx"
 NO_BINARY = "CUDA_ERROR_NO_BINARY_FOR_GPU"
 UNSUPPORTED_PTX = "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"
 INVALID_PTX = "CUDA_ERROR_INVALID_PTX"
+INVALID_IMAGE = "CUDA_ERROR_INVALID_IMAGE"
+NO_DEVICE = "CUDA_ERROR_NO_DEVICE"
 
 _SUFFIX_RANK = {"a": 2, "f": 1, "": 0}
+
+# The first CUDA release that knows each target variant and codec (module docstring: sources).
+VARIANT_MIN_CUDA = {"a": (12, 0), "f": (12, 9)}
+COMPRESSION_MIN_CUDA = {"lz4": (10, 0), "zstd": (12, 4)}
+# ptxas writes ELF ABI v2 (OSABI 0x41) from 12.8 for sm_100+ and from 13.0 for every arch
+# (checked with ptxas 12.8, 12.9 and 13.0): the floor of an ABI v2 cubin whose toolkit is unknown.
+ABI_V2_MIN_CUDA = ((100, (12, 8)), (0, (13, 0)))
+OLDEST_TABLED = RELEASES[0].cuda
+# module-scope variables a host can reach (PTX): `[ \t]*`, not `\s*`, keeps the scan linear
+_PTX_VARIABLE_RE = re.compile(
+    rb"^[ \t]*(?:\.(?:visible|extern|weak)[ \t]+)*\.(?:global|const)[ \t]", re.M)
+
+
+def _v(version: CudaVersion) -> str:
+    return f"{version[0]}.{version[1]}"
 
 
 @dataclass(frozen=True)
@@ -62,7 +128,9 @@ class Image:
 
     ``arch`` is what the driver selects by (a fatbin entry's header); ``target`` is set when a PTX
     text's own ``.target`` says more than that label (Triton's ``sm_90a`` PTX stored as plain
-    ``compute_90``): the JIT compiles for ``target``.
+    ``compute_90``): the JIT compiles for ``target``. ``toolkit`` is the CUDA release that built
+    a cubin (None: not recorded), ``abi_version`` its ELF ABI, ``compression`` the fatbin entry's
+    codec, ``variables`` whether the image declares module-scope variables the host can reach.
     """
 
     kind: str
@@ -71,6 +139,10 @@ class Image:
     label: str = ""
     kernels: frozenset[str] | None = None
     target: Arch | None = None
+    toolkit: CudaVersion | None = None
+    abi_version: int | None = None
+    compression: str | None = None
+    variables: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in (SASS, PTX):
@@ -87,43 +159,112 @@ class Image:
         target = f", .target {self.target.sm}" if self.target else ""
         return f"{self.arch.compute} (PTX {self.ptx_version[0]}.{self.ptx_version[1]}{target})"
 
+    def __str__(self) -> str:
+        built = f", built by CUDA {_v(self.toolkit)}" if self.toolkit else ""
+        codec = f", {self.compression}" if self.compression else ""
+        return f"{'SASS' if self.kind == SASS else 'PTX'} {self.name}{built}{codec}"
+
+
+@dataclass(frozen=True)
+class Floor:
+    """A minimum CUDA version the driver must implement for an image (or a device) to load.
+
+    ``what`` names the rule: "device" (the driver drives this GPU), "toolkit" (the cubin's
+    producer), "variant" (``a``/``f`` targets), "compression", "ptx-isa". ``need`` None means
+    newer than any release known here. ``error`` is the CUresult a driver below the floor gives.
+    """
+
+    what: str
+    need: CudaVersion | None
+    why: str
+    error: str
+
+    def met_by(self, driver: CudaVersion) -> bool:
+        if self.need is None:
+            return driver > NEWEST_KNOWN_CUDA  # beyond the tables: assumed to know it
+        return driver >= self.need
+
+    def refusal(self, driver: CudaVersion) -> str:
+        """``cubin built by CUDA 13.2 needs CUDA 13.0 (driver >= 580.65.06); driver 12.8
+        refuses it``."""
+        need = cuda_name(self.need) if self.need else "a CUDA release newer than any known"
+        return f"{self.why} needs {need}; driver {_v(driver)} refuses it"
+
+    def __str__(self) -> str:
+        return f"{self.why}: {cuda_name(self.need) if self.need else 'unknown CUDA release'}"
+
 
 @dataclass(frozen=True)
 class Verdict:
-    """Why one image can or cannot serve the device."""
+    """Why one image can or cannot serve the device; ``floor`` is the driver floor it fails."""
 
     image: Image
     usable: bool
     reason: str
     error: str | None = None
+    floor: Floor | None = None
+
+    def __str__(self) -> str:
+        return f"{self.image.name}: {'usable' if self.usable else 'no'} ({self.reason})"
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What the driver would do with an image set on ``device`` (with ``driver``, if given)."""
+    """What the driver would do with an image set on ``device`` (with ``driver``, if given).
+
+    ``floors`` are the minimums of the image the driver picks (device included), whether or not
+    ``driver`` meets them; ``floor`` is the one that failed; ``warnings`` name what could not be
+    checked (a device or toolkit the tables do not know).
+    """
 
     device: Arch
-    driver: tuple[int, int] | None
+    driver: CudaVersion | None
     image: Image | None
     how: str  # "sass", "ptx-jit" or "none"
     reason: str
     error: str | None
-    verdicts: tuple[Verdict, ...]
+    verdicts: tuple[Verdict, ...] = field(repr=False)
+    floors: tuple[Floor, ...] = field(default=(), repr=False)
+    floor: Floor | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def loadable(self) -> bool:
         return self.image is not None
 
+    @property
+    def restricted(self) -> bool:
+        """No image for this arch at all (not a floor): the module is meant for other GPUs."""
+        return not self.loadable and self.floor is None and self.error == NO_BINARY
+
+    @property
+    def min_driver(self) -> CudaVersion | None:
+        """The lowest CUDA version a driver needs for the picked image (None: no image is picked
+        or a floor is unknown)."""
+        if not self.floors or any(f.need is None for f in self.floors):
+            return None
+        return max(f.need for f in self.floors if f.need is not None)
+
     def to_dict(self) -> dict[str, Any]:
+        low = self.min_driver
         return {
             "device": self.device.sm,
-            "driver": f"{self.driver[0]}.{self.driver[1]}" if self.driver else None,
+            "driver": _v(self.driver) if self.driver else None,
             "how": self.how,
             "image": self.image.name if self.image else None,
             "label": self.image.label if self.image else None,
             "reason": self.reason,
             "error": self.error,
+            "floor": self.floor.what if self.floor else None,
+            "min_driver": _v(low) if low else None,
+            "warnings": list(self.warnings),
         }
+
+    def __str__(self) -> str:
+        driver = f" with driver {_v(self.driver)}" if self.driver else ""
+        head = (f"{self.how} {self.image.name}" if self.image else
+                f"none ({self.error})")
+        return f"{self.device.sm}{driver}: {head}: {self.reason}"
 
 
 def sass_runs_on(image: Arch, device: Arch) -> bool:
@@ -143,98 +284,187 @@ def ptx_jits_for(image: Arch, device: Arch) -> bool:
     return image.number <= device.number  # plain PTX: any equal or newer CC
 
 
-def _ptx_isa_ok(version: tuple[int, int], driver: tuple[int, int] | None) -> tuple[bool, str]:
-    if driver is None:
-        return True, "driver version not given"
-    newest = max_ptx_isa_for_driver(driver)
-    if newest is None:
-        return True, (f"driver {driver[0]}.{driver[1]} is newer than the table "
-                      f"(CUDA {NEWEST_KNOWN_CUDA[0]}.{NEWEST_KNOWN_CUDA[1]}); assumed to JIT it")
-    if version <= newest:
-        return True, f"driver {driver[0]}.{driver[1]} JITs PTX ISA up to {newest[0]}.{newest[1]}"
-    try:
-        need = min_driver_for_ptx_isa(version)
-        needs = f"needs CUDA {need[0]}.{need[1]}"
-    except FatbinkitError:
-        needs = "is newer than any known CUDA release"
-    return False, (f"PTX ISA {version[0]}.{version[1]} {needs}; driver {driver[0]}.{driver[1]} "
-                   f"JITs up to {newest[0]}.{newest[1]}")
+def device_floor(device: Arch) -> Floor | None:
+    """The first CUDA release whose driver drives ``device`` (None: not in the table)."""
+    support = DEVICE_SUPPORT.get(device.number)
+    if support is None:
+        return None
+    return Floor("device", support.first, f"a {device.sm} GPU", NO_DEVICE)
+
+
+def image_floors(image: Image) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
+    """The driver floors of one image, and what could not be known about them."""
+    floors: list[Floor] = []
+    warnings: list[str] = []
+    bad = INVALID_IMAGE if image.kind == SASS else INVALID_PTX
+    if image.kind == SASS:
+        if image.toolkit is not None:
+            major, _ = image.toolkit
+            # within a major family from CUDA 11 on (minor-version compatibility), else exactly
+            need = (major, 0) if major >= 11 else image.toolkit
+            family = (f"a CUDA {major}.x driver (>= {MINOR_COMPAT_DRIVER[major]}: minor-version "
+                      "compatibility)" if major in MINOR_COMPAT_DRIVER else None)
+            floors.append(Floor("toolkit", need, f"cubin {image.name} built by CUDA "
+                                f"{_v(image.toolkit)}" + (f" (runs on {family})" if family
+                                                          else ""), bad))
+        elif image.abi_version == ABI_V2:
+            need = next(cuda for low, cuda in ABI_V2_MIN_CUDA if image.arch.number >= low)
+            floors.append(Floor("toolkit", need, f"cubin {image.name} in ELF ABI v2 (producer "
+                                "toolkit not recorded)", bad))
+        else:
+            warnings.append(f"cubin {image.name}: its producer toolkit is not recorded; the "
+                            "toolkit floor is not checked")
+    else:
+        assert image.ptx_version is not None
+        try:
+            need_isa: CudaVersion | None = min_driver_for_ptx_isa(image.ptx_version)
+        except FatbinkitError:
+            need_isa = None
+        floors.append(Floor("ptx-isa", need_isa, f"PTX ISA {_v(image.ptx_version)} "
+                            f"({image.arch.compute})", UNSUPPORTED_PTX))
+    suffix = (image.target or image.arch).suffix
+    if suffix:
+        kind = "arch-specific" if suffix == "a" else "family-specific"
+        floors.append(Floor("variant", VARIANT_MIN_CUDA[suffix],
+                            f"{kind} ({suffix}) target {image.name}", bad))
+    if image.compression in COMPRESSION_MIN_CUDA:
+        floors.append(Floor("compression", COMPRESSION_MIN_CUDA[image.compression],
+                            f"{image.compression}-compressed {image.name}", bad))
+    return tuple(floors), tuple(warnings)
+
+
+def _driver_warnings(device: Arch, driver: CudaVersion | None) -> list[str]:
+    out = []
+    if device.number not in DEVICE_SUPPORT:
+        out.append(f"{device.sm} is not in the device table (sm_50 .. sm_121): whether a driver "
+                   "drives it is not checked")
+    if driver is not None and driver < OLDEST_TABLED:
+        out.append(f"driver {_v(driver)} is older than NVIDIA's driver tables used here (from "
+                   f"CUDA {_v(OLDEST_TABLED)}): floors are checked where known")
+    if driver is not None and driver > NEWEST_KNOWN_CUDA:
+        out.append(f"driver {_v(driver)} is newer than the tables (CUDA "
+                   f"{_v(NEWEST_KNOWN_CUDA)}): what it adds is assumed to work")
+    return out
+
+
+def _device_refusal(device: Arch, driver: CudaVersion) -> tuple[Floor, str] | None:
+    support = DEVICE_SUPPORT.get(device.number)
+    if support is None:
+        return None
+    floor = device_floor(device)
+    assert floor is not None
+    if not floor.met_by(driver):
+        return floor, (f"a driver for CUDA {_v(driver)} does not drive {device.sm} GPUs: they "
+                       f"need {cuda_name(support.first)}"
+                       + (f" ({support.note})" if support.note else ""))
+    if support.last is not None and driver > support.last:
+        return floor, (f"a driver for CUDA {_v(driver)} no longer drives {device.sm} GPUs: "
+                       f"the last is CUDA {_v(support.last)} ({support.note})")
+    return None
 
 
 def decide(
     images: Iterable[Image],
     device: Arch,
-    driver: tuple[int, int] | None = None,
+    driver: CudaVersion | None = None,
     *,
     raw: bool = False,
 ) -> Decision:
     """Pick the image the driver would load on ``device``, or say why none fits.
 
-    ``raw`` means the set is one bare cubin or PTX handed to the driver directly (not a fatbin):
-    an unfit bare PTX is then refused by the JIT compiler instead of skipped.
+    The pick is by arch alone (SASS, then PTX); the driver floors are then checked on the pick
+    only, as the driver does not fall back. ``raw`` means the set is one bare cubin or PTX handed
+    to the driver directly (not a fatbin): an unfit bare PTX is then refused by the JIT compiler
+    instead of skipped.
     """
     dev = Arch(device.number)  # a device is a compute capability; suffixes name binaries only
+    warnings = _driver_warnings(dev, driver)
+    dfloor = device_floor(dev)
     verdicts: list[Verdict] = []
-    sass: list[Image] = []
+    sass: list[Verdict] = []
     ptx: list[Verdict] = []
+    floors_of: dict[int, tuple[Floor, ...]] = {}
     for img in images:
-        if img.kind == SASS:
-            if sass_runs_on(img.arch, dev):
-                sass.append(img)
-                verdicts.append(Verdict(img, True, f"SASS {img.arch.sm} runs on {dev.sm}"))
-            else:
-                verdicts.append(Verdict(img, False, _sass_why_not(img.arch, dev), NO_BINARY))
+        runs = sass_runs_on if img.kind == SASS else ptx_jits_for
+        if not runs(img.arch, dev):
+            why = _sass_why_not if img.kind == SASS else _ptx_why_not
+            error = INVALID_PTX if raw and img.kind == PTX else NO_BINARY
+            verdicts.append(Verdict(img, False, why(img.arch, dev), error))
             continue
-        assert img.ptx_version is not None
-        if not ptx_jits_for(img.arch, dev):
-            verdicts.append(Verdict(img, False, _ptx_why_not(img.arch, dev),
-                                    INVALID_PTX if raw else NO_BINARY))
-            continue
-        if img.target is not None and not ptx_jits_for(img.target, dev):
+        own, unknown = image_floors(img)
+        floors = ((dfloor,) if dfloor else ()) + own
+        floors_of[id(img)] = floors
+        if img.kind == PTX and img.target is not None and not ptx_jits_for(img.target, dev):
             # selected by its label, then refused by the JIT compiler (reasoned, not observed)
             verdict = Verdict(img, False, (
                 f"PTX labelled {img.arch.compute} but its text says .target {img.target.sm}: "
                 f"{_ptx_why_not(img.target, dev)}"), INVALID_PTX)
         else:
-            ok, why = _ptx_isa_ok(img.ptx_version, driver)
-            verdict = Verdict(img, ok, why if not ok else
-                              f"PTX {img.arch.compute} JIT-compiles for {dev.sm}; {why}",
-                              None if ok else UNSUPPORTED_PTX)
+            failed = next((f for f in own if driver is not None and not f.met_by(driver)), None)
+            if failed is not None:
+                assert driver is not None
+                verdict = Verdict(img, False, failed.refusal(driver), failed.error, failed)
+            else:
+                verdict = Verdict(img, True, _fits(img, dev, driver))
+        warnings += [w for w in unknown if w not in warnings]
         verdicts.append(verdict)
-        ptx.append(verdict)
+        (sass if img.kind == SASS else ptx).append(verdict)
+
+    def result(image: Image | None, how: str, reason: str, error: str | None,
+               floors: tuple[Floor, ...] = (), floor: Floor | None = None) -> Decision:
+        return Decision(dev, driver, image, how, reason, error, tuple(verdicts), floors, floor,
+                        tuple(warnings))
+
+    refused = _device_refusal(dev, driver) if driver is not None else None
     if sass:
         # exact CC first (a > f > plain), then the highest minor of the same major
-        best = max(sass, key=lambda i: (i.arch.number == dev.number, i.arch.number,
-                                        _SUFFIX_RANK[i.arch.suffix]))
-        return Decision(dev, driver, best, "sass", f"SASS {best.arch.sm} runs on {dev.sm}", None,
-                        tuple(verdicts))
-    if ptx:
+        pick = max(sass, key=lambda v: (v.image.arch.number == dev.number, v.image.arch.number,
+                                        _SUFFIX_RANK[v.image.arch.suffix]))
+    elif ptx:
         # The driver picks the PTX by arch label alone, then JIT-compiles it: a pick too new
         # for the driver (or whose text targets another arch) fails the load, with no fall
         # back to a lower PTX that would work (observed on an H200 with driver R580, 2026-12-01:
         # compute_80 + compute_90 with PTX ISA 9.9 -> CUDA_ERROR_UNSUPPORTED_PTX_VERSION).
         pick = max(ptx, key=lambda v: (v.image.arch.number, _SUFFIX_RANK[v.image.arch.suffix],
                                        v.image.ptx_version or (0, 0)))
-        best = pick.image
-        if pick.usable:
-            return Decision(dev, driver, best, "ptx-jit",
-                            f"no SASS for {dev.sm}; the driver JIT-compiles {best.name} at load "
-                            f"(cold start cost, cached in the JIT cache)", None, tuple(verdicts))
-        others = [v.image.name for v in ptx if v.usable]
-        unused = (f"; it does not fall back to {', '.join(others)}" if others else "")
-        return Decision(dev, driver, None, "none",
-                        f"no SASS for {dev.sm}; the driver picks {best.name}: {pick.reason}"
-                        f"{unused}", pick.error, tuple(verdicts))
-    if not verdicts:
-        return Decision(dev, driver, None, "none", "no images", NO_BINARY, ())
-    failing = [v for v in verdicts if v.error]
-    # PTX that would fit but is too new for the driver is the more useful explanation
-    error = next((v.error for v in failing if v.error == UNSUPPORTED_PTX), None) or next(
-        (v.error for v in failing if v.error == INVALID_PTX), NO_BINARY)
-    held = ", ".join(sorted({v.image.name for v in verdicts}))
-    reasons = "; ".join(dict.fromkeys(v.reason for v in failing if v.error == error))
-    return Decision(dev, driver, None, "none", f"nothing loads on {dev.sm} (has {held}): {reasons}",
-                    error, tuple(verdicts))
+    else:
+        if refused is not None:
+            return result(None, "none", refused[1], NO_DEVICE, (refused[0],), refused[0])
+        if not verdicts:
+            return result(None, "none", "no images", NO_BINARY)
+        failing = [v for v in verdicts if v.error]
+        error = next((v.error for v in failing if v.error == INVALID_PTX), NO_BINARY)
+        held = ", ".join(sorted({v.image.name for v in verdicts}))
+        reasons = "; ".join(dict.fromkeys(v.reason for v in failing if v.error == error))
+        return result(None, "none", f"nothing loads on {dev.sm} (has {held}): {reasons}", error)
+    best = pick.image
+    floors = floors_of[id(best)]
+    how = "sass" if best.kind == SASS else "ptx-jit"
+    if refused is not None:
+        return result(None, "none", refused[1], NO_DEVICE, floors, refused[0])
+    if pick.usable:
+        reason = (f"SASS {best.arch.sm} runs on {dev.sm}" if how == "sass" else
+                  f"no SASS for {dev.sm}; the driver JIT-compiles {best.name} at load "
+                  f"(cold start cost, cached in the JIT cache)")
+        return result(best, how, reason, None, floors)
+    others = [v.image.name for v in (sass + ptx) if v.usable and v is not pick]
+    unused = f"; the driver does not fall back to {', '.join(others)}" if others else ""
+    lead = (f"the driver picks {best.name}" if how == "sass" else
+            f"no SASS for {dev.sm}; the driver picks {best.name}")
+    return result(None, "none", f"{lead}: {pick.reason}{unused}", pick.error, floors, pick.floor)
+
+
+def _fits(img: Image, dev: Arch, driver: CudaVersion | None) -> str:
+    if img.kind == SASS:
+        return f"SASS {img.arch.sm} runs on {dev.sm}"
+    assert img.ptx_version is not None
+    if driver is None:
+        return f"PTX {img.arch.compute} JIT-compiles for {dev.sm}; driver version not given"
+    newest = max_ptx_isa_for_driver(driver)
+    limit = (f"driver {_v(driver)} JITs PTX ISA up to {_v(newest)}" if newest else
+             f"driver {_v(driver)} is newer than the table (CUDA {_v(NEWEST_KNOWN_CUDA)}); "
+             "assumed to JIT it")
+    return f"PTX {img.arch.compute} JIT-compiles for {dev.sm}; {limit}"
 
 
 def _sass_why_not(image: Arch, dev: Arch) -> str:
@@ -279,23 +509,205 @@ class ImageSet:
                   if kernel is None or i.kernels is None or kernel in i.kernels]
         return decide(images, device, driver, raw=self.raw)
 
+    @property
+    def empty(self) -> bool:
+        """No kernels and no module-scope variables in any image: nothing can ever make the
+        runtime load this module (lazy loading loads a module on first use of one of its
+        kernels or variables)."""
+        return not self.kernels and not any(i.variables for i in self.images)
+
+    def decisions(self, device: Arch, driver: CudaVersion | None = None,
+                  ) -> list[tuple[str | None, Decision]]:
+        """One decision per kernel (one for the whole set when it names no kernels)."""
+        kernels: list[str | None] = list(self.kernels) or [None]
+        return [(k, self.decide(device, driver, k)) for k in kernels]
+
+
+# module outcomes, worst last
+LOADS, RESTRICTED, FAILED = "loads", "restricted", "failed"
+
+
+def module_outcome(decisions: Iterable[Decision]) -> str:
+    """A module fails when the driver picks an image for this arch and cannot load it (a floor,
+    a mislabelled PTX); it is restricted when some kernel has no image for this arch at all."""
+    outcome = LOADS
+    for d in decisions:
+        if not d.loadable:
+            if not d.restricted:
+                return FAILED
+            outcome = RESTRICTED
+    return outcome
+
+
+@dataclass(frozen=True)
+class ArchVerdict:
+    """Will a file's device code work on one GPU arch (with one driver, if given)?
+
+    Every module (fatbin container) is one load unit, and the runtime loads a module lazily, on
+    first use of one of its kernels or variables (CUDA Programming Guide, "Lazy Loading": the
+    default since CUDA 12.2 on Linux, 12.3 on Windows; ``CUDA_MODULE_LOADING=EAGER`` loads every
+    module at start). So a module that holds no image for this arch (``restricted``: built for
+    other GPUs only, like cuBLAS's sm_75-only or NCCL's sm_100f-only kernels) fails only if the
+    library calls it on this GPU, which a library that dispatches by arch does not: reported, not
+    fatal. ``failed`` modules are ones the driver picks an image for and cannot load (a driver
+    floor, PTX whose text targets another arch): those are fatal, as is a file where no module
+    loads. A module with no kernels is loaded only when the host reads one of its variables by
+    symbol: when it cannot load, it is ``data_only_failed`` (reported, fatal only when strict:
+    cuRAND ships its precalc tables in such modules for sm_75 only). ``empty`` modules (no
+    kernels, no variables) are never loaded and not counted.
+    """
+
+    device: Arch
+    driver: CudaVersion | None
+    loading: tuple[str, ...]
+    restricted: tuple[str, ...]
+    failed: tuple[tuple[str, Decision], ...]
+    data_only_failed: tuple[tuple[str, Decision], ...]
+    empty: tuple[str, ...]
+    min_driver: CudaVersion | None
+    min_driver_known: bool
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, device: Arch, driver: CudaVersion | None,
+           modules: Sequence[tuple[ImageSet, Sequence[Decision]]]) -> ArchVerdict:
+        """The verdict over modules whose per-kernel decisions are already made."""
+        loading: list[str] = []
+        restricted: list[str] = []
+        failed: list[tuple[str, Decision]] = []
+        data_only: list[tuple[str, Decision]] = []
+        empty: list[str] = []
+        warnings: dict[str, None] = {}
+        low: CudaVersion | None = None
+        known = True
+        counted = [(s, ds) for s, ds in modules if not s.empty]
+        if counted:
+            empty = [s.label for s, _ in modules if s.empty]
+        else:  # a file of empty modules only is judged on them
+            counted = list(modules)
+        any_kernels = any(s.kernels for s, _ in counted)
+        for s, ds in counted:
+            outcome = module_outcome(ds)
+            if outcome == FAILED:
+                first = next(d for d in ds if not d.loadable and not d.restricted)
+                (failed if s.kernels else data_only).append((s.label, first))
+            elif outcome == RESTRICTED:
+                restricted.append(s.label)
+            else:
+                loading.append(s.label)
+            for d in ds:
+                warnings.update(dict.fromkeys(d.warnings))
+                if d.restricted or not d.floors or (not s.kernels and any_kernels):
+                    continue  # the minimum is what the kernels need
+                need = d.min_driver
+                if need is None:
+                    known = False
+                elif low is None or need > low:
+                    low = need
+        return cls(Arch(device.number), driver, tuple(loading), tuple(restricted), tuple(failed),
+                   tuple(data_only), tuple(empty), low, known, tuple(warnings))
+
+    @property
+    def modules(self) -> int:
+        """Modules counted (empty ones are not)."""
+        return (len(self.loading) + len(self.restricted) + len(self.failed)
+                + len(self.data_only_failed))
+
+    @property
+    def status(self) -> str:
+        """``works``, ``partial`` (some modules restricted to other archs, or data-only modules
+        that cannot load) or ``fails``."""
+        if self.failed or not self.loading:
+            return "fails"
+        return "partial" if self.restricted or self.data_only_failed else "works"
+
+    @property
+    def driver_gap(self) -> str | None:
+        """Why no driver meets :attr:`min_driver` on this device, if none does (CUDA 13 cubins
+        on a GPU that only CUDA 12 drivers call sm_101)."""
+        support = DEVICE_SUPPORT.get(self.device.number)
+        if (support is None or support.last is None or self.min_driver is None
+                or self.min_driver <= support.last):
+            return None
+        return (f"{self.device.sm} GPUs are driven up to CUDA {_v(support.last)} only "
+                f"({support.note}): no driver meets CUDA {_v(self.min_driver)}")
+
+    def ok(self, strict: bool = False) -> bool:
+        """Exit-status truth: fails never, partial only when not ``strict``."""
+        return self.status == "works" or (self.status == "partial" and not strict)
+
+    @property
+    def reason(self) -> str:
+        """One line a user can act on."""
+        n = self.modules
+        if self.failed and len(self.failed) == n and len({d.reason for _, d in self.failed}) == 1:
+            return f"no module can load: {self.failed[0][1].reason}"
+        if self.failed:
+            reasons: dict[str, int] = {}
+            for _, d in self.failed:
+                reasons[d.reason] = reasons.get(d.reason, 0) + 1
+            top, count = max(reasons.items(), key=lambda kv: kv[1])
+            more = f" (+{len(reasons) - 1} other reasons)" if len(reasons) > 1 else ""
+            return f"{len(self.failed)}/{n} modules cannot load: {top}" + (
+                f" [{count} of them]" if count != len(self.failed) else "") + more
+        if not self.loading:
+            return f"no module holds an image for {self.device.sm}"
+        text = f"{len(self.loading)}/{n} modules load"
+        if self.restricted:
+            text += (f"; {len(self.restricted)} hold no image for {self.device.sm} (built for "
+                     "other GPUs: loaded lazily, they fail only if used on this one)")
+        if self.data_only_failed:
+            _, d = self.data_only_failed[0]
+            text += (f"; {len(self.data_only_failed)} without kernels cannot load (used only if "
+                     f"the host reads their variables): {d.reason}")
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device.sm,
+            "driver": _v(self.driver) if self.driver else None,
+            "status": self.status,
+            "reason": self.reason,
+            "modules": self.modules,
+            "loading": len(self.loading),
+            "restricted": list(self.restricted),
+            "failed": [{"module": m, "floor": d.floor.what if d.floor else None,
+                        "error": d.error, "reason": d.reason} for m, d in self.failed],
+            "data_only_failed": [{"module": m, "floor": d.floor.what if d.floor else None,
+                                  "error": d.error, "reason": d.reason}
+                                 for m, d in self.data_only_failed],
+            "empty": len(self.empty),
+            "min_driver": _v(self.min_driver) if self.min_driver and self.min_driver_known
+            else None,
+            "driver_gap": self.driver_gap,
+            "warnings": list(self.warnings),
+        }
+
+    def __str__(self) -> str:
+        driver = f" with driver {_v(self.driver)}" if self.driver else ""
+        return f"{self.device.sm}{driver}: {self.status}: {self.reason}"
+
 
 def image_from_cubin(data: bytes | bytearray | memoryview, label: str = "",
-                     arch: Arch | None = None) -> Image:
-    """The SASS image of a cubin, with its kernel names; ``arch`` overrides the cubin's own
-    (a fatbin entry's header, which is what the driver reads)."""
+                     arch: Arch | None = None, compression: str | None = None) -> Image:
+    """The SASS image of a cubin, with its kernel names and producer toolkit; ``arch``
+    overrides the cubin's own (a fatbin entry's header, which is what the driver reads)."""
     c = Cubin.from_bytes(data)
     return Image(SASS, arch or c.arch, None, label,
-                 frozenset(f.name for f in c.functions if f.entry))
+                 frozenset(f.name for f in c.functions if f.entry), toolkit=c.toolkit,
+                 abi_version=c.abi_version, compression=compression,
+                 variables=bool(c.global_size or c.constant))
 
 
 def image_from_ptx(data: bytes | bytearray | memoryview, label: str = "",
-                   arch: Arch | None = None) -> Image:
+                   arch: Arch | None = None, compression: str | None = None) -> Image:
     """The PTX image of a PTX module, with its entry names (``arch`` as for cubins)."""
     p = Ptx.from_bytes(data)
     label_arch = arch or p.arch
     target = p.arch if p.arch != label_arch and ptx_narrower(p.arch, label_arch) else None
-    return Image(PTX, label_arch, p.version, label, frozenset(e.name for e in p.entries), target)
+    return Image(PTX, label_arch, p.version, label, frozenset(e.name for e in p.entries), target,
+                 compression=compression,
+                 variables=_PTX_VARIABLE_RE.search(bytes(data)) is not None)
 
 
 def ptx_narrower(text: Arch, label: Arch) -> bool:
@@ -321,9 +733,9 @@ def image_from_entry(entry: FatbinEntry, label: str = "") -> Image | None:
     from the PTX text, which is what the JIT compiler checks.
     """
     if entry.header.kind == EntryKind.ELF:
-        return image_from_cubin(entry.data(), label, entry.arch)
+        return image_from_cubin(entry.data(), label, entry.arch, entry.compression)
     if entry.header.kind == EntryKind.PTX:
-        return image_from_ptx(entry.data(), label, entry.arch)
+        return image_from_ptx(entry.data(), label, entry.arch, entry.compression)
     return None
 
 

@@ -100,8 +100,14 @@ def test_check_bare_cubin_and_arch_specific_ptx(builds: Builds) -> None:  # noqa
 
 def test_check_shared_library(builds: Builds) -> None:  # noqa: F811
     so = fetch(CUPY12_RANDOM)
-    rc, doc = check_json(so, "--arch", "sm_90", "--arch", "sm_121", "--driver", "12.8")
+    rc, doc = check_json(so, "--arch", "sm_90", "--arch", "sm_121", "--driver", "12.9")
     assert rc == 0
+    assert {k["archs"]["sm_121"]["image"] for m in doc["modules"] for k in m["kernels"]} == {
+        "sm_120f"}
+    # sm_121 (DGX Spark) arrived with CUDA 12.9: a 12.8 driver does not drive it
+    rc, doc = check_json(so, "--arch", "sm_90", "--arch", "sm_121", "--driver", "12.8")
+    assert rc == 1 and doc["verdicts"]["sm_90"]["status"] == "works"
+    assert doc["verdicts"]["sm_121"]["failed"][0]["floor"] == "device"
     images = [i["arch"].replace("compute_", "sm_") for m in doc["modules"] for i in m["images"]]
     # cuobjdump names f images without the suffix: compare the numbers
     assert sorted(a.rstrip("f") for a in images) == sorted(a.rstrip("f") for a in _listing(so))
@@ -110,7 +116,9 @@ def test_check_shared_library(builds: Builds) -> None:  # noqa: F811
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--arch", "sm_90", "--driver", "580.65"], "not a CUDA version"),
+    (["--arch", "sm_90", "--driver", "580.65.06.1"], "neither a CUDA version"),
+    (["--arch", "sm_90", "--driver", "999.10"], "outside the known table"),
+    (["--min-driver", "--driver", "13.0"], "takes no --driver"),
     (["--arch", "sm_9x"], "not a GPU arch"),
     ([], "--arch"),
 ])

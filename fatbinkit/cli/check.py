@@ -1,41 +1,64 @@
-"""``fatbinkit check FILE --arch sm_90 ... [--driver 13.0] [--json]``: will these kernels load?
+"""``fatbinkit check FILE --arch sm_90 ... [--driver 13.0] [--strict] [--json]``: will it load?
 
 For every load unit in FILE (each fatbin container, or the bare cubin/PTX), every kernel and every
 requested arch: which image the driver would use (SASS, or PTX JIT-compiled at load: a cold-start
-cost) or why nothing fits and the CUDA error that follows. Exit status 1 when some kernel cannot
-load on a requested arch. A thin layer over :mod:`fatbinkit.compat`.
+cost) or why nothing fits, the driver floor that failed and the CUDA error that follows. Then one
+verdict per arch for the whole file (:class:`fatbinkit.compat.ArchVerdict`): exit status 1 when an
+arch fails (a module the driver would pick an image for cannot load, or no module loads at all),
+or, with ``--strict``, when some module holds no image for it. ``--min-driver`` prints the lowest
+driver each arch needs instead. A thin layer over :mod:`fatbinkit.compat`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..arch import Arch
+from ..driver import DEVICE_SUPPORT, CudaVersion, cuda_name, parse_driver
 from ..errors import FormatError, InvalidArgumentError
 
 if TYPE_CHECKING:  # the engine is imported by the handler: `fatbinkit ls` starts faster
-    from ..compat import Decision, ImageSet
+    from ..compat import ArchVerdict, Decision, ImageSet
 
-_DRIVER_RE = re.compile(r"^(\d{1,2})(?:\.(\d{1,2}))?$")
 JIT_NOTE = ("PTX-JIT: the driver compiles the PTX at first load (cold start: ~0.1-1 s per kernel, "
             "cached in ~/.nv/ComputeCache unless CUDA_CACHE_DISABLE=1)")
+NOT_CHECKED = ("driver floors not checked (no --driver): the device, toolkit, compression and "
+               "PTX ISA minimums are shown as 'needs'")
+TABLES_SHOWN = 4  # module tables printed without --verbose: all for small files, else failures
+
+# (image set, [(kernel, [decision per arch])])
+Rows = list[tuple["ImageSet", list[tuple[str | None, list["Decision"]]]]]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``check``."""
-    p = sub.add_parser("check", help="predict which image each kernel loads on given GPU archs")
+    p = sub.add_parser(
+        "check", help="predict which image each kernel loads on given GPU archs and drivers",
+        description="Predict what the CUDA driver does with FILE's device code on each --arch "
+        "(and --driver): exit 0 when every arch works, 1 when one fails.",
+        epilog="examples:\n"
+        "  fatbinkit check libfoo.so --arch sm_90 --arch sm_120 --driver 12.8\n"
+        "  fatbinkit check k.fatbin --arch sm_100 --driver 570.124.06 --json\n"
+        "  fatbinkit check libfoo.so --min-driver",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", type=Path, help="fatbin, cubin, PTX, or an ELF file holding fatbins")
-    p.add_argument("--arch", action="append", required=True, type=_arch, metavar="ARCH",
+    p.add_argument("--arch", action="append", type=_arch, metavar="ARCH",
                    help="device arch to check, e.g. sm_90 (repeat for several)")
-    p.add_argument("--driver", type=_driver, metavar="X.Y",
-                   help="CUDA version of the driver (e.g. 13.0); limits the PTX it can JIT")
+    p.add_argument("--driver", type=_driver, metavar="VERSION",
+                   help="the driver: its CUDA version (13.0) or driver version (580.65.06); "
+                   "checks every driver floor (device, toolkit, compression, PTX ISA)")
+    p.add_argument("--strict", action="store_true",
+                   help="every module must load: a module with no image for an arch fails it")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="every module's table, and the modules restricted to other archs")
+    p.add_argument("--min-driver", action="store_true",
+                   help="print the minimum driver per arch (all known archs without --arch)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=_check)
+    p.set_defaults(func=_check, parser=p)
 
 
 def _arch(text: str) -> Arch:
@@ -45,12 +68,127 @@ def _arch(text: str) -> Arch:
         raise argparse.ArgumentTypeError(str(e)) from e
 
 
-def _driver(text: str) -> tuple[int, int]:
-    m = _DRIVER_RE.match(text.strip())
-    if not m:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a CUDA version like 13.0 (the driver's CUDA version, not its branch)")
-    return int(m.group(1)), int(m.group(2) or 0)
+def _driver(text: str) -> CudaVersion:
+    try:
+        return parse_driver(text)
+    except InvalidArgumentError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _v(version: CudaVersion) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def _check(args: argparse.Namespace) -> int:
+    from ..compat import image_sets
+
+    if args.min_driver and args.driver:
+        args.parser.error("--min-driver computes the driver a file needs: it takes no --driver")
+    if not args.arch and not args.min_driver:
+        args.parser.error("the following arguments are required: --arch (or --min-driver)")
+    archs: list[Arch] = list(dict.fromkeys(
+        Arch(a.number) for a in args.arch or [Arch(n) for n in DEVICE_SUPPORT]))
+    sets = image_sets(args.file)
+    if not sets:  # nothing can load: not "every requested arch is fine"
+        raise FormatError(f"{args.file}: no device code (no fatbin, cubin or PTX)")
+    rows: Rows = [(s, [(k, [s.decide(a, args.driver, k) for a in archs])
+                       for k in _kernels(s)]) for s in sets]
+    verdicts = _verdicts(archs, args.driver, rows)
+    if args.min_driver:
+        if args.json:
+            _dump({"file": str(args.file), "modules": len(sets),
+                   "min_driver": {v.device.sm: _min_driver_dict(v) for v in verdicts}})
+        else:
+            _print_min_driver(args.file, len(sets), verdicts)
+        return 0
+    ok = all(v.ok(args.strict) for v in verdicts)
+    if args.json:
+        _dump(_json(args, archs, rows, verdicts, ok))
+    else:
+        _print(args, archs, rows, verdicts)
+    return 0 if ok else 1
+
+
+def _kernels(s: ImageSet) -> list[str | None]:
+    return list(s.kernels) or [None]
+
+
+def _verdicts(archs: list[Arch], driver: CudaVersion | None, rows: Rows) -> list[ArchVerdict]:
+    from ..compat import ArchVerdict
+
+    return [ArchVerdict.of(a, driver, [(s, [ds[i] for _, ds in kernels]) for s, kernels in rows])
+            for i, a in enumerate(archs)]
+
+
+def _dump(doc: dict[str, Any]) -> None:
+    json.dump(doc, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def _needs(v: ArchVerdict) -> str:
+    if v.driver_gap:
+        return f"needs no existing driver: {v.driver_gap}"
+    if v.min_driver is None or not v.min_driver_known:
+        return ("needs an unknown driver (a floor newer than the tables)" if v.loading or
+                v.failed else "no image")
+    return f"needs {cuda_name(v.min_driver)}"
+
+
+def _min_driver_dict(v: ArchVerdict) -> dict[str, Any]:
+    from ..driver import release_for
+
+    rel = release_for(v.min_driver) if v.min_driver and v.min_driver_known else None
+    return {"status": v.status, "modules": v.modules, "loading": len(v.loading),
+            "restricted": len(v.restricted),
+            "min_driver": _v(v.min_driver) if v.min_driver and v.min_driver_known else None,
+            "linux_driver": rel.linux if rel else None, "driver_gap": v.driver_gap,
+            "warnings": list(v.warnings)}
+
+
+def _print_min_driver(file: Path, modules: int, verdicts: list[ArchVerdict]) -> None:
+    print(f"{file}: minimum driver per GPU arch ({modules} module(s))")
+    width = max(len(v.device.sm) for v in verdicts) + 2
+    for v in verdicts:
+        if not v.loading and not v.failed:
+            print(f"  {v.device.sm.ljust(width)}no image")
+            continue
+        cover = ("every module" if not v.restricted else
+                 f"{len(v.loading) + len(v.failed)}/{v.modules} modules (the others hold no "
+                 "image for it)")
+        print(f"  {v.device.sm.ljust(width)}{_needs(v).removeprefix('needs ')}: {cover}")
+    warnings = dict.fromkeys(w for v in verdicts for w in v.warnings)
+    for w in warnings:
+        print(f"warning: {w}")
+
+
+def _json(args: argparse.Namespace, archs: list[Arch], rows: Rows,
+          verdicts: list[ArchVerdict], ok: bool) -> dict[str, Any]:
+    return {
+        "file": str(args.file),
+        "driver": _v(args.driver) if args.driver else None,
+        "driver_checked": args.driver is not None,
+        "strict": args.strict,
+        "archs": [a.sm for a in archs],
+        "ok": ok,
+        "verdicts": {v.device.sm: v.to_dict() for v in verdicts},
+        "modules": [
+            {
+                "module": s.label,
+                "raw": s.raw,
+                "empty": s.empty,
+                "images": [{"kind": i.kind,
+                            "arch": i.arch.compute if i.kind == "ptx" else i.arch.sm,
+                            "label": i.label,
+                            "ptx_version": _v(i.ptx_version) if i.ptx_version else None,
+                            "toolkit": _v(i.toolkit) if i.toolkit else None,
+                            "compression": i.compression} for i in s.images],
+                "kernels": [{"name": k, "archs": {a.sm: d.to_dict() for a, d in
+                                                  zip(archs, ds, strict=True)}}
+                            for k, ds in kernels],
+            }
+            for s, kernels in rows
+        ],
+    }
 
 
 def _cell(d: Decision) -> str:
@@ -61,82 +199,58 @@ def _cell(d: Decision) -> str:
     return f"PTX-JIT {d.image.arch.compute} *"
 
 
-def _check(args: argparse.Namespace) -> int:
-    from ..compat import image_sets
-
-    archs: list[Arch] = list(dict.fromkeys(args.arch))
-    sets = image_sets(args.file)
-    if not sets:  # nothing can load: not "every requested arch is fine"
-        raise FormatError(f"{args.file}: no device code (no fatbin, cubin or PTX)")
-    rows = [(s, _rows(s, archs, args.driver)) for s in sets]
-    ok = all(d.loadable for _, kernels in rows for _, ds in kernels for d in ds)
-    if args.json:
-        json.dump(_json(args, archs, rows, ok), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        _print(args, archs, rows)
-    return 0 if ok else 1
-
-
-def _rows(s: ImageSet, archs: list[Arch], driver: tuple[int, int] | None,
-          ) -> list[tuple[str | None, list[Decision]]]:
-    kernels: list[str | None] = list(s.kernels) or [None]
-    return [(k, [s.decide(a, driver, k) for a in archs]) for k in kernels]
-
-
-def _json(args: argparse.Namespace, archs: list[Arch],
-          rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]],
-          ok: bool) -> dict[str, Any]:
-    return {
-        "file": str(args.file),
-        "driver": f"{args.driver[0]}.{args.driver[1]}" if args.driver else None,
-        "archs": [a.sm for a in archs],
-        "ok": ok,
-        "modules": [
-            {
-                "module": s.label,
-                "raw": s.raw,
-                "images": [{"kind": i.kind,
-                            "arch": i.arch.compute if i.kind == "ptx" else i.arch.sm,
-                            "label": i.label,
-                            "ptx_version": f"{i.ptx_version[0]}.{i.ptx_version[1]}"
-                            if i.ptx_version else None} for i in s.images],
-                "kernels": [{"name": k, "archs": {a.sm: d.to_dict() for a, d in
-                                                  zip(archs, ds, strict=True)}}
-                            for k, ds in kernels],
-            }
-            for s, kernels in rows
-        ],
-    }
-
-
-def _print(args: argparse.Namespace, archs: list[Arch],
-           rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]]) -> None:
-    driver = f", driver CUDA {args.driver[0]}.{args.driver[1]}" if args.driver else ""
+def _print(args: argparse.Namespace, archs: list[Arch], rows: Rows,
+           verdicts: list[ArchVerdict]) -> None:
+    driver = f", driver CUDA {_v(args.driver)}" if args.driver else ""
     print(f"{args.file}: {len(rows)} module(s){driver}")
+    if not args.driver:
+        print(NOT_CHECKED)
+    failed = {m for v in verdicts for m, _ in v.failed}
+    shown = [r for r in rows if args.verbose or len(rows) <= TABLES_SHOWN or r[0].label in failed]
     jit = False
-    for s, kernels in rows:
-        names = ", ".join(i.name for i in s.images) or "no loadable images"
-        print(f"\n{s.label}: {names}")
-        # kernels with the same decisions on every arch share one row
-        grouped: dict[tuple[str, ...], list[str]] = {}
-        for k, ds in kernels:
-            grouped.setdefault(tuple(_cell(d) for d in ds), []).append(k or "(no kernels)")
-        width = max(8, *(len(_label(v)) for v in grouped.values())) + 2
-        cw = max(10, *(len(c) for cells in grouped for c in cells)) + 2
-        print("  " + "KERNEL".ljust(width) + "".join(a.sm.ljust(cw) for a in archs).rstrip())
-        for cells, ks in grouped.items():
-            print("  " + _label(ks).ljust(width) + "".join(c.ljust(cw) for c in cells).rstrip())
-            jit = jit or any(c.startswith("PTX-JIT") for c in cells)
-        reasons: dict[str, None] = {}
-        for _, ds in kernels:
-            for a, d in zip(archs, ds, strict=True):
-                if d.how != "sass":
-                    reasons.setdefault(f"  {a.sm}: {d.reason}")
-        for line in reasons:
-            print(line)
+    for s, kernels in shown[:TABLES_SHOWN if not args.verbose and len(rows) > TABLES_SHOWN
+                            else None]:
+        jit = _print_module(s, kernels, archs) or jit
+    if len(shown) > TABLES_SHOWN and not args.verbose and len(rows) > TABLES_SHOWN:
+        print(f"\n... {len(shown) - TABLES_SHOWN} more failing module(s) (--verbose shows all)")
+    print("\nverdict" + (" (--strict)" if args.strict else "") + ":")
+    width = max(len(a.sm) for a in archs) + 2
+    for v in verdicts:
+        status = v.status.upper() if not v.ok(args.strict) else v.status
+        print(f"  {v.device.sm.ljust(width)}{status.ljust(9)}{v.reason}; {_needs(v)}")
+        if args.verbose and v.restricted:
+            print(f"    no image for {v.device.sm}: " + ", ".join(v.restricted))
+        if v.empty:
+            print(f"    {len(v.empty)} empty module(s) (no kernels, no variables) not counted")
+    for w in dict.fromkeys(w for v in verdicts for w in v.warnings):
+        print(f"warning: {w}")
     if jit:
         print(f"\n* {JIT_NOTE}")
+
+
+def _print_module(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
+                  archs: list[Arch]) -> bool:
+    names = ", ".join(i.name for i in s.images) or "no loadable images"
+    print(f"\n{s.label}: {names}")
+    # kernels with the same decisions on every arch share one row
+    grouped: dict[tuple[str, ...], list[str]] = {}
+    for k, ds in kernels:
+        grouped.setdefault(tuple(_cell(d) for d in ds), []).append(k or "(no kernels)")
+    width = max(8, *(len(_label(v)) for v in grouped.values())) + 2
+    cw = max(10, *(len(c) for cells in grouped for c in cells)) + 2
+    print("  " + "KERNEL".ljust(width) + "".join(a.sm.ljust(cw) for a in archs).rstrip())
+    jit = False
+    for cells, ks in grouped.items():
+        print("  " + _label(ks).ljust(width) + "".join(c.ljust(cw) for c in cells).rstrip())
+        jit = jit or any(c.startswith("PTX-JIT") for c in cells)
+    reasons: dict[str, None] = {}
+    for _, ds in kernels:
+        for a, d in zip(archs, ds, strict=True):
+            if d.how != "sass":
+                reasons.setdefault(f"  {a.sm}: {d.reason}")
+    for line in reasons:
+        print(line)
+    return jit
 
 
 def _label(kernels: list[str], limit: int = 40) -> str:

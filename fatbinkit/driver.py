@@ -1,0 +1,168 @@
+"""What a CUDA driver supports, by the CUDA version it implements: NVIDIA's tables as data.
+
+A driver is named here by its CUDA version (what ``nvidia-smi`` prints as "CUDA Version" and
+``cuDriverGetVersion`` returns), e.g. ``(13, 0)``; :func:`parse_driver` also takes a driver
+version such as ``580.65.06`` and maps its branch to that CUDA version. The floors that decide a
+load (which device archs a driver drives, which toolkit's cubins and which compression it reads)
+are applied by :mod:`fatbinkit.compat`; every table cites its source.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import InvalidArgumentError
+
+__all__ = [
+    "DEVICE_SUPPORT",
+    "MINOR_COMPAT_DRIVER",
+    "RELEASES",
+    "DeviceSupport",
+    "Release",
+    "cuda_for_driver",
+    "cuda_name",
+    "parse_driver",
+    "release_for",
+]
+
+CudaVersion = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Release:
+    """One CUDA release and the minimum driver its toolkit ships with (Linux, Windows)."""
+
+    cuda: CudaVersion
+    linux: str
+    windows: str | None
+
+    def __str__(self) -> str:
+        return f"CUDA {self.cuda[0]}.{self.cuda[1]} (driver >= {self.linux})"
+
+
+# CUDA Toolkit Release Notes, 2.2 "CUDA Driver", Table 3 "CUDA Toolkit and Corresponding Driver
+# Versions" (docs.nvidia.com/cuda/cuda-toolkit-release-notes, 13.2 Update 2 edition): the GA row
+# of each release. There was no CUDA 12.7 release (PTX ISA 8.6 is listed for 12.7; the first
+# driver to JIT it is 12.8's). Windows drivers are no longer bundled from 13.0 on.
+RELEASES: tuple[Release, ...] = (
+    Release((11, 0), "450.36.06", "451.22"), Release((11, 1), "455.23", "456.38"),
+    Release((11, 2), "460.27.03", "460.82"), Release((11, 3), "465.19.01", "465.89"),
+    Release((11, 4), "470.42.01", "471.11"), Release((11, 5), "495.29.05", "496.04"),
+    Release((11, 6), "510.39.01", "511.23"), Release((11, 7), "515.43.04", "516.01"),
+    Release((11, 8), "520.61.05", "520.06"), Release((12, 0), "525.60.13", "527.41"),
+    Release((12, 1), "530.30.02", "531.14"), Release((12, 2), "535.54.03", "536.25"),
+    Release((12, 3), "545.23.06", "545.84"), Release((12, 4), "550.54.14", "551.61"),
+    Release((12, 5), "555.42.02", "555.85"), Release((12, 6), "560.28.03", "560.76"),
+    Release((12, 8), "570.26", "570.65"), Release((12, 9), "575.51.03", "576.02"),
+    Release((13, 0), "580.65.06", None), Release((13, 1), "590.44.01", None),
+    Release((13, 2), "595.45.04", None),
+)
+
+# CUDA Compatibility guide, "Minor Version Compatibility" (docs.nvidia.com/deploy/cuda-
+# compatibility/minor-version-compatibility.html): "From CUDA 11 onwards, applications compiled
+# with a CUDA Toolkit release from within a CUDA major release family can run, with limited
+# feature-set, on systems having at least the minimum required driver version" -- release notes
+# Table 2: 11.x >= 450.80.02 (the 11.0 GA driver 450.36.06 is older: footnote), 12.x >= 525.60.13,
+# 13.x >= 580.65.06. PTX JIT is not covered (PTX_ISA_MIN_CUDA in fatbinkit.ptx).
+MINOR_COMPAT_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+
+@dataclass(frozen=True)
+class DeviceSupport:
+    """The drivers that drive GPUs of one compute capability: from ``first`` (the first CUDA
+    release that supports the arch) to ``last`` (None: still supported)."""
+
+    first: CudaVersion
+    last: CudaVersion | None = None
+    note: str = ""
+
+
+_VOLTA_AND_OLDER = ("the R580 branch (CUDA 13.0) is the last to support Maxwell, Pascal and "
+                    "Volta GPUs")
+_THOR = "Thor is sm_101 up to CUDA 12.9; CUDA 13 drivers report it as sm_110"
+
+# The first CUDA release supporting each compute capability: CUDA Toolkit release notes of each
+# release ("New architecture support": 11.0 sm_80, 11.1 sm_86, 11.4 sm_87, 11.8 sm_89/sm_90,
+# 12.8 sm_100/sm_101/sm_120, 12.9 sm_103/sm_121, 13.0 sm_110 (renamed from sm_101) and sm_88),
+# cross-checked with LLVM's NVPTXTargetParser.def MIN_VER column and with the ptxas 12.8/12.9
+# arch lists (12.8 has no sm_103, sm_121 or f targets; 12.9 has). A driver cannot drive a GPU
+# released after it: NVIDIA publishes no per-arch driver table, so the first toolkit's driver
+# branch is the floor (reasoned). The end of support: Kepler ended with R470 (CUDA 11.4, NVIDIA
+# "Current graphics driver releases": 470.x is the legacy branch for GKxxx GPUs; below the range
+# modelled here); "The release 580 series will be the last to support GPUs based on the Maxwell,
+# Pascal, and Volta architectures" (NVIDIA, Unix graphics feature deprecation schedule), and R590
+# is CUDA 13.1 (Table 3). CUDA 13.0 also removed offline compilation for those archs (release
+# notes, "Deprecated Architectures"): a toolkit limit, not a driver one.
+DEVICE_SUPPORT: dict[int, DeviceSupport] = {
+    50: DeviceSupport((6, 0), (13, 0), _VOLTA_AND_OLDER),
+    52: DeviceSupport((6, 5), (13, 0), _VOLTA_AND_OLDER),
+    53: DeviceSupport((7, 0), (13, 0), _VOLTA_AND_OLDER),
+    60: DeviceSupport((8, 0), (13, 0), _VOLTA_AND_OLDER),
+    61: DeviceSupport((8, 0), (13, 0), _VOLTA_AND_OLDER),
+    62: DeviceSupport((8, 0), (13, 0), _VOLTA_AND_OLDER),
+    70: DeviceSupport((9, 0), (13, 0), _VOLTA_AND_OLDER),
+    72: DeviceSupport((9, 1), (13, 0), _VOLTA_AND_OLDER),
+    75: DeviceSupport((10, 0)),
+    80: DeviceSupport((11, 0)),
+    86: DeviceSupport((11, 1)),
+    87: DeviceSupport((11, 4)),
+    88: DeviceSupport((13, 0)),
+    89: DeviceSupport((11, 8)),
+    90: DeviceSupport((11, 8)),
+    100: DeviceSupport((12, 8)),
+    101: DeviceSupport((12, 8), (12, 9), _THOR),
+    103: DeviceSupport((12, 9)),
+    110: DeviceSupport((13, 0), None, _THOR),
+    120: DeviceSupport((12, 8)),
+    121: DeviceSupport((12, 9)),
+}
+
+_CUDA_RE = re.compile(r"^(\d{1,2})(?:\.(\d{1,2}))?$")
+_DRIVER_RE = re.compile(r"^(\d{3})(?:\.\d{1,3}){0,2}$")
+
+
+def parse_driver(text: str) -> CudaVersion:
+    """``13.0`` or ``13`` (a CUDA version), or ``580.65.06`` / ``580`` (a driver version, mapped
+    to the CUDA version of its branch by :func:`cuda_for_driver`)."""
+    text = text.strip()
+    m = _CUDA_RE.match(text)
+    if m:
+        return int(m.group(1)), int(m.group(2) or 0)
+    if _DRIVER_RE.match(text):
+        return cuda_for_driver(text)
+    raise InvalidArgumentError(
+        f"{text!r} is neither a CUDA version like 13.0 nor a driver version like 580.65.06")
+
+
+def cuda_for_driver(version: str) -> CudaVersion:
+    """The CUDA version a driver implements, from its branch (``580.65.06`` -> 13.0): the newest
+    release of Table 3 whose Linux or Windows minimum driver is on that branch or an older one.
+
+    A branch outside the table is refused (give the CUDA version): before 450 (CUDA 11.0) the
+    table is not kept, after the newest row the CUDA version is not known here.
+    """
+    branch = int(version.split(".")[0])
+    fits = [r for r in RELEASES
+            if min(int(r.linux.split(".")[0]), int((r.windows or r.linux).split(".")[0]))
+            <= branch]
+    newest = RELEASES[-1]
+    if not fits or branch > int(newest.linux.split(".")[0]):
+        raise InvalidArgumentError(
+            f"driver {version} is outside the known table (450 .. {newest.linux.split('.')[0]}, "
+            f"CUDA 11.0 .. {newest.cuda[0]}.{newest.cuda[1]}): give its CUDA version instead "
+            "(nvidia-smi's 'CUDA Version')")
+    return fits[-1].cuda
+
+
+def release_for(cuda: CudaVersion) -> Release | None:
+    """The first release of the table at or after ``cuda`` (12.7 -> 12.8), None past its end."""
+    return next((r for r in RELEASES if r.cuda >= cuda), None)
+
+
+def cuda_name(cuda: CudaVersion) -> str:
+    """``CUDA 13.0 (driver >= 580.65.06)``: a version with the Linux driver that provides it."""
+    rel = release_for(cuda)
+    if rel is None:
+        return f"CUDA {cuda[0]}.{cuda[1]} (newer than the known driver table)"
+    return f"CUDA {cuda[0]}.{cuda[1]} (driver >= {rel.linux})"
