@@ -429,7 +429,7 @@ def decide(
                                        v.image.ptx_version or (0, 0)))
     else:
         if refused is not None:
-            return result(None, "none", refused[1], NO_DEVICE, (refused[0],), refused[0])
+            return result(None, "none", refused[1], NO_DEVICE, floor=refused[0])
         if not verdicts:
             return result(None, "none", "no images", NO_BINARY)
         failing = [v for v in verdicts if v.error]

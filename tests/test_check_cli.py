@@ -196,3 +196,92 @@ def test_check_arch_specific_ptx_labelled_portable(
     assert k["sm_90"]["how"] == "ptx-jit"
     assert k["sm_100"]["error"] == "CUDA_ERROR_INVALID_PTX"
     assert ".target sm_90a" in k["sm_100"]["reason"]
+
+
+# -- the suite's real libraries on the drivers users run ----------------------------------------
+# Expected verdicts written from the documented floors (docs/inspect.md), for what each library
+# is: cupy-cuda12x 14.2 was built by CUDA 12.9 (PTX .version 8.8, checked below with cuobjdump),
+# LZ4, SASS sm_50 .. sm_90, sm_100f, sm_120f, PTX compute_100; cupy-cuda13x 14.2 by CUDA 13.2,
+# zstd, SASS sm_75 .. sm_90, sm_100f, sm_120f, PTX compute_120; cuRAND 10.4.5.25 by CUDA 13.4,
+# zstd, SASS + PTX ISA 9.4 for sm_75 .. sm_120 except for modules with sm_75 only, one of which
+# holds data (the precalc tables) and no kernels.
+# (library, driver, arch) -> (status, floor of the failure or None)
+REAL = {
+    "cupy12": {
+        "12.0": {"sm_80": ("works", None), "sm_90": ("works", None),
+                 "sm_100": ("fails", "device"), "sm_120": ("fails", "device")},
+        "12.4": {"sm_90": ("works", None), "sm_120": ("fails", "device")},
+        # Blackwell is driven from 12.8, but the f targets arrived with 12.9
+        "12.8": {"sm_90": ("works", None), "sm_100": ("fails", "variant"),
+                 "sm_120": ("fails", "variant"), "sm_121": ("fails", "device")},
+        "12.9": {"sm_100": ("works", None), "sm_103": ("works", None),
+                 "sm_120": ("works", None), "sm_121": ("works", None)},
+        # R580 still drives Volta; Thor (sm_110) JITs the compute_100 PTX (ISA 8.8 <= 13.0)
+        "13.0": {"sm_70": ("works", None), "sm_90": ("works", None), "sm_110": ("works", None)},
+        "13.1": {"sm_70": ("fails", "device"), "sm_90": ("works", None)},
+    },
+    "cupy13": {
+        "12.0": {"sm_90": ("fails", "toolkit")},
+        "12.4": {"sm_90": ("fails", "toolkit")},
+        "12.8": {"sm_90": ("fails", "toolkit"), "sm_120": ("fails", "toolkit")},
+        "13.0": {"sm_75": ("works", None), "sm_90": ("works", None), "sm_100": ("works", None),
+                 "sm_121": ("works", None), "sm_110": ("fails", None)},
+    },
+    "curand13": {
+        "12.0": {"sm_90": ("fails", "toolkit")},
+        "12.4": {"sm_90": ("fails", "toolkit")},
+        "12.8": {"sm_90": ("fails", "toolkit"), "sm_120": ("fails", "toolkit")},
+        # the data-only sm_75 module's PTX 9.4 needs 13.4: reported, not fatal
+        "13.0": {"sm_75": ("works", None), "sm_90": ("partial", None),
+                 "sm_120": ("partial", None)},
+    },
+}
+
+
+@pytest.mark.parametrize("which, driver", [(w, d) for w in REAL for d in REAL[w]])
+def test_real_libraries_on_each_driver(which: str, driver: str) -> None:
+    from thirdparty import CURAND13
+
+    path = fetch({"cupy12": CUPY12_RANDOM, "cupy13": CUPY13_RANDOM, "curand13": CURAND13}[which])
+    expected = REAL[which][driver]
+    args = [a for arch in expected for a in ("--arch", arch)]
+    rc, doc = check_json(path, *args, "--driver", driver)
+    got = {arch: (v["status"], v["failed"][0]["floor"] if v["failed"] else None)
+           for arch, v in doc["verdicts"].items()}
+    assert got == expected
+    assert rc == (0 if all(s != "fails" for s, _ in expected.values()) else 1)
+    assert doc["driver_checked"]
+    if which == "curand13" and driver == "13.0":
+        assert check_json(path, *args, "--driver", driver, "--strict")[0] == 1
+        v = doc["verdicts"]["sm_90"]
+        assert [f["floor"] for f in v["data_only_failed"]] == ["ptx-isa"]
+
+
+def test_real_library_facts_from_cuobjdump() -> None:
+    """The facts the table above rests on, read by NVIDIA's tool: CuPy 12's PTX ISA."""
+    out = run([CUOBJDUMP, "-ptx", fetch(CUPY12_RANDOM)]).stdout
+    assert set(re.findall(r"^\.version (\d+\.\d+)", out, re.M)) == {"8.8"}
+    out = run([CUOBJDUMP, "-ptx", fetch(CUPY13_RANDOM)]).stdout
+    assert set(re.findall(r"^\.version (\d+\.\d+)", out, re.M)) == {"9.2"}
+
+
+def test_min_driver_and_unchecked_floors() -> None:
+    so = fetch(CUPY12_RANDOM)
+    proc = fatbinkit("check", so, "--min-driver", "--json")
+    assert proc.returncode == 0, proc.stderr
+    table = json.loads(proc.stdout)["min_driver"]
+    # SASS sm_90 built by 12.9: any 12.x driver; f targets: 12.9; Thor as sm_101 (its name up to
+    # CUDA 12.9) runs the sm_100f SASS from 12.9, its last driver: no gap
+    assert table["sm_90"]["min_driver"] == "12.0" and table["sm_90"]["linux_driver"] == "525.60.13"
+    assert table["sm_100"]["min_driver"] == "12.9" and table["sm_121"]["min_driver"] == "12.9"
+    assert table["sm_110"]["min_driver"] == "13.0"
+    assert table["sm_101"]["min_driver"] == "12.9" and table["sm_101"]["driver_gap"] is None
+    text = fatbinkit("check", so, "--arch", "sm_90", "--arch", "sm_120")
+    assert text.returncode == 0
+    assert "driver floors not checked" in text.stdout
+    assert "needs CUDA 12.9 (driver >= 575.51.03)" in text.stdout
+    rc, doc = check_json(so, "--arch", "sm_120")
+    assert not doc["driver_checked"] and doc["verdicts"]["sm_120"]["min_driver"] == "12.9"
+    # a driver version is read as its branch's CUDA version
+    rc, doc = check_json(so, "--arch", "sm_120", "--driver", "570.124.06")
+    assert doc["driver"] == "12.8" and rc == 1

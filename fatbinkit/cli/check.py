@@ -217,7 +217,9 @@ def _print(args: argparse.Namespace, archs: list[Arch], rows: Rows,
     width = max(len(a.sm) for a in archs) + 2
     for v in verdicts:
         status = v.status.upper() if not v.ok(args.strict) else v.status
-        print(f"  {v.device.sm.ljust(width)}{status.ljust(9)}{v.reason}; {_needs(v)}")
+        needs = _needs(v)
+        print(f"  {v.device.sm.ljust(width)}{status.ljust(9)}{v.reason}"
+              + (f"; {needs}" if needs != "no image" else ""))
         if args.verbose and v.restricted:
             print(f"    no image for {v.device.sm}: " + ", ".join(v.restricted))
         if v.empty:

@@ -2,7 +2,9 @@
 
 Each case is a set of images of one kernel ``which`` that stores a mark saying which image it was
 built as (SASS sm_80 only, sm_86, sm_90, sm_90a, sm_100/sm_120 only, PTX compute_80, PTX sm_90a,
-PTX too new for the driver, mixes as fatbins written by ``fatbinkit.fatbin``, bare cubin/PTX).
+PTX too new for the driver, cubins built by CUDA 12.9 and 13.0, LZ4 and zstd entries, mixes as
+fatbins written by ``fatbinkit.fatbin``, bare cubin/PTX). Images from other toolkits and real
+cuRAND containers come from ``FATBINKIT_TOOLKIT_DIR`` (``python -m tests.gpu.toolkit_artifacts``).
 For each, ``fatbinkit.compat`` predicts for this device and driver (cuDriverGetVersion); then the
 image is loaded, and the kernel launched: the mark, CU_FUNC_ATTRIBUTE_BINARY_VERSION and
 PTX_VERSION say which image the driver picked; or the CUresult must be the predicted error.
@@ -33,7 +35,8 @@ from fatbinkit.toolchain import find_tool
 
 SOURCE = 'extern "C" __global__ void which(int* out) { out[0] = MARK; }\n'
 
-# image name -> (nvcc output kind, nvcc -arch value)
+# image name -> (nvcc output kind, nvcc -arch value); "cubin@cu12.9": built by that toolkit's
+# ptxas on the CPU machine (toolkit_artifacts.py). In a case, "name|zstd" stores it compressed.
 IMAGES = {
     "sm_80": ("cubin", "sm_80"),
     "sm_86": ("cubin", "sm_86"),
@@ -48,7 +51,11 @@ IMAGES = {
     "compute_100": ("ptx", "compute_100"),
     "compute_80@9.9": ("ptx", "compute_80"),  # .version edited to 9.9: newer than any driver
     "compute_90@9.9": ("ptx", "compute_90"),
+    "compute_80@8.0": ("ptx", "compute_80"),  # .version 8.0: what a CUDA 12.0 nvcc writes
+    "sm_90@cu12.9": ("cubin@cu12.9", "sm_90"),
+    "sm_80@cu12.9": ("cubin@cu12.9", "sm_80"),
 }
+TOOLKIT_DIR = os.environ.get("FATBINKIT_TOOLKIT_DIR")
 MARKS = {name: i + 1 for i, name in enumerate(IMAGES)}
 
 # (case name, images, bare): bare = the single image given to the driver as is, not in a fatbin
@@ -78,6 +85,15 @@ CASES = [
     ("bare PTX compute_90a", ["compute_90a"], True),
     ("bare PTX compute_100", ["compute_100"], True),
     ("bare PTX too new (9.9)", ["compute_80@9.9"], True),
+    ("SASS sm_90 built by CUDA 12.9", ["sm_90@cu12.9"], False),
+    ("sm_90 (CUDA 12.9) + sm_90a (CUDA 13.0)", ["sm_90@cu12.9", "sm_90a"], False),
+    ("sm_80 (CUDA 12.9) + sm_90 (CUDA 13.0)", ["sm_80@cu12.9", "sm_90"], False),
+    ("bare cubin sm_90 built by CUDA 12.9", ["sm_90@cu12.9"], True),
+    ("sm_80 + PTX 8.0", ["sm_80", "compute_80@8.0"], False),
+    ("SASS sm_90 zstd", ["sm_90|zstd"], False),
+    ("SASS sm_90 (CUDA 12.9) lz4", ["sm_90@cu12.9|lz4"], False),
+    ("PTX compute_80 zstd", ["compute_80|zstd"], False),
+    ("sm_100f + PTX compute_90 lz4", ["sm_100f", "compute_90|lz4"], False),
 ]
 
 
@@ -98,6 +114,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     src.write_text(SOURCE)
     out: dict[str, bytes] = {}
     for name, (kind, arch) in IMAGES.items():
+        if kind.startswith("cubin@"):  # another toolkit's: built on the CPU machine
+            if TOOLKIT_DIR and (Path(TOOLKIT_DIR) / f"{name}.cubin").is_file():
+                out[name] = (Path(TOOLKIT_DIR) / f"{name}.cubin").read_bytes()
+            continue
         path = tmp / f"{name.replace('@', '_')}.{kind}"
         subprocess.run([nvcc, f"-{kind}", f"-arch={arch}", f"-DMARK={MARKS[name]}", "-o",
                         str(path), str(src)], check=True, capture_output=True)
@@ -136,22 +156,26 @@ def report() -> Iterator[list[Observed]]:
     path.with_name(path.stem + ".check.md").write_text("\n".join(lines) + "\n")
 
 
-def _image_arch(name: str) -> Arch:
-    return Arch.parse(name.split("@")[0])
-
-
-def _built(name: str) -> str:
-    """``compute_90a as compute_90``: image compute_90a stored under the label compute_90."""
-    return name.split(" as ")[0]
+def _parts(name: str) -> tuple[str, Arch, str | None]:
+    """``compute_90a as compute_90|zstd`` -> (built image ``compute_90a``, label arch
+    compute_90, codec zstd)."""
+    image, _, codec = name.partition("|")
+    built = image.split(" as ")[0]
+    return built, Arch.parse(image.split(" as ")[-1].split("@")[0]), codec or None
 
 
 def _blob(built: dict[str, bytes], names: list[str], bare: bool) -> bytes:
+    missing = [n for n in names if _parts(n)[0] not in built]
+    if missing:
+        pytest.skip(f"{missing} not built here: run tests.gpu.toolkit_artifacts on the CPU "
+                    "machine and set FATBINKIT_TOOLKIT_DIR")
     if bare:
-        return built[names[0]]
+        return built[_parts(names[0])[0]]
     entries = []
     for n in names:
+        image, arch, codec = _parts(n)
         kind = EntryKind.PTX if n.startswith("compute") else EntryKind.ELF
-        entries.append(make_entry(kind, _image_arch(n.split(" as ")[-1]), built[_built(n)]))
+        entries.append(make_entry(kind, arch, built[image], compression=codec))
     return build_fatbin(entries)
 
 
@@ -190,7 +214,7 @@ def test_driver_does_what_compat_predicts(
         with Buffer(4) as out:
             kernel.launch(1, 1, [out.ptr])
             (mark,) = struct.unpack("<i", out.to_bytes())
-    picked = next(n for n in names if MARKS[_built(n)] == mark)
+    picked = next(n for n in names if MARKS[_parts(n)[0]] == mark)
     how = "ptx-jit" if picked.startswith("compute") else "sass"
     report.append(Observed(case, predicted, f"{how} {picked}", kernel.binary_version,
                            kernel.ptx_version))
@@ -198,9 +222,9 @@ def test_driver_does_what_compat_predicts(
     assert f"{decision.how} {names[images.index(decision.image)]}" == f"{how} {picked}"
     assert kernel.binary_version == gpu.arch.number or how == "sass"
     if how == "sass":
-        assert kernel.binary_version == _image_arch(_built(picked)).number
+        assert kernel.binary_version == Arch.parse(_parts(picked)[0].split("@")[0]).number
     else:
-        assert kernel.ptx_version == _image_arch(_built(picked)).number
+        assert kernel.ptx_version == Arch.parse(_parts(picked)[0].split("@")[0]).number
 
 
 def test_marks_launch(gpu: Device, built: dict[str, bytes]) -> None:
@@ -211,3 +235,110 @@ def test_marks_launch(gpu: Device, built: dict[str, bytes]) -> None:
     with Module.load(built[native]) as module, Buffer(4) as out:
         module.kernel("which").launch(1, 1, [out.ptr])
         assert struct.unpack("<i", out.to_bytes())[0] == MARKS[native]
+
+
+# -- what the driver does after its pick --------------------------------------------------------
+# Each case: images (as in CASES), the index of the entry to damage and how, the CUresult the
+# driver gives. The damaged image is the one the driver picks by arch; another image would have
+# loaded. The driver fails instead of falling back: the rule fatbinkit.compat applies to every
+# floor (the pick is checked, nothing else). The damage stands for what an older driver sees in a
+# newer image: an entry flag it does not know (zstd 0x8000 before CUDA 12.4, the f flag before
+# 12.9) or an ELF OSABI it does not know.
+FLAG_UNKNOWN = 0x4000
+NO_FALL_BACK = [
+    ("sm_90 with an unknown flag + compute_80", ["sm_90", "compute_80"], 0, "flag",
+     "CUDA_ERROR_INVALID_IMAGE"),
+    ("sm_90a with an unknown flag + sm_90", ["sm_90a", "sm_90"], 0, "flag",
+     "CUDA_ERROR_INVALID_IMAGE"),
+    ("compute_90 with an unknown flag + compute_80", ["compute_90", "compute_80"], 0, "flag",
+     "CUDA_ERROR_INVALID_PTX"),
+    ("sm_90 with an unknown OSABI + compute_80", ["sm_90", "compute_80"], 0, "osabi",
+     "CUDA_ERROR_INVALID_IMAGE"),
+    ("sm_90a with an unknown OSABI + sm_90", ["sm_90a", "sm_90"], 0, "osabi",
+     "CUDA_ERROR_INVALID_IMAGE"),
+    ("sm_90a with a corrupt LZ4 payload + sm_90", ["sm_90a|lz4", "sm_90"], 0, "payload",
+     "CUDA_ERROR_NO_BINARY_FOR_GPU"),
+]
+
+
+def _damage(blob: bytes, index: int, how: str) -> bytes:
+    import dataclasses
+
+    from fatbinkit.fatbin import Fatbin
+
+    out = bytearray(blob)
+    entry = Fatbin.from_bytes(blob).entries[index]
+    head = entry.header.pack()
+    at = blob.find(head)
+    if how == "flag":
+        out[at:at + len(head)] = dataclasses.replace(
+            entry.header, flags=entry.header.flags | FLAG_UNKNOWN).pack()
+    elif how == "osabi":
+        payload = blob.find(bytes(entry.stored))
+        out[payload + 7] = 66  # EI_OSABI: 51 (ABI v1) and 65 (ABI v2) are the known ones
+    else:
+        stored = bytes(entry.stored)
+        payload = blob.find(stored)
+        for i in range(payload + 4, payload + len(stored) - 4):
+            out[i] ^= 0x5A
+    return bytes(out)
+
+
+@pytest.mark.parametrize("case, names, index, how, error", NO_FALL_BACK,
+                         ids=[c[0] for c in NO_FALL_BACK])
+def test_no_fall_back_after_the_pick(
+    gpu: Device, built: dict[str, bytes], report: list[Observed], case: str, names: list[str],
+    index: int, how: str, error: str,
+) -> None:
+    blob = _blob(built, names, False)
+    intact = image_sets(blob)[0].decide(gpu.arch, gpu.driver_version, "which")
+    assert intact.loadable  # undamaged, it loads: the damage is what the driver stops at
+    with pytest.raises(CudaError) as exc:  # a fall back would load the other image
+        Module.load(_damage(blob, index, how)).close()
+    report.append(Observed(case, f"error {error} (no fall back)", f"error {exc.value.code}"))
+    assert exc.value.code == error
+
+
+def test_driver_reads_no_toolkit_field(gpu: Device, built: dict[str, bytes]) -> None:
+    """The toolkit floor is NVIDIA's documented contract, not a header check: this driver loads a
+    cubin whose EI_ABIVERSION (9) and .note.nv.cuinfo toolkit (14.0) name a future release."""
+    from fatbinkit import elf
+
+    native = bytearray(built[f"sm_{gpu.arch.number}"])
+    native[8] = 9
+    head = elf.file_header(native)
+    note = next(s for s in elf.sections(native, head) if s.name == ".note.nv.cuinfo")
+    desc = elf.NoteHeader.unpack_from(elf.section_data(native, note)).desc_offset
+    struct.pack_into("<I", native, note.header.offset + desc + 4, 140)
+    with Module.load(bytes(native)) as module, Buffer(4) as out:
+        module.kernel("which").launch(1, 1, [out.ptr])
+        assert struct.unpack("<i", out.to_bytes())[0] == MARKS[f"sm_{gpu.arch.number}"]
+
+
+@pytest.mark.parametrize("container", [0, 12])
+def test_vendor_container_as_predicted(gpu: Device, report: list[Observed],
+                                       container: int) -> None:
+    """Real cuRAND 13 containers (CUDA 13.4, zstd): container 12 holds only sm_75 SASS and PTX
+    ISA 9.4, so on another arch the driver picks that PTX and a driver older than 13.4 refuses
+    it; container 0 has SASS for this arch."""
+    path = Path(TOOLKIT_DIR or ".") / f"curand-container-{container}.fatbin"
+    if not TOOLKIT_DIR or not path.is_file():
+        pytest.skip("no cuRAND containers: run tests.gpu.toolkit_artifacts, set "
+                    "FATBINKIT_TOOLKIT_DIR")
+    blob = path.read_bytes()
+    (image_set,) = image_sets(blob)
+    decision = image_set.decide(gpu.arch, gpu.driver_version)
+    predicted = (f"{decision.how} {decision.image.name}" if decision.image else
+                 f"error {decision.error}")
+    try:
+        module = Module.load(blob)
+    except CudaError as exc:
+        report.append(Observed(f"cuRAND 13.4 container {container}", predicted,
+                               f"error {exc.code}"))
+        assert decision.error == exc.code
+        return
+    with module:
+        versions = {k.binary_version for k in module.kernels()}
+    report.append(Observed(f"cuRAND 13.4 container {container}", predicted, "loaded"))
+    assert decision.loadable and decision.how == "sass"
+    assert versions <= {gpu.arch.number}
