@@ -62,7 +62,7 @@ from . import elf
 from .arch import Arch
 from .cubin import ABI_V2, Cubin, is_cubin
 from .driver import DEVICE_SUPPORT, MINOR_COMPAT_DRIVER, RELEASES, CudaVersion, cuda_name
-from .errors import FatbinkitError, FormatError, InvalidArgumentError
+from .errors import FatbinkitError, FormatError, InvalidArgumentError, UnsupportedError
 from .fatbin import EntryKind, FatbinEntry
 from .ptx import NEWEST_KNOWN_CUDA, Ptx, is_ptx, max_ptx_isa_for_driver, min_driver_for_ptx_isa
 from .scan import scan
@@ -143,6 +143,7 @@ class Image:
     abi_version: int | None = None
     compression: str | None = None
     variables: bool = False
+    unread: str = ""  # why a cubin's ELF could not be read (its kernels and toolkit unknown)
 
     def __post_init__(self) -> None:
         if self.kind not in (SASS, PTX):
@@ -178,6 +179,17 @@ class Floor:
     need: CudaVersion | None
     why: str
     error: str
+    family: bool = False  # any driver of need's major (minor-version compatibility) or newer
+
+    @property
+    def needs(self) -> str:
+        """``CUDA 12.9 (driver >= 575.51.03)``, or for a family ``a CUDA 13.x driver (>=
+        580.65.06)``."""
+        if self.need is None:
+            return "a CUDA release newer than any known"
+        if self.family and self.need[0] in MINOR_COMPAT_DRIVER:
+            return f"a CUDA {self.need[0]}.x driver (>= {MINOR_COMPAT_DRIVER[self.need[0]]})"
+        return cuda_name(self.need)
 
     def met_by(self, driver: CudaVersion) -> bool:
         if self.need is None:
@@ -187,11 +199,10 @@ class Floor:
     def refusal(self, driver: CudaVersion) -> str:
         """``cubin built by CUDA 13.2 needs CUDA 13.0 (driver >= 580.65.06); driver 12.8
         refuses it``."""
-        need = cuda_name(self.need) if self.need else "a CUDA release newer than any known"
-        return f"{self.why} needs {need}; driver {_v(driver)} refuses it"
+        return f"{self.why} needs {self.needs}; driver {_v(driver)} refuses it"
 
     def __str__(self) -> str:
-        return f"{self.why}: {cuda_name(self.need) if self.need else 'unknown CUDA release'}"
+        return f"{self.why} needs {self.needs}"
 
 
 @dataclass(frozen=True)
@@ -302,18 +313,19 @@ def image_floors(image: Image) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
             major, _ = image.toolkit
             # within a major family from CUDA 11 on (minor-version compatibility), else exactly
             need = (major, 0) if major >= 11 else image.toolkit
-            family = (f"a CUDA {major}.x driver (>= {MINOR_COMPAT_DRIVER[major]}: minor-version "
-                      "compatibility)" if major in MINOR_COMPAT_DRIVER else None)
             floors.append(Floor("toolkit", need, f"cubin {image.name} built by CUDA "
-                                f"{_v(image.toolkit)}" + (f" (runs on {family})" if family
-                                                          else ""), bad))
-        elif image.abi_version == ABI_V2:
-            need = next(cuda for low, cuda in ABI_V2_MIN_CUDA if image.arch.number >= low)
-            floors.append(Floor("toolkit", need, f"cubin {image.name} in ELF ABI v2 (producer "
-                                "toolkit not recorded)", bad))
+                                f"{_v(image.toolkit)}", bad, family=major >= 11))
         else:
-            warnings.append(f"cubin {image.name}: its producer toolkit is not recorded; the "
-                            "toolkit floor is not checked")
+            if image.unread:
+                warnings.append(f"cubin {image.name} ({image.label}) could not be read ("
+                                f"{image.unread}): its kernels and toolkit are not known")
+            elif image.abi_version != ABI_V2:
+                warnings.append(f"cubin {image.name}: its producer toolkit is not recorded; the "
+                                "toolkit floor is not checked")
+            if image.abi_version == ABI_V2:
+                need = next(cuda for low, cuda in ABI_V2_MIN_CUDA if image.arch.number >= low)
+                floors.append(Floor("toolkit", need, f"cubin {image.name} in ELF ABI v2 "
+                                    "(producer toolkit not recorded)", bad))
     else:
         assert image.ptx_version is not None
         try:
@@ -733,7 +745,13 @@ def image_from_entry(entry: FatbinEntry, label: str = "") -> Image | None:
     from the PTX text, which is what the JIT compiler checks.
     """
     if entry.header.kind == EntryKind.ELF:
-        return image_from_cubin(entry.data(), label, entry.arch, entry.compression)
+        data = entry.data()
+        try:
+            return image_from_cubin(data, label, entry.arch, entry.compression)
+        except (FormatError, UnsupportedError) as exc:  # one bad cubin must not hide the rest
+            abi = data[8] if len(data) > 8 else None
+            return Image(SASS, entry.arch, None, label, None, abi_version=abi,
+                         compression=entry.compression, unread=str(exc))
     if entry.header.kind == EntryKind.PTX:
         return image_from_ptx(entry.data(), label, entry.arch, entry.compression)
     return None

@@ -39,6 +39,7 @@ from .nvinfo import (
 )
 
 CUINFO = struct.Struct("<HHI")  # version, virtual SM, toolkit (major * 10 + minor)
+CUINFO_HEAD = struct.Struct("<HH")  # version, virtual SM: what every cuinfo/cuver note holds
 
 SHT_CUDA_INFO = 0x70000000
 STO_CUDA_ENTRY = 0x10
@@ -234,11 +235,18 @@ class _Reader:
                 raise TruncatedError("cuinfo note shorter than its header", offset=s.header.offset)
             note = elf.NoteHeader.unpack_from(body)
             desc = note.desc_offset
-            if note.descsz < CUINFO.size or desc + CUINFO.size > len(body):
+            size = min(note.descsz, CUINFO.size)
+            if size < CUINFO_HEAD.size or desc + size > len(body):
                 raise TruncatedError("cuinfo note descriptor is truncated",
                                      offset=s.header.offset)
-            _version, vsm, toolkit = CUINFO.unpack_from(body, desc)
-            return vsm, toolkit if s.name == ".note.nv.cuinfo" else None
+            _version, vsm = CUINFO_HEAD.unpack_from(body, desc)
+            if s.name != ".note.nv.cuinfo" or size < CUINFO_HEAD.size + 2:
+                return vsm, None
+            # some producers (cuBLASLt 13.0's sm_75 cubins) write a 6-byte descriptor: a u16
+            # toolkit (0x0082 = 13.0), the rest padding
+            fmt = "<I" if size == CUINFO.size else "<H"
+            (toolkit,) = struct.unpack_from(fmt, body, desc + CUINFO_HEAD.size)
+            return vsm, toolkit
         return None
 
     def cubin(self) -> Cubin:

@@ -19,6 +19,7 @@ from the implementation:
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 from cudabuild import Builds, builds  # noqa: F401
@@ -33,6 +34,7 @@ from fatbinkit.compat import (
     Image,
     decide,
     image_from_bytes,
+    image_sets,
     predict_load,
     ptx_jits_for,
     sass_runs_on,
@@ -184,3 +186,25 @@ def test_predict_load_reads_the_first_container_only(builds: Builds) -> None:  #
     assert picked is not None and (picked.kind, picked.arch) == (SASS, Arch(80))
     assert predict_load(first + second, Arch(90)).error == NO_BINARY
     assert predict_load(sm90, Arch(90), (13, 0)).how == "sass"
+
+
+def test_an_unreadable_cubin_does_not_hide_the_verdict(builds: Builds) -> None:  # noqa: F811
+    """A cubin fatbinkit cannot parse (here: its symbol table links to a missing section) is
+    kept as an image of its entry's arch, with a warning, instead of failing the whole file."""
+    from fatbinkit import elf
+    from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+
+    sm80 = bytearray((builds.root / "nvcc_sm80.cubin").read_bytes())
+    head = elf.file_header(sm80)
+    symtab = next(s for s in elf.sections(sm80, head) if s.name == ".symtab")
+    struct.pack_into("<I", sm80, head.shoff + symtab.index * head.shentsize + 40, 999)
+    sm90 = (builds.root / "nvcc_sm90.cubin").read_bytes()
+    blob = build_fatbin([make_entry(EntryKind.ELF, Arch(80), bytes(sm80)),
+                         make_entry(EntryKind.ELF, Arch(90), sm90)])
+    (s,) = image_sets(blob)
+    broken = next(i for i in s.images if i.arch == Arch(80))
+    assert broken.unread and broken.kernels is None and broken.toolkit is None
+    d = s.decide(Arch(86), (13, 0))
+    assert d.how == "sass" and d.image is broken
+    assert any("could not be read" in w for w in d.warnings)
+    assert s.decide(Arch(90), (13, 0)).image.toolkit == (13, 0)  # type: ignore[union-attr]

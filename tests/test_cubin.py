@@ -281,3 +281,24 @@ def test_fuzzed_nv_info_sections(sm90: bytes, data: st.DataObject) -> None:
     with contextlib.suppress(FormatError, UnsupportedError):
         cubin = Cubin.from_bytes(bytes(blob))
         json.dumps([f.to_dict() for f in cubin.functions])
+
+
+@pytest.mark.parametrize("descsz, toolkit", [(8, (13, 0)), (6, (13, 0)), (4, (13, 0))])
+def test_short_cuinfo_descriptors(sm90: bytes, descsz: int, toolkit: tuple[int, int],
+                                  tmp_path: Path) -> None:
+    """cuBLASLt 13.0 ships sm_75 cubins whose .note.nv.cuinfo says descsz 6 (a u16 toolkit); a
+    4-byte one has no toolkit, which then comes from EIATTR_CUDA_API_VERSION. cuobjdump reads
+    all three; the toolkit is nvcc 13.0's either way."""
+    from cudabuild import CUOBJDUMP, run
+
+    at, _ = _section_span(sm90, ".note.nv.cuinfo")
+    patched = bytearray(sm90)
+    struct.pack_into("<I", patched, at + 4, descsz)  # Elf64_Nhdr: namesz, descsz, type
+    c = Cubin.from_bytes(bytes(patched))
+    assert c.toolkit == toolkit and c.virtual_arch == Arch(90, "a")
+    path = tmp_path / "short-note.cubin"
+    path.write_bytes(bytes(patched))
+    assert "Function" in run([CUOBJDUMP, "-res-usage", path]).stdout
+    struct.pack_into("<I", patched, at + 4, 2)
+    with pytest.raises(TruncatedError, match="cuinfo"):
+        Cubin.from_bytes(bytes(patched))
