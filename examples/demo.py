@@ -72,11 +72,13 @@ def main() -> int:
     fat = OUT / "add_kernel.fatbin"
     fatbinkit("build", "-o", str(fat), *build_args, "--compress", "zstd")
 
-    step("3. What is inside, and which image each GPU (driver for CUDA 12.8) would load")
+    step("3. What is inside, which image each GPU would load with an R580 driver, and the "
+         "minimum driver per GPU")
     fatbinkit("ls", str(fat))
     arch_args = [a for arch in CHECK_ARCHS for a in ("--arch", arch)]
-    # exit 1 is expected: Triton's sm_XXa images are arch-specific, so sm_75/86/89/103 get none
-    fatbinkit("check", str(fat), *arch_args, "--driver", "12.8", ok=(0, 1))
+    # exit 1 is expected: Triton's sm_XXa images are arch-specific, so sm_75 and sm_103 get none
+    fatbinkit("check", str(fat), *arch_args, "--driver", "580.65.06", ok=(0, 1))
+    fatbinkit("check", str(fat), *arch_args, "--min-driver")
 
     step("4. Embed into an ELF object (no ld/objcopy), link with gcc, find the kernels again")
     obj = OUT / "kernels.o"

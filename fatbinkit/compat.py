@@ -83,6 +83,7 @@ __all__ = [
     "Verdict",
     "decide",
     "device_floor",
+    "file_verdict",
     "image_floors",
     "image_from_bytes",
     "image_from_cubin",
@@ -698,6 +699,14 @@ class ArchVerdict:
     def __str__(self) -> str:
         driver = f" with driver {_v(self.driver)}" if self.driver else ""
         return f"{self.device.sm}{driver}: {self.status}: {self.reason}"
+
+
+def file_verdict(sets: Sequence[ImageSet], device: Arch,
+                 driver: CudaVersion | None = None) -> ArchVerdict:
+    """The verdict on ``device`` (with ``driver``) for every load unit of a file, e.g.
+    ``file_verdict(image_sets(Path("libcublas.so.13")), Arch(90), (13, 0)).status``."""
+    return ArchVerdict.of(device, driver,
+                          [(s, [d for _, d in s.decisions(device, driver)]) for s in sets])
 
 
 def image_from_cubin(data: bytes | bytearray | memoryview, label: str = "",

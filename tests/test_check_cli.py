@@ -285,3 +285,17 @@ def test_min_driver_and_unchecked_floors() -> None:
     # a driver version is read as its branch's CUDA version
     rc, doc = check_json(so, "--arch", "sm_120", "--driver", "570.124.06")
     assert doc["driver"] == "12.8" and rc == 1
+
+
+def test_file_verdict_api_agrees_with_the_cli() -> None:
+    from fatbinkit.arch import Arch
+    from fatbinkit.compat import file_verdict, image_sets
+
+    so = fetch(CUPY13_RANDOM)
+    sets = image_sets(so)
+    for driver, status in (((12, 8), "fails"), ((13, 0), "works")):
+        v = file_verdict(sets, Arch(90), driver)
+        _, doc = check_json(so, "--arch", "sm_90", "--driver", "{}.{}".format(*driver))
+        assert v.status == status == doc["verdicts"]["sm_90"]["status"]
+        assert v.to_dict() == doc["verdicts"]["sm_90"]
+    assert str(file_verdict(sets, Arch(90), (12, 8))).startswith("sm_90 with driver 12.8: fails")
