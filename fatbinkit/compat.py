@@ -52,6 +52,7 @@ test (tests/gpu/test_check_gpu.py) checks these predictions against the driver.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -61,20 +62,27 @@ from typing import Any
 from . import elf
 from .arch import Arch
 from .cubin import ABI_V2, Cubin, is_cubin
-from .driver import DEVICE_SUPPORT, MINOR_COMPAT_DRIVER, RELEASES, CudaVersion, cuda_name
+from .driver import DEVICE_SUPPORT, MINOR_COMPAT_DRIVER, RELEASES, CudaVersion, cuda_name, dotted
 from .errors import FatbinkitError, FormatError, InvalidArgumentError, UnsupportedError
 from .fatbin import EntryKind, FatbinEntry
 from .ptx import NEWEST_KNOWN_CUDA, Ptx, is_ptx, max_ptx_isa_for_driver, min_driver_for_ptx_isa
 from .scan import scan
 
 __all__ = [
+    "ABI_V2_MIN_CUDA",
+    "COMPRESSION_MIN_CUDA",
+    "FAILED",
     "INVALID_IMAGE",
     "INVALID_PTX",
+    "LOADS",
+    "NOT_FOUND",
     "NO_BINARY",
     "NO_DEVICE",
     "PTX",
+    "RESTRICTED",
     "SASS",
     "UNSUPPORTED_PTX",
+    "VARIANT_MIN_CUDA",
     "ArchVerdict",
     "Decision",
     "Floor",
@@ -104,6 +112,7 @@ UNSUPPORTED_PTX = "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"
 INVALID_PTX = "CUDA_ERROR_INVALID_PTX"
 INVALID_IMAGE = "CUDA_ERROR_INVALID_IMAGE"
 NO_DEVICE = "CUDA_ERROR_NO_DEVICE"
+NOT_FOUND = "CUDA_ERROR_NOT_FOUND"
 
 _SUFFIX_RANK = {"a": 2, "f": 1, "": 0}
 
@@ -113,14 +122,10 @@ COMPRESSION_MIN_CUDA = {"lz4": (10, 0), "zstd": (12, 4)}
 # ptxas writes ELF ABI v2 (OSABI 0x41) from 12.8 for sm_100+ and from 13.0 for every arch
 # (checked with ptxas 12.8, 12.9 and 13.0): the floor of an ABI v2 cubin whose toolkit is unknown.
 ABI_V2_MIN_CUDA = ((100, (12, 8)), (0, (13, 0)))
-OLDEST_TABLED = RELEASES[0].cuda
+_OLDEST_TABLED = RELEASES[0].cuda
 # module-scope variables a host can reach (PTX): `[ \t]*`, not `\s*`, keeps the scan linear
 _PTX_VARIABLE_RE = re.compile(
     rb"^[ \t]*(?:\.(?:visible|extern|weak)[ \t]+)*\.(?:global|const)[ \t]", re.M)
-
-
-def _v(version: CudaVersion) -> str:
-    return f"{version[0]}.{version[1]}"
 
 
 @dataclass(frozen=True)
@@ -162,7 +167,7 @@ class Image:
         return f"{self.arch.compute} (PTX {self.ptx_version[0]}.{self.ptx_version[1]}{target})"
 
     def __str__(self) -> str:
-        built = f", built by CUDA {_v(self.toolkit)}" if self.toolkit else ""
+        built = f", built by CUDA {dotted(self.toolkit)}" if self.toolkit else ""
         codec = f", {self.compression}" if self.compression else ""
         return f"{'SASS' if self.kind == SASS else 'PTX'} {self.name}{built}{codec}"
 
@@ -200,7 +205,7 @@ class Floor:
     def refusal(self, driver: CudaVersion) -> str:
         """``cubin built by CUDA 13.2 needs CUDA 13.0 (driver >= 580.65.06); driver 12.8
         refuses it``."""
-        return f"{self.why} needs {self.needs}; driver {_v(driver)} refuses it"
+        return f"{self.why} needs {self.needs}; driver {dotted(driver)} refuses it"
 
     def __str__(self) -> str:
         return f"{self.why} needs {self.needs}"
@@ -246,8 +251,9 @@ class Decision:
 
     @property
     def restricted(self) -> bool:
-        """No image for this arch at all (not a floor): the module is meant for other GPUs."""
-        return not self.loadable and self.floor is None and self.error == NO_BINARY
+        """No image for this arch (not a floor), or the image loaded lacks the kernel: built for
+        other GPUs."""
+        return not self.loadable and self.floor is None and self.error in (NO_BINARY, NOT_FOUND)
 
     @property
     def min_driver(self) -> CudaVersion | None:
@@ -261,19 +267,19 @@ class Decision:
         low = self.min_driver
         return {
             "device": self.device.sm,
-            "driver": _v(self.driver) if self.driver else None,
+            "driver": dotted(self.driver) if self.driver else None,
             "how": self.how,
             "image": self.image.name if self.image else None,
             "label": self.image.label if self.image else None,
             "reason": self.reason,
             "error": self.error,
             "floor": self.floor.what if self.floor else None,
-            "min_driver": _v(low) if low else None,
+            "min_driver": dotted(low) if low else None,
             "warnings": list(self.warnings),
         }
 
     def __str__(self) -> str:
-        driver = f" with driver {_v(self.driver)}" if self.driver else ""
+        driver = f" with driver {dotted(self.driver)}" if self.driver else ""
         head = (f"{self.how} {self.image.name}" if self.image else
                 f"none ({self.error})")
         return f"{self.device.sm}{driver}: {head}: {self.reason}"
@@ -305,24 +311,34 @@ def device_floor(device: Arch) -> Floor | None:
 
 
 def image_floors(image: Image) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
-    """The driver floors of one image, and what could not be known about them."""
+    """The driver floors of one image in the order a driver meets them (the entry header's
+    flags, then the payload), and what could not be known about them."""
     floors: list[Floor] = []
     warnings: list[str] = []
     bad = INVALID_IMAGE if image.kind == SASS else INVALID_PTX
+    if image.compression in COMPRESSION_MIN_CUDA:
+        floors.append(Floor("compression", COMPRESSION_MIN_CUDA[image.compression],
+                            f"{image.compression}-compressed {image.name}", bad))
+    suffix = (image.target or image.arch).suffix
+    if suffix:
+        kind = "arch-specific" if suffix == "a" else "family-specific"
+        floors.append(Floor("variant", VARIANT_MIN_CUDA[suffix],
+                            f"{kind} ({suffix}) target {image.name}", bad))
     if image.kind == SASS:
         if image.toolkit is not None:
             major, _ = image.toolkit
             # within a major family from CUDA 11 on (minor-version compatibility), else exactly
             need = (major, 0) if major >= 11 else image.toolkit
             floors.append(Floor("toolkit", need, f"cubin {image.name} built by CUDA "
-                                f"{_v(image.toolkit)}", bad, family=major >= 11))
+                                f"{dotted(image.toolkit)}", bad, family=major >= 11))
         else:
+            where = f" ({image.label})" if image.label else ""
             if image.unread:
-                warnings.append(f"cubin {image.name} ({image.label}) could not be read ("
-                                f"{image.unread}): its kernels and toolkit are not known")
+                warnings.append(f"cubin {image.name}{where} could not be read ({image.unread}): "
+                                "its kernels and toolkit are not known")
             elif image.abi_version != ABI_V2:
-                warnings.append(f"cubin {image.name}: its producer toolkit is not recorded; the "
-                                "toolkit floor is not checked")
+                warnings.append(f"cubin {image.name}{where}: its producer toolkit is not "
+                                "recorded; the toolkit floor is not checked")
             if image.abi_version == ABI_V2:
                 need = next(cuda for low, cuda in ABI_V2_MIN_CUDA if image.arch.number >= low)
                 floors.append(Floor("toolkit", need, f"cubin {image.name} in ELF ABI v2 "
@@ -333,46 +349,37 @@ def image_floors(image: Image) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
             need_isa: CudaVersion | None = min_driver_for_ptx_isa(image.ptx_version)
         except FatbinkitError:
             need_isa = None
-        floors.append(Floor("ptx-isa", need_isa, f"PTX ISA {_v(image.ptx_version)} "
+        floors.append(Floor("ptx-isa", need_isa, f"PTX ISA {dotted(image.ptx_version)} "
                             f"({image.arch.compute})", UNSUPPORTED_PTX))
-    suffix = (image.target or image.arch).suffix
-    if suffix:
-        kind = "arch-specific" if suffix == "a" else "family-specific"
-        floors.append(Floor("variant", VARIANT_MIN_CUDA[suffix],
-                            f"{kind} ({suffix}) target {image.name}", bad))
-    if image.compression in COMPRESSION_MIN_CUDA:
-        floors.append(Floor("compression", COMPRESSION_MIN_CUDA[image.compression],
-                            f"{image.compression}-compressed {image.name}", bad))
     return tuple(floors), tuple(warnings)
 
 
 def _driver_warnings(device: Arch, driver: CudaVersion | None) -> list[str]:
     out = []
     if device.number not in DEVICE_SUPPORT:
-        out.append(f"{device.sm} is not in the device table (sm_50 .. sm_121): whether a driver "
-                   "drives it is not checked")
-    if driver is not None and driver < OLDEST_TABLED:
-        out.append(f"driver {_v(driver)} is older than NVIDIA's driver tables used here (from "
-                   f"CUDA {_v(OLDEST_TABLED)}): floors are checked where known")
+        out.append(f"{device.sm} is not in the device table (sm_{min(DEVICE_SUPPORT)} .. "
+                   f"sm_{max(DEVICE_SUPPORT)}): whether a driver drives it is not checked")
+    if driver is not None and driver < _OLDEST_TABLED:
+        out.append(f"driver {dotted(driver)} is older than NVIDIA's driver tables used here "
+                   f"(from CUDA {dotted(_OLDEST_TABLED)}): floors are checked where known")
     if driver is not None and driver > NEWEST_KNOWN_CUDA:
-        out.append(f"driver {_v(driver)} is newer than the tables (CUDA "
-                   f"{_v(NEWEST_KNOWN_CUDA)}): what it adds is assumed to work")
+        out.append(f"driver {dotted(driver)} is newer than the tables (CUDA "
+                   f"{dotted(NEWEST_KNOWN_CUDA)}): what it adds is assumed to work")
     return out
 
 
 def _device_refusal(device: Arch, driver: CudaVersion) -> tuple[Floor, str] | None:
-    support = DEVICE_SUPPORT.get(device.number)
-    if support is None:
-        return None
     floor = device_floor(device)
-    assert floor is not None
+    if floor is None:
+        return None
+    support = DEVICE_SUPPORT[device.number]
     if not floor.met_by(driver):
-        return floor, (f"a driver for CUDA {_v(driver)} does not drive {device.sm} GPUs: they "
-                       f"need {cuda_name(support.first)}"
-                       + (f" ({support.note})" if support.note else ""))
+        thor = f" ({support.note})" if support.last is None and support.note else ""
+        return floor, (f"a driver for CUDA {dotted(driver)} does not drive {device.sm} GPUs: "
+                       f"they need {cuda_name(support.first)}{thor}")
     if support.last is not None and driver > support.last:
-        return floor, (f"a driver for CUDA {_v(driver)} no longer drives {device.sm} GPUs: "
-                       f"the last is CUDA {_v(support.last)} ({support.note})")
+        return floor, (f"a driver for CUDA {dotted(driver)} no longer drives {device.sm} GPUs: "
+                       f"the last is CUDA {dotted(support.last)} ({support.note})")
     return None
 
 
@@ -397,6 +404,7 @@ def decide(
     sass: list[Verdict] = []
     ptx: list[Verdict] = []
     floors_of: dict[int, tuple[Floor, ...]] = {}
+    unknown_of: dict[int, tuple[str, ...]] = {}
     for img in images:
         runs = sass_runs_on if img.kind == SASS else ptx_jits_for
         if not runs(img.arch, dev):
@@ -407,6 +415,7 @@ def decide(
         own, unknown = image_floors(img)
         floors = ((dfloor,) if dfloor else ()) + own
         floors_of[id(img)] = floors
+        unknown_of[id(img)] = unknown
         if img.kind == PTX and img.target is not None and not ptx_jits_for(img.target, dev):
             # selected by its label, then refused by the JIT compiler (reasoned, not observed)
             verdict = Verdict(img, False, (
@@ -419,7 +428,6 @@ def decide(
                 verdict = Verdict(img, False, failed.refusal(driver), failed.error, failed)
             else:
                 verdict = Verdict(img, True, _fits(img, dev, driver))
-        warnings += [w for w in unknown if w not in warnings]
         verdicts.append(verdict)
         (sass if img.kind == SASS else ptx).append(verdict)
 
@@ -452,6 +460,7 @@ def decide(
         return result(None, "none", f"nothing loads on {dev.sm} (has {held}): {reasons}", error)
     best = pick.image
     floors = floors_of[id(best)]
+    warnings += unknown_of[id(best)]  # what is unknown about the image the driver loads
     how = "sass" if best.kind == SASS else "ptx-jit"
     if refused is not None:
         return result(None, "none", refused[1], NO_DEVICE, floors, refused[0])
@@ -474,8 +483,8 @@ def _fits(img: Image, dev: Arch, driver: CudaVersion | None) -> str:
     if driver is None:
         return f"PTX {img.arch.compute} JIT-compiles for {dev.sm}; driver version not given"
     newest = max_ptx_isa_for_driver(driver)
-    limit = (f"driver {_v(driver)} JITs PTX ISA up to {_v(newest)}" if newest else
-             f"driver {_v(driver)} is newer than the table (CUDA {_v(NEWEST_KNOWN_CUDA)}); "
+    limit = (f"driver {dotted(driver)} JITs PTX ISA up to {dotted(newest)}" if newest else
+             f"driver {dotted(driver)} is newer than the table (CUDA {dotted(NEWEST_KNOWN_CUDA)}); "
              "assumed to JIT it")
     return f"PTX {img.arch.compute} JIT-compiles for {dev.sm}; {limit}"
 
@@ -515,12 +524,25 @@ class ImageSet:
                 seen.setdefault(k)
         return list(seen)
 
-    def decide(self, device: Arch, driver: tuple[int, int] | None = None,
+    def decide(self, device: Arch, driver: CudaVersion | None = None,
                kernel: str | None = None) -> Decision:
-        """:func:`decide` over the images that hold ``kernel`` (all images when None)."""
-        images = [i for i in self.images
-                  if kernel is None or i.kernels is None or kernel in i.kernels]
-        return decide(images, device, driver, raw=self.raw)
+        """:func:`decide` for the whole set, as the driver loads it: one image for the module.
+        With ``kernel``, a picked image that lacks it gives ``CUDA_ERROR_NOT_FOUND`` (what
+        ``cuModuleGetFunction`` returns), even when another image of the set has it."""
+        d = decide(self.images, device, driver, raw=self.raw)
+        if kernel is None or d.image is None or d.image.kernels is None or \
+                kernel in d.image.kernels:
+            return d
+        holders = [i.name for i in self.images if i.kernels is None or kernel in i.kernels]
+        others = f" (only {', '.join(holders)} has it; no fall back)" if holders else ""
+        return dataclasses.replace(
+            d, image=None, how="none", error=NOT_FOUND, floors=(),
+            reason=f"the driver loads {d.image.name} for {d.device.sm}, which has no kernel "
+                   f"{kernel}{others}")
+
+    def __str__(self) -> str:
+        names = ", ".join(i.name for i in self.images) or "no loadable images"
+        return f"{self.label}: {names}"
 
     @property
     def empty(self) -> bool:
@@ -542,13 +564,14 @@ LOADS, RESTRICTED, FAILED = "loads", "restricted", "failed"
 
 def module_outcome(decisions: Iterable[Decision]) -> str:
     """A module fails when the driver picks an image for this arch and cannot load it (a floor,
-    a mislabelled PTX); it is restricted when some kernel has no image for this arch at all."""
-    outcome = LOADS
+    a mislabelled PTX); it loads when some kernel loads (the others, if any, are not in the image
+    for this arch); it is restricted when no kernel has an image for this arch."""
+    outcome = RESTRICTED
     for d in decisions:
-        if not d.loadable:
-            if not d.restricted:
-                return FAILED
-            outcome = RESTRICTED
+        if d.loadable:
+            outcome = LOADS
+        elif not d.restricted:
+            return FAILED
     return outcome
 
 
@@ -576,9 +599,11 @@ class ArchVerdict:
     restricted: tuple[str, ...]
     failed: tuple[tuple[str, Decision], ...]
     data_only_failed: tuple[tuple[str, Decision], ...]
+    missing: tuple[tuple[str, str], ...]  # (module, kernel): not in the image this arch loads
     empty: tuple[str, ...]
-    min_driver: CudaVersion | None
-    min_driver_known: bool
+    min_driver: CudaVersion | None  # None: no image is picked, or (min_driver_known False) a
+    min_driver_known: bool          # picked image's floor is newer than the tables
+    kernels_load: bool = True  # some module with kernels loads (or the file has no kernels)
     warnings: tuple[str, ...] = ()
 
     @classmethod
@@ -589,6 +614,7 @@ class ArchVerdict:
         restricted: list[str] = []
         failed: list[tuple[str, Decision]] = []
         data_only: list[tuple[str, Decision]] = []
+        missing: list[tuple[str, str]] = []
         empty: list[str] = []
         warnings: dict[str, None] = {}
         low: CudaVersion | None = None
@@ -608,6 +634,9 @@ class ArchVerdict:
                 restricted.append(s.label)
             else:
                 loading.append(s.label)
+                # ds holds one decision per kernel (one for a set without kernels: none missing)
+                missing += [(s.label, k) for k, d in zip(s.kernels, ds, strict=False)
+                            if d.restricted]
             for d in ds:
                 warnings.update(dict.fromkeys(d.warnings))
                 if d.restricted or not d.floors or (not s.kernels and any_kernels):
@@ -617,8 +646,11 @@ class ArchVerdict:
                     known = False
                 elif low is None or need > low:
                     low = need
+        kernels_load = not any_kernels or any(
+            s.kernels and s.label in loading for s, _ in counted)
         return cls(Arch(device.number), driver, tuple(loading), tuple(restricted), tuple(failed),
-                   tuple(data_only), tuple(empty), low, known, tuple(warnings))
+                   tuple(data_only), tuple(missing), tuple(empty), low if known else None, known,
+                   kernels_load, tuple(warnings))
 
     @property
     def modules(self) -> int:
@@ -630,20 +662,27 @@ class ArchVerdict:
     def status(self) -> str:
         """``works``, ``partial`` (some modules restricted to other archs, or data-only modules
         that cannot load) or ``fails``."""
-        if self.failed or not self.loading:
+        if self.failed or not self.loading or not self.kernels_load:
             return "fails"
-        return "partial" if self.restricted or self.data_only_failed else "works"
+        return ("partial" if self.restricted or self.data_only_failed or self.missing
+                else "works")
+
+    @property
+    def max_driver(self) -> CudaVersion | None:
+        """The last CUDA version whose driver drives this device (None: still supported)."""
+        support = DEVICE_SUPPORT.get(self.device.number)
+        return support.last if support else None
 
     @property
     def driver_gap(self) -> str | None:
         """Why no driver meets :attr:`min_driver` on this device, if none does (CUDA 13 cubins
         on a GPU that only CUDA 12 drivers call sm_101)."""
-        support = DEVICE_SUPPORT.get(self.device.number)
-        if (support is None or support.last is None or self.min_driver is None
-                or self.min_driver <= support.last):
+        last = self.max_driver
+        if last is None or self.min_driver is None or self.min_driver <= last:
             return None
-        return (f"{self.device.sm} GPUs are driven up to CUDA {_v(support.last)} only "
-                f"({support.note}): no driver meets CUDA {_v(self.min_driver)}")
+        note = DEVICE_SUPPORT[self.device.number].note
+        return (f"{self.device.sm} GPUs are driven up to CUDA {dotted(last)} only ({note}), "
+                f"the images need CUDA {dotted(self.min_driver)}")
 
     def ok(self, strict: bool = False) -> bool:
         """Exit-status truth: fails never, partial only when not ``strict``."""
@@ -660,45 +699,57 @@ class ArchVerdict:
             for _, d in self.failed:
                 reasons[d.reason] = reasons.get(d.reason, 0) + 1
             top, count = max(reasons.items(), key=lambda kv: kv[1])
-            more = f" (+{len(reasons) - 1} other reasons)" if len(reasons) > 1 else ""
-            return f"{len(self.failed)}/{n} modules cannot load: {top}" + (
+            more = f" (+{_count(len(reasons) - 1, 'other reason')})" if len(reasons) > 1 else ""
+            return f"{len(self.failed)}/{_count(n, 'module')} cannot load: {top}" + (
                 f" [{count} of them]" if count != len(self.failed) else "") + more
         if not self.loading:
             return f"no module holds an image for {self.device.sm}"
-        text = f"{len(self.loading)}/{n} modules load"
+        if not self.kernels_load:
+            return (f"no module with kernels holds an image for {self.device.sm} (only "
+                    f"{_count(len(self.loading), 'data-only module')} load)")
+        text = f"{len(self.loading)}/{_count(n, 'module')} load"
         if self.restricted:
-            text += (f"; {len(self.restricted)} hold no image for {self.device.sm} (built for "
-                     "other GPUs: loaded lazily, they fail only if used on this one)")
+            text += (f"; {_count(len(self.restricted), 'module')} built for other GPUs hold no "
+                     f"image (or kernel) for {self.device.sm}: loaded lazily, they fail only if "
+                     "used on this one")
+        if self.missing:
+            text += (f"; {_count(len(self.missing), 'kernel')} of loading modules not in the "
+                     f"image for {self.device.sm} (built for other GPUs only)")
         if self.data_only_failed:
             _, d = self.data_only_failed[0]
-            text += (f"; {len(self.data_only_failed)} without kernels cannot load (used only if "
-                     f"the host reads their variables): {d.reason}")
+            text += (f"; {_count(len(self.data_only_failed), 'data-only module')} (variables, "
+                     f"no kernels: used only if the host reads them) cannot load: {d.reason}")
         return text
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "device": self.device.sm,
-            "driver": _v(self.driver) if self.driver else None,
+            "driver": dotted(self.driver) if self.driver else None,
             "status": self.status,
             "reason": self.reason,
             "modules": self.modules,
             "loading": len(self.loading),
             "restricted": list(self.restricted),
+            "missing_kernels": [{"module": m, "kernel": k} for m, k in self.missing],
             "failed": [{"module": m, "floor": d.floor.what if d.floor else None,
                         "error": d.error, "reason": d.reason} for m, d in self.failed],
             "data_only_failed": [{"module": m, "floor": d.floor.what if d.floor else None,
                                   "error": d.error, "reason": d.reason}
                                  for m, d in self.data_only_failed],
             "empty": len(self.empty),
-            "min_driver": _v(self.min_driver) if self.min_driver and self.min_driver_known
-            else None,
+            "min_driver": dotted(self.min_driver) if self.min_driver else None,
+            "max_driver": dotted(self.max_driver) if self.max_driver else None,
             "driver_gap": self.driver_gap,
             "warnings": list(self.warnings),
         }
 
     def __str__(self) -> str:
-        driver = f" with driver {_v(self.driver)}" if self.driver else ""
+        driver = f" with driver {dotted(self.driver)}" if self.driver else ""
         return f"{self.device.sm}{driver}: {self.status}: {self.reason}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def file_verdict(sets: Sequence[ImageSet], device: Arch,
@@ -783,7 +834,7 @@ def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview) -> tup
 
 
 def predict_load(data: bytes | bytearray | memoryview, device: Arch,
-                 driver: tuple[int, int] | None = None) -> Decision:
+                 driver: CudaVersion | None = None) -> Decision:
     """What ``cuModuleLoadData(data)`` would do on ``device``: for a fatbin, its first container
     (the only one the driver reads); else the bare cubin or PTX. A host ELF (``.so``, ``.o``) is
     refused as the driver refuses it, even when it carries fatbins: load what :func:`scan` finds

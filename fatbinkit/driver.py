@@ -18,15 +18,22 @@ __all__ = [
     "DEVICE_SUPPORT",
     "MINOR_COMPAT_DRIVER",
     "RELEASES",
+    "CudaVersion",
     "DeviceSupport",
     "Release",
     "cuda_for_driver",
     "cuda_name",
+    "dotted",
     "parse_driver",
     "release_for",
 ]
 
 CudaVersion = tuple[int, int]
+
+
+def dotted(version: CudaVersion) -> str:
+    """``(13, 0)`` -> ``13.0``."""
+    return f"{version[0]}.{version[1]}"
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ class Release:
     windows: str | None
 
     def __str__(self) -> str:
-        return f"CUDA {self.cuda[0]}.{self.cuda[1]} (driver >= {self.linux})"
+        return cuda_name(self.cuda)
 
 
 # CUDA Toolkit Release Notes, 2.2 "CUDA Driver", Table 3 "CUDA Toolkit and Corresponding Driver
@@ -77,9 +84,12 @@ class DeviceSupport:
     last: CudaVersion | None = None
     note: str = ""
 
+    def __str__(self) -> str:
+        last = f" to CUDA {dotted(self.last)}" if self.last else " on"
+        return f"from CUDA {dotted(self.first)}{last}" + (f" ({self.note})" if self.note else "")
 
-_VOLTA_AND_OLDER = ("the R580 branch (CUDA 13.0) is the last to support Maxwell, Pascal and "
-                    "Volta GPUs")
+
+_VOLTA_AND_OLDER = "NVIDIA ends Maxwell, Pascal and Volta support with R580"
 _THOR = "Thor is sm_101 up to CUDA 12.9; CUDA 13 drivers report it as sm_110"
 
 # The first CUDA release supporting each compute capability: CUDA Toolkit release notes of each
@@ -139,30 +149,38 @@ def cuda_for_driver(version: str) -> CudaVersion:
     """The CUDA version a driver implements, from its branch (``580.65.06`` -> 13.0): the newest
     release of Table 3 whose Linux or Windows minimum driver is on that branch or an older one.
 
-    A branch outside the table is refused (give the CUDA version): before 450 (CUDA 11.0) the
-    table is not kept, after the newest row the CUDA version is not known here.
+    A branch outside the table is refused (give the CUDA version): before the first row the table
+    is not kept, after the newest row the CUDA version is not known here.
     """
-    branch = int(version.split(".")[0])
-    fits = [r for r in RELEASES
-            if min(int(r.linux.split(".")[0]), int((r.windows or r.linux).split(".")[0]))
-            <= branch]
-    newest = RELEASES[-1]
-    if not fits or branch > int(newest.linux.split(".")[0]):
+    if not _DRIVER_RE.match(version.strip()):
+        raise InvalidArgumentError(f"{version!r} is not a driver version like 580.65.06")
+    branch = int(version.strip().split(".")[0])
+    fits = [r for r in RELEASES if min(_branch(r.linux), _branch(r.windows or r.linux)) <= branch]
+    first, newest = RELEASES[0], RELEASES[-1]
+    if not fits or branch > _branch(newest.linux):
         raise InvalidArgumentError(
-            f"driver {version} is outside the known table (450 .. {newest.linux.split('.')[0]}, "
-            f"CUDA 11.0 .. {newest.cuda[0]}.{newest.cuda[1]}): give its CUDA version instead "
-            "(nvidia-smi's 'CUDA Version')")
+            f"driver {version} is outside the known table ({_branch(first.linux)} .. "
+            f"{_branch(newest.linux)}, CUDA {dotted(first.cuda)} .. {dotted(newest.cuda)}): give "
+            "its CUDA version instead (nvidia-smi's 'CUDA Version')")
     return fits[-1].cuda
 
 
+def _branch(driver: str) -> int:
+    return int(driver.split(".")[0])
+
+
 def release_for(cuda: CudaVersion) -> Release | None:
-    """The first release of the table at or after ``cuda`` (12.7 -> 12.8), None past its end."""
+    """The first release of the table at or after ``cuda`` (12.7 -> 12.8); None outside the
+    table (before its first row or past its end)."""
+    if cuda < RELEASES[0].cuda:
+        return None
     return next((r for r in RELEASES if r.cuda >= cuda), None)
 
 
 def cuda_name(cuda: CudaVersion) -> str:
     """``CUDA 13.0 (driver >= 580.65.06)``: a version with the Linux driver that provides it."""
     rel = release_for(cuda)
-    if rel is None:
-        return f"CUDA {cuda[0]}.{cuda[1]} (newer than the known driver table)"
-    return f"CUDA {cuda[0]}.{cuda[1]} (driver >= {rel.linux})"
+    if rel is not None:
+        return f"CUDA {dotted(cuda)} (driver >= {rel.linux})"
+    where = "older than" if cuda < RELEASES[0].cuda else "newer than"
+    return f"CUDA {dotted(cuda)} ({where} the known driver table)"

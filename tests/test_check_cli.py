@@ -221,14 +221,16 @@ REAL = {
         "13.1": {"sm_70": ("fails", "device"), "sm_90": ("works", None)},
     },
     "cupy13": {
-        "12.0": {"sm_90": ("fails", "toolkit")},
+        # zstd entries before 12.4: the entry's flags are read before its cubin
+        "12.0": {"sm_90": ("fails", "compression")},
         "12.4": {"sm_90": ("fails", "toolkit")},
-        "12.8": {"sm_90": ("fails", "toolkit"), "sm_120": ("fails", "toolkit")},
+        # sm_120 picks the sm_120f SASS: its f flag (12.9) comes before its CUDA 13 cubin
+        "12.8": {"sm_90": ("fails", "toolkit"), "sm_120": ("fails", "variant")},
         "13.0": {"sm_75": ("works", None), "sm_90": ("works", None), "sm_100": ("works", None),
                  "sm_121": ("works", None), "sm_110": ("fails", None)},
     },
     "curand13": {
-        "12.0": {"sm_90": ("fails", "toolkit")},
+        "12.0": {"sm_90": ("fails", "compression")},
         "12.4": {"sm_90": ("fails", "toolkit")},
         "12.8": {"sm_90": ("fails", "toolkit"), "sm_120": ("fails", "toolkit")},
         # the data-only sm_75 module's PTX 9.4 needs 13.4: reported, not fatal

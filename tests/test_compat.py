@@ -208,3 +208,34 @@ def test_an_unreadable_cubin_does_not_hide_the_verdict(builds: Builds) -> None: 
     assert d.how == "sass" and d.image is broken
     assert any("could not be read" in w for w in d.warnings)
     assert s.decide(Arch(90), (13, 0)).image.toolkit == (13, 0)  # type: ignore[union-attr]
+
+
+def test_one_image_per_module_and_file_verdicts() -> None:
+    """The driver loads one image per module (cuModuleLoadData), then cuModuleGetFunction finds
+    a kernel in that image or returns CUDA_ERROR_NOT_FOUND: another image holding the kernel
+    does not help. A file where only data-only modules load does not work."""
+    from fatbinkit.compat import NOT_FOUND, ArchVerdict, ImageSet, file_verdict
+
+    sass = Image(SASS, Arch(90), kernels=frozenset({"a"}), toolkit=(13, 0))
+    ptx = Image(PTX, Arch(80), (8, 0), kernels=frozenset({"a", "b"}))
+    module = ImageSet("m", (sass, ptx))
+    assert module.decide(Arch(90), (13, 0), "a").image is sass
+    b = module.decide(Arch(90), (13, 0), "b")
+    assert b.error == NOT_FOUND and b.restricted and "compute_80" in b.reason
+    assert module.decide(Arch(86), (13, 0), "b").how == "ptx-jit"  # no SASS for 8.6
+    v = file_verdict([module], Arch(90), (13, 0))
+    assert v.status == "partial" and v.missing == (("m", "b"),) and v.loading == ("m",)
+    # kernels only for sm_100, data for everything: no kernel can run on sm_90
+    kern = ImageSet("kern", (Image(SASS, Arch(100), kernels=frozenset({"k"})),))
+    data = ImageSet("data", (Image(PTX, Arch(50), (8, 0), kernels=frozenset(), variables=True),))
+    v = file_verdict([kern, data], Arch(90), (13, 0))
+    assert v.status == "fails" and not v.ok() and "no module with kernels" in v.reason
+    assert isinstance(v, ArchVerdict)
+
+
+def test_warnings_name_only_the_picked_image() -> None:
+    unknown = Image(SASS, Arch(80), abi_version=7, label="old")  # no toolkit recorded
+    known = Image(SASS, Arch(86), toolkit=(12, 9))
+    assert decide([unknown, known], Arch(86), (13, 0)).warnings == ()
+    (w,) = decide([unknown], Arch(86), (13, 0)).warnings
+    assert "sm_80 (old)" in w and "not recorded" in w

@@ -4,8 +4,9 @@ For every load unit in FILE (each fatbin container, or the bare cubin/PTX), ever
 requested arch: which image the driver would use (SASS, or PTX JIT-compiled at load: a cold-start
 cost) or why nothing fits, the driver floor that failed and the CUDA error that follows. Then one
 verdict per arch for the whole file (:class:`fatbinkit.compat.ArchVerdict`): exit status 1 when an
-arch fails (a module the driver would pick an image for cannot load, or no module loads at all),
-or, with ``--strict``, when some module holds no image for it. ``--min-driver`` prints the lowest
+arch fails (a module the driver would pick an image for cannot load, or no module with kernels
+loads at all), or, with ``--strict``, when some module holds no image for it or a data-only
+module cannot load. ``--min-driver`` prints the lowest
 driver each arch needs instead. A thin layer over :mod:`fatbinkit.compat`.
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..arch import Arch
-from ..driver import DEVICE_SUPPORT, CudaVersion, cuda_name, parse_driver
+from ..driver import DEVICE_SUPPORT, CudaVersion, cuda_name, dotted, parse_driver
 from ..errors import FormatError, InvalidArgumentError
 
 if TYPE_CHECKING:  # the engine is imported by the handler: `fatbinkit ls` starts faster
@@ -52,7 +53,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="the driver: its CUDA version (13.0) or driver version (580.65.06); "
                    "checks every driver floor (device, toolkit, compression, PTX ISA)")
     p.add_argument("--strict", action="store_true",
-                   help="every module must load: a module with no image for an arch fails it")
+                   help="every module must load: one built for other GPUs only, or a data-only "
+                   "module that cannot load, fails the arch")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="every module's table, and the modules restricted to other archs")
     p.add_argument("--min-driver", action="store_true",
@@ -75,12 +77,8 @@ def _driver(text: str) -> CudaVersion:
         raise argparse.ArgumentTypeError(str(e)) from e
 
 
-def _v(version: CudaVersion) -> str:
-    return f"{version[0]}.{version[1]}"
-
-
 def _check(args: argparse.Namespace) -> int:
-    from ..compat import image_sets
+    from ..compat import ArchVerdict, image_sets
 
     if args.min_driver and args.driver:
         args.parser.error("--min-driver computes the driver a file needs: it takes no --driver")
@@ -91,9 +89,13 @@ def _check(args: argparse.Namespace) -> int:
     sets = image_sets(args.file)
     if not sets:  # nothing can load: not "every requested arch is fine"
         raise FormatError(f"{args.file}: no device code (no fatbin, cubin or PTX)")
-    rows: Rows = [(s, [(k, [s.decide(a, args.driver, k) for a in archs])
-                       for k in _kernels(s)]) for s in sets]
-    verdicts = _verdicts(archs, args.driver, rows)
+    per_arch = [[s.decisions(a, args.driver) for s in sets] for a in archs]
+    verdicts = [ArchVerdict.of(a, args.driver, [(s, [d for _, d in kds])
+                                                for s, kds in zip(sets, decisions, strict=True)])
+                for a, decisions in zip(archs, per_arch, strict=True)]
+    # per set: (kernel, [decision per arch])
+    rows: Rows = [(s, [(k, [per_arch[i][j][n][1] for i in range(len(archs))])
+                       for n, (k, _) in enumerate(per_arch[0][j])]) for j, s in enumerate(sets)]
     if args.min_driver:
         if args.json:
             _dump({"file": str(args.file), "modules": len(sets),
@@ -109,55 +111,46 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _kernels(s: ImageSet) -> list[str | None]:
-    return list(s.kernels) or [None]
-
-
-def _verdicts(archs: list[Arch], driver: CudaVersion | None, rows: Rows) -> list[ArchVerdict]:
-    from ..compat import ArchVerdict
-
-    return [ArchVerdict.of(a, driver, [(s, [ds[i] for _, ds in kernels]) for s, kernels in rows])
-            for i, a in enumerate(archs)]
-
-
 def _dump(doc: dict[str, Any]) -> None:
     json.dump(doc, sys.stdout, indent=2)
     sys.stdout.write("\n")
 
 
 def _needs(v: ArchVerdict) -> str:
+    """``needs CUDA 12.0 (driver >= 525.60.13)``, with the device's last driver when it has one;
+    empty when no image is picked."""
     if v.driver_gap:
         return f"needs no existing driver: {v.driver_gap}"
-    if v.min_driver is None or not v.min_driver_known:
-        return ("needs an unknown driver (a floor newer than the tables)" if v.loading or
-                v.failed else "no image")
-    return f"needs {cuda_name(v.min_driver)}"
+    if not v.min_driver_known:
+        return "needs an unknown driver (a floor newer than the tables)"
+    if v.min_driver is None:
+        return ""
+    upto = f", up to CUDA {dotted(v.max_driver)}" if v.max_driver else ""
+    return f"needs {cuda_name(v.min_driver)}{upto}"
 
 
 def _min_driver_dict(v: ArchVerdict) -> dict[str, Any]:
+    """The verdict without a driver (``status`` is arch coverage only), and the Linux driver
+    that provides the minimum."""
     from ..driver import release_for
 
-    rel = release_for(v.min_driver) if v.min_driver and v.min_driver_known else None
-    return {"status": v.status, "modules": v.modules, "loading": len(v.loading),
-            "restricted": len(v.restricted),
-            "min_driver": _v(v.min_driver) if v.min_driver and v.min_driver_known else None,
-            "linux_driver": rel.linux if rel else None, "driver_gap": v.driver_gap,
-            "warnings": list(v.warnings)}
+    rel = release_for(v.min_driver) if v.min_driver else None
+    return {**v.to_dict(), "linux_driver": rel.linux if rel else None}
 
 
 def _print_min_driver(file: Path, modules: int, verdicts: list[ArchVerdict]) -> None:
     print(f"{file}: minimum driver per GPU arch ({modules} module(s))")
     width = max(len(v.device.sm) for v in verdicts) + 2
     for v in verdicts:
-        if not v.loading and not v.failed:
+        needs = _needs(v).removeprefix("needs ")
+        if not needs:
             print(f"  {v.device.sm.ljust(width)}no image")
             continue
+        picked = v.modules - len(v.restricted)
         cover = ("every module" if not v.restricted else
-                 f"{len(v.loading) + len(v.failed)}/{v.modules} modules (the others hold no "
-                 "image for it)")
-        print(f"  {v.device.sm.ljust(width)}{_needs(v).removeprefix('needs ')}: {cover}")
-    warnings = dict.fromkeys(w for v in verdicts for w in v.warnings)
-    for w in warnings:
+                 f"{picked}/{v.modules} modules (the others hold no image for it)")
+        print(f"  {v.device.sm.ljust(width)}{needs}: {cover}")
+    for w in dict.fromkeys(w for v in verdicts for w in v.warnings):
         print(f"warning: {w}")
 
 
@@ -165,7 +158,7 @@ def _json(args: argparse.Namespace, archs: list[Arch], rows: Rows,
           verdicts: list[ArchVerdict], ok: bool) -> dict[str, Any]:
     return {
         "file": str(args.file),
-        "driver": _v(args.driver) if args.driver else None,
+        "driver": dotted(args.driver) if args.driver else None,
         "driver_checked": args.driver is not None,
         "strict": args.strict,
         "archs": [a.sm for a in archs],
@@ -179,8 +172,8 @@ def _json(args: argparse.Namespace, archs: list[Arch], rows: Rows,
                 "images": [{"kind": i.kind,
                             "arch": i.arch.compute if i.kind == "ptx" else i.arch.sm,
                             "label": i.label,
-                            "ptx_version": _v(i.ptx_version) if i.ptx_version else None,
-                            "toolkit": _v(i.toolkit) if i.toolkit else None,
+                            "ptx_version": dotted(i.ptx_version) if i.ptx_version else None,
+                            "toolkit": dotted(i.toolkit) if i.toolkit else None,
                             "compression": i.compression} for i in s.images],
                 "kernels": [{"name": k, "archs": {a.sm: d.to_dict() for a, d in
                                                   zip(archs, ds, strict=True)}}
@@ -201,17 +194,21 @@ def _cell(d: Decision) -> str:
 
 def _print(args: argparse.Namespace, archs: list[Arch], rows: Rows,
            verdicts: list[ArchVerdict]) -> None:
-    driver = f", driver CUDA {_v(args.driver)}" if args.driver else ""
-    print(f"{args.file}: {len(rows)} module(s){driver}")
+    driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
+    empty = sum(s.empty for s, _ in rows)
+    print(f"{args.file}: {len(rows)} module(s)" + (f" ({empty} empty)" if empty else "")
+          + driver)
     if not args.driver:
         print(NOT_CHECKED)
-    failed = {m for v in verdicts for m, _ in v.failed}
-    shown = [r for r in rows if args.verbose or len(rows) <= TABLES_SHOWN or r[0].label in failed]
+    # the modules that make an arch fail (with --strict also the ones that make it partial)
+    bad = {m for v in verdicts for m, _ in v.failed + (v.data_only_failed if args.strict else ())}
+    bad |= {m for v in verdicts if args.strict for m in v.restricted}
+    few = len(rows) <= TABLES_SHOWN or args.verbose
+    shown = [r for r in rows if few or r[0].label in bad]
     jit = False
-    for s, kernels in shown[:TABLES_SHOWN if not args.verbose and len(rows) > TABLES_SHOWN
-                            else None]:
+    for s, kernels in shown if few else shown[:TABLES_SHOWN]:
         jit = _print_module(s, kernels, archs) or jit
-    if len(shown) > TABLES_SHOWN and not args.verbose and len(rows) > TABLES_SHOWN:
+    if not few and len(shown) > TABLES_SHOWN:
         print(f"\n... {len(shown) - TABLES_SHOWN} more failing module(s) (--verbose shows all)")
     print("\nverdict" + (" (--strict)" if args.strict else "") + ":")
     width = max(len(a.sm) for a in archs) + 2
@@ -219,11 +216,16 @@ def _print(args: argparse.Namespace, archs: list[Arch], rows: Rows,
         status = v.status.upper() if not v.ok(args.strict) else v.status
         needs = _needs(v)
         print(f"  {v.device.sm.ljust(width)}{status.ljust(9)}{v.reason}"
-              + (f"; {needs}" if needs != "no image" else ""))
-        if args.verbose and v.restricted:
-            print(f"    no image for {v.device.sm}: " + ", ".join(v.restricted))
-        if v.empty:
-            print(f"    {len(v.empty)} empty module(s) (no kernels, no variables) not counted")
+              + (f"; {needs}" if needs else ""))
+        if (args.verbose or args.strict) and v.restricted:
+            print("    built for other GPUs: " + ", ".join(v.restricted))
+        if (args.verbose or args.strict) and v.missing:
+            print("    kernels not in this arch's image: " + ", ".join(
+                f"{k} ({m})" for m, k in v.missing[:20]) + (" ..." if len(v.missing) > 20 else ""))
+        if (args.verbose or args.strict) and v.data_only_failed:
+            print("    data-only, cannot load: " + ", ".join(m for m, _ in v.data_only_failed))
+    if empty:
+        print(f"{empty} empty module(s) (no kernels, no variables: never loaded) not counted")
     for w in dict.fromkeys(w for v in verdicts for w in v.warnings):
         print(f"warning: {w}")
     if jit:
@@ -249,7 +251,8 @@ def _print_module(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
     for _, ds in kernels:
         for a, d in zip(archs, ds, strict=True):
             if d.how != "sass":
-                reasons.setdefault(f"  {a.sm}: {d.reason}")
+                floor = f"[{d.floor.what} floor] " if d.floor else ""
+                reasons.setdefault(f"  {a.sm}: {floor}{d.reason}")
     for line in reasons:
         print(line)
     return jit
