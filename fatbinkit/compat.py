@@ -694,6 +694,9 @@ class ArchVerdict:
         n = self.modules
         if self.failed and len(self.failed) == n and len({d.reason for _, d in self.failed}) == 1:
             return f"no module can load: {self.failed[0][1].reason}"
+        if self.failed and self.data_only_failed:
+            return dataclasses.replace(self, data_only_failed=()).reason + (
+                f" (and {_count(len(self.data_only_failed), 'data-only module')})")
         if self.failed:
             reasons: dict[str, int] = {}
             for _, d in self.failed:
