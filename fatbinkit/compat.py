@@ -710,7 +710,7 @@ class ArchVerdict:
         if not self.kernels_load:
             return (f"no module with kernels holds an image for {self.device.sm} (only "
                     f"{_count(len(self.loading), 'data-only module')} load)")
-        text = f"{len(self.loading)}/{_count(n, 'module')} load"
+        text = f"{len(self.loading)}/{_count(n, 'module')} " + ("loads" if n == 1 else "load")
         if self.restricted:
             text += (f"; {_count(len(self.restricted), 'module')} built for other GPUs hold no "
                      f"image (or kernel) for {self.device.sm}: loaded lazily, they fail only if "
