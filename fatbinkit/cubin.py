@@ -215,12 +215,12 @@ class _Reader:
             raise FormatError(f"symbol table links to missing section {symtab.link}",
                               offset=symtab.offset)
         names = self.sections[symtab.link]
-        table = self.body(names)
+        table = elf.StringTable(self.body(names))
         size = elf.Symbol.FORMAT.size
         out = []
         for pos in range(symtab.offset, symtab.offset + symtab.size - size + 1, size):
             sym = elf.Symbol.unpack_from(self.data, pos)
-            name = elf.string(table, sym.name, "symbol name", names.header.offset)
+            name = table.string(sym.name, "symbol name", names.header.offset)
             out.append((name, sym.info, sym.other, sym.shndx))
         return out
 

@@ -307,13 +307,14 @@ def _section_table(
         names = src.read(names_at, names_size)
     file_size = len(src)
     ends: list[int] = []
+    lookup = StringTable(names)
     for i, row in enumerate(rows):
         end = -1
         if names:
             index = row[_SH_NAME]
-            end = names.find(b"\0", index) if index < len(names) else -1
+            end = lookup.end(index)
             if end < 0:
-                string(names, index, "section name", names_at)  # raises the precise error
+                lookup.string(index, "section name", names_at)  # raises the precise error
         if row[_SH_TYPE] not in (SHT_NULL, SHT_NOBITS) and row[_SH_OFFSET] + row[_SH_SIZE] > (
             file_size
         ):
@@ -323,21 +324,58 @@ def _section_table(
     return rows, names, ends
 
 
-def string(table: bytes, index: int, what: str, table_offset: int) -> str:
-    """The NUL-terminated string at ``index`` of a string table that starts at ``table_offset``
-    of the file (used in errors); bytes that are not UTF-8 are replaced."""
-    if index >= len(table):
-        raise FormatError(
-            f"{what} index {index} outside its {len(table)}-byte string table",
-            offset=table_offset,
-        )
-    end = table.find(b"\0", index)
-    if end < 0:
-        raise FormatError(
-            f"{what} at {table_offset + index:#x} is not NUL-terminated",
-            offset=table_offset + index,
-        )
-    return table[index:end].decode("utf-8", "replace")
+class StringTable:
+    """An ELF string table whose lookups stay linear in its size, whatever the indexes.
+
+    ``bytes.find`` from each index alone is quadratic on hostile input: many names that start
+    inside one long unterminated run each scan it to its end. A lookup here scans at most
+    ``WINDOW`` bytes itself; past that it uses the first-NUL-at-or-after position of each
+    ``WINDOW``-byte block, computed once per table (one pass, ``len / WINDOW`` entries).
+    """
+
+    WINDOW = 4096
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._next: list[int] | None = None
+
+    def end(self, index: int) -> int:
+        """The position of the NUL that ends the string at ``index`` (-1: none, or ``index`` is
+        past the table)."""
+        if not 0 <= index < len(self.data):
+            return -1
+        stop = (index // self.WINDOW + 1) * self.WINDOW  # the end of index's block
+        end = self.data.find(b"\0", index, stop)
+        if end >= 0 or stop >= len(self.data):
+            return end
+        if self._next is None:
+            self._next = self._blocks()
+        return self._next[stop // self.WINDOW]
+
+    def _blocks(self) -> list[int]:
+        data, w = self.data, self.WINDOW
+        count = (len(data) + w - 1) // w
+        out = [-1] * (count + 1)
+        for k in range(count - 1, -1, -1):
+            hit = data.find(b"\0", k * w, (k + 1) * w)
+            out[k] = hit if hit >= 0 else out[k + 1]
+        return out
+
+    def string(self, index: int, what: str, table_offset: int) -> str:
+        """The string at ``index``; a bad index or a missing NUL is a FormatError naming
+        ``what`` at its file offset."""
+        if index >= len(self.data):
+            raise FormatError(
+                f"{what} index {index} outside its {len(self.data)}-byte string table",
+                offset=table_offset,
+            )
+        end = self.end(index)
+        if end < 0:
+            raise FormatError(
+                f"{what} at {table_offset + index:#x} is not NUL-terminated",
+                offset=table_offset + index,
+            )
+        return self.data[index:end].decode("utf-8", "replace")
 
 
 def section_data(src: Source | Buffer, section: Section) -> bytes:

@@ -102,7 +102,7 @@ class Ptx:
         for m_entry in _ENTRY_RE.finditer(code):
             name = m_entry.group(1)
             if m_entry.group(2) and not m_entry.group(4):
-                raise FormatError(f"PTX entry {name!r}: parameter list never closed")
+                raise FormatError(f"PTX entry {_quote(name)}: parameter list never closed")
             entries.append(PtxEntry(name, _params(m_entry.group(3) or "")))
         return cls(version, targets, arch, address_size, tuple(entries))
 
@@ -149,22 +149,27 @@ def _header(code: str) -> tuple[tuple[int, int], tuple[str, ...], Arch]:
     targets = tuple(x.strip() for x in t.group(1).split(",") if x.strip())
     archs = [x for x in targets if x.startswith(("sm_", "compute_"))]
     if not archs:
-        raise FormatError(f"PTX '.target {t.group(1).strip()}' names no sm_XY target")
+        raise FormatError(f"PTX .target {_quote(t.group(1).strip())} names no sm_XY target")
     try:
         arch = Arch.parse(archs[0])
     except InvalidArgumentError as e:
-        raise FormatError(f"PTX target {archs[0]!r} is not a GPU arch") from e
+        raise FormatError(f"PTX target {_quote(archs[0])} is not a GPU arch") from e
     return version, targets, arch
+
+
+def _quote(text: str, limit: int = 60) -> str:
+    """``text`` for an error message: quoted, cut to ``limit`` characters (input can be huge)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def parse_ptx_version(text: str) -> tuple[int, int]:
     """``"8.4"`` -> ``(8, 4)``; anything else (``9``, ``1e9.0``, ``100.1``) is a FormatError."""
     m = _VERSION_NUM_RE.match(text.strip())
     if not m:
-        raise FormatError(f"PTX '.version {text}' is not MAJOR.MINOR")
+        raise FormatError(f"PTX .version {_quote(text)} is not MAJOR.MINOR")
     major, minor = int(m.group(1)), int(m.group(2))
     if not (1 <= major <= MAX_VERSION_PART and minor <= MAX_VERSION_PART):
-        raise FormatError(f"PTX '.version {text}' is out of range (1.0 .. 99.99)")
+        raise FormatError(f"PTX .version {_quote(text)} is out of range (1.0 .. 99.99)")
     return major, minor
 
 
@@ -194,12 +199,18 @@ def _params(text: str) -> tuple[PtxParam, ...]:
     """Parse ``.param .u64 .ptr .global .align 1 p0, .param .align 8 .b8 p1[48]``."""
     out = []
     for decl in text.split(","):
-        tokens = re.sub(r"\s+\[", "[", decl).split()
+        parts: list[list[str]] = []
+        for tok in decl.split():  # `p1 [48]` is `p1[48]`: glue a bracket to the name before it
+            if tok.startswith("[") and parts:
+                parts[-1].append(tok)  # joined once below: no quadratic string growth
+            else:
+                parts.append([tok])
+        tokens = ["".join(p) for p in parts]
         if not tokens or tokens[0] != ".param":
             continue
         name = _NAME_RE.match(tokens[-1])
         if not name:
-            raise FormatError(f"PTX parameter declaration {decl.strip()!r} has no name")
+            raise FormatError(f"PTX parameter declaration {_quote(decl.strip())} has no name")
         typ, width, align = "", 0, None
         for i, tok in enumerate(tokens[1:-1], 1):
             t = _TYPE_RE.match(tok)

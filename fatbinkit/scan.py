@@ -142,10 +142,13 @@ def _symbol_pairs(
             continue
         raw = src.read(sec.offset, sec.size)
         raw = raw[: len(raw) - len(raw) % sym.size]
+        lookup = elf.StringTable(names)
         for st_name, _info, _other, shndx, value, _size in sym.iter_unpack(raw):
             if not 0 < shndx < min(elf.SHN_LORESERVE, len(sections)):
                 continue
-            end = names.find(b"\0", st_name)
+            end = lookup.end(st_name)
+            if end < 0:
+                continue  # no name: not a blob symbol
             name = names[st_name:end]
             if not (name.startswith(b"__") and name.endswith((b"_start", b"_end"))):
                 continue
