@@ -529,7 +529,9 @@ class ImageSet:
         """:func:`decide` for the whole set, as the driver loads it: one image for the module.
         With ``kernel``, a picked image that lacks it gives ``CUDA_ERROR_NOT_FOUND`` (what
         ``cuModuleGetFunction`` returns), even when another image of the set has it."""
-        d = decide(self.images, device, driver, raw=self.raw)
+        return self._for_kernel(decide(self.images, device, driver, raw=self.raw), kernel)
+
+    def _for_kernel(self, d: Decision, kernel: str | None) -> Decision:
         if kernel is None or d.image is None or d.image.kernels is None or \
                 kernel in d.image.kernels:
             return d
@@ -555,7 +557,8 @@ class ImageSet:
                   ) -> list[tuple[str | None, Decision]]:
         """One decision per kernel (one for the whole set when it names no kernels)."""
         kernels: list[str | None] = list(self.kernels) or [None]
-        return [(k, self.decide(device, driver, k)) for k in kernels]
+        module = decide(self.images, device, driver, raw=self.raw)  # one pick per module
+        return [(k, self._for_kernel(module, k)) for k in kernels]
 
 
 # module outcomes, worst last
