@@ -64,7 +64,7 @@ from .arch import Arch
 from .cubin import ABI_V2, Cubin, is_cubin
 from .driver import DEVICE_SUPPORT, MINOR_COMPAT_DRIVER, RELEASES, CudaVersion, cuda_name, dotted
 from .errors import FatbinkitError, FormatError, InvalidArgumentError, UnsupportedError
-from .fatbin import EntryKind, FatbinEntry
+from .fatbin import DecompressionBudget, EntryKind, FatbinEntry
 from .ptx import NEWEST_KNOWN_CUDA, Ptx, is_ptx, max_ptx_isa_for_driver, min_driver_for_ptx_isa
 from .scan import scan
 
@@ -804,14 +804,16 @@ def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> I
     raise InvalidArgumentError(f"{label or 'input'} is neither a cubin nor PTX")
 
 
-def image_from_entry(entry: FatbinEntry, label: str = "") -> Image | None:
+def image_from_entry(entry: FatbinEntry, label: str = "",
+                     budget: DecompressionBudget | None = None) -> Image | None:
     """The image of a fatbin entry (None for kinds the driver does not load: LTO-IR...).
 
     Arch and ``a``/``f`` come from the entry header as the driver reads them; the PTX ISA version
-    from the PTX text, which is what the JIT compiler checks.
+    from the PTX text, which is what the JIT compiler checks. Decompression is charged to
+    ``budget``.
     """
     if entry.header.kind == EntryKind.ELF:
-        data = entry.data()
+        data = entry.data(budget=budget)
         try:
             return image_from_cubin(data, label, entry.arch, entry.compression)
         except (FormatError, UnsupportedError) as exc:  # one bad cubin must not hide the rest
@@ -819,18 +821,24 @@ def image_from_entry(entry: FatbinEntry, label: str = "") -> Image | None:
             return Image(SASS, entry.arch, None, label, None, abi_version=abi,
                          compression=entry.compression, unread=str(exc))
     if entry.header.kind == EntryKind.PTX:
-        return image_from_ptx(entry.data(), label, entry.arch, entry.compression)
+        return image_from_ptx(entry.data(budget=budget), label, entry.arch, entry.compression)
     return None
 
 
-def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview) -> tuple[ImageSet, ...]:
+def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview,
+               budget: DecompressionBudget | None = None) -> tuple[ImageSet, ...]:
     """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
-    ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself."""
+    ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself. Decompression is
+    charged to ``budget`` (default: :meth:`DecompressionBudget.for_input` of the input)."""
     codes = scan(source)
+    if budget is None:
+        size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
+                else os.path.getsize(source))
+        budget = DecompressionBudget.for_input(size)
     groups: dict[tuple[str, int], list[Image]] = {}
     for code in codes:
         group = groups.setdefault((code.source, code.container), [])
-        img = image_from_entry(code.entry, f"entry at {code.offset:#x}")
+        img = image_from_entry(code.entry, f"entry at {code.offset:#x}", budget)
         if img is not None:
             group.append(img)
     return tuple(

@@ -38,6 +38,9 @@ ENTRY_VERSION = 0x0101
 #: Largest uncompressed payload :meth:`FatbinEntry.data` will produce by default (1 GiB): the
 #: biggest cubins in NVIDIA's libraries are tens of MiB, a recorded size above this is a bomb.
 MAX_DATA_SIZE = 1 << 30
+# the default decompression budget of one operation: this many times its input, plus a floor
+BUDGET_RATIO = 64
+BUDGET_FLOOR = 256 << 20
 ALIGN = 8
 _LZ4_MAX_RATIO = 255
 _ZERO_BLOCK_SIZE = 4 << 20  # padding is compared with zeros in blocks of this size
@@ -393,8 +396,10 @@ class FatbinEntry:
             return self.header.uncompressed_size
         return self.header.size
 
-    def data(self, max_size: int = MAX_DATA_SIZE) -> bytes:
-        """The payload, decompressed; refuses recorded sizes above ``max_size`` (bomb guard).
+    def data(self, max_size: int = MAX_DATA_SIZE,
+             budget: DecompressionBudget | None = None) -> bytes:
+        """The payload, decompressed; refuses recorded sizes above ``max_size`` or above what is
+        left of ``budget`` (bomb guards: one entry, and one operation over many entries).
 
         Uncompressed payloads come back as stored (with their padding); compressed ones at
         exactly the recorded uncompressed size, or :class:`DecompressionError`.
@@ -410,6 +415,8 @@ class FatbinEntry:
                 f"limit of {max_size}",
                 offset=self.offset,
             )
+        if budget is not None:
+            budget.charge(expected, self.offset)
         src = self.stored[: h.compressed_size]
         try:
             out = _decompress(codec, src, expected, self.offset)
@@ -430,6 +437,43 @@ class FatbinEntry:
 
     def __len__(self) -> int:
         return self.header.header_size + self.header.size
+
+
+class DecompressionBudget:
+    """How many bytes one operation (a listing, an extraction, a check) may decompress in total.
+
+    The per-entry limit (``MAX_DATA_SIZE``) does not stop a small file of many entries that each
+    inflate to it; this does. The default, :meth:`for_input`, is ``BUDGET_RATIO`` times the input
+    plus ``BUDGET_FLOOR``: far above what real fatbins inflate to (CUDA's zstd and LZ4 entries
+    shrink cubins a few times), far below what a bomb asks for.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 0:
+            raise InvalidArgumentError(f"a decompression budget of {limit} bytes is negative")
+        self.limit = limit
+        self.used = 0
+
+    @classmethod
+    def for_input(cls, size: int, limit: int | None = None) -> DecompressionBudget:
+        """The budget of an operation on ``size`` input bytes (``limit`` overrides it)."""
+        return cls(BUDGET_FLOOR + BUDGET_RATIO * size if limit is None else limit)
+
+    def charge(self, size: int, offset: int) -> None:
+        """Take ``size`` bytes from the budget before inflating them, or raise."""
+        if self.used + size > self.limit:
+            raise DecompressionError(
+                f"inflating {size} more bytes would exceed this operation's decompression budget "
+                f"of {self.limit} bytes ({self.used} used); raise it if the input is trusted "
+                "(--max-decompressed, or DecompressionBudget)",
+                offset=offset,
+            )
+        self.used += size
+
+    def __repr__(self) -> str:
+        return f"DecompressionBudget(limit={self.limit}, used={self.used})"
+
+    __str__ = __repr__
 
 
 @functools.cache

@@ -216,3 +216,44 @@ def test_gigabytes_of_zero_padding_are_skipped_not_stepped(tmp_path: Path) -> No
     assert [off for off, _ in iter_containers(blob)] == [0, len(one) + (64 << 20)]
     with pytest.raises(FormatError, match="zero padding"):
         list(iter_containers(one + b"\0" * 100 + b"junk" + two))
+
+
+def _inflating_fatbin(count: int, size: int) -> bytes:
+    """``count`` zstd PTX entries that each inflate to ``size`` bytes (a PTX header, then NULs)
+    from a few hundred bytes: a decompression bomb spread over entries."""
+    from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+
+    ptx = b".version 8.0\n.target sm_80\n.address_size 64\n"
+    payload = ptx + bytes(size - len(ptx))
+    return build_fatbin([make_entry(EntryKind.PTX, Arch(80), payload, compression="zstd")
+                         for _ in range(count)])
+
+
+def test_a_decompression_budget_covers_the_whole_operation(tmp_path: Path) -> None:
+    """Each entry stays under the per-entry limit; their sum is refused by the operation's
+    budget (default 64x the input + 256 MiB), with a message saying how to raise it."""
+    from fatbinkit.compat import image_sets
+    from fatbinkit.errors import DecompressionError
+    from fatbinkit.fatbin import DecompressionBudget, Fatbin
+
+    small = _inflating_fatbin(2, 8 << 20)
+    entries = Fatbin.from_bytes(small).entries
+    budget = DecompressionBudget(10 << 20)
+    assert len(entries[0].data(budget=budget)) == 8 << 20
+    with pytest.raises(DecompressionError, match="decompression budget"):
+        entries[1].data(budget=budget)
+    assert len(image_sets(small, DecompressionBudget(16 << 20))) == 1
+    with pytest.raises(DecompressionError, match="budget"):
+        image_sets(small, DecompressionBudget(10 << 20))
+
+    bomb = tmp_path / "bomb.fatbin"
+    bomb.write_bytes(_inflating_fatbin(2, 150 << 20))
+    assert bomb.stat().st_size < 64 << 10
+    out = tmp_path / "out"
+    for args in (["extract", bomb, "-o", out], ["check", bomb, "--arch", "sm_90"]):
+        proc = _cli(*args)
+        assert proc.returncode == 1 and "decompression budget" in proc.stderr, proc.stderr
+        assert "--max-decompressed" in proc.stderr
+    assert not out.exists()  # nothing half-written
+    proc = _cli("ls", bomb, "--max-decompressed", "4x")
+    assert proc.returncode == 2 and "not a size" in proc.stderr

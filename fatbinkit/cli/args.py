@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 from pathlib import Path
 
 from ..errors import InvalidArgumentError
+
+_SIZE_RE = re.compile(r"^([0-9]{1,15})([KMGT]?)(i?B)?$", re.I)
+
+
+def byte_size(text: str) -> int:
+    """``4G``, ``512MiB``, ``1000000``: a size in bytes (K, M, G, T are powers of 1024)."""
+    m = _SIZE_RE.match(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 4G, 512M or 1000000")
+    return int(m.group(1)) << (10 * " KMGT".index(m.group(2).upper() or " "))
+
+
+def add_budget(p: argparse.ArgumentParser) -> None:
+    """``--max-decompressed SIZE``: the decompression budget of the command."""
+    p.add_argument("--max-decompressed", type=byte_size, metavar="SIZE",
+                   help="bytes this command may decompress in total (default: 64x the input "
+                   "+ 256 MiB, a bomb guard); e.g. 16G for a trusted input")
 
 
 def key_path(spec: str, key: str, *, option: str = "", example: str = "") -> tuple[str, Path]:

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ..arch import Arch
 from ..driver import DEVICE_SUPPORT, CudaVersion, cuda_name, dotted, parse_driver
 from ..errors import FormatError, InvalidArgumentError
+from ..fatbin import DecompressionBudget
+from .args import add_budget
 
 if TYPE_CHECKING:  # the engine is imported by the handler: `fatbinkit ls` starts faster
     from ..compat import ArchVerdict, Decision, ImageSet
@@ -60,6 +62,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--min-driver", action="store_true",
                    help="print the minimum driver per arch (all known archs without --arch)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_budget(p)
     p.set_defaults(func=_check, parser=p)
 
 
@@ -86,7 +89,8 @@ def _check(args: argparse.Namespace) -> int:
         args.parser.error("the following arguments are required: --arch (or --min-driver)")
     archs: list[Arch] = list(dict.fromkeys(
         Arch(a.number) for a in args.arch or [Arch(n) for n in DEVICE_SUPPORT]))
-    sets = image_sets(args.file)
+    sets = image_sets(args.file, budget=None if args.max_decompressed is None else
+                      DecompressionBudget(args.max_decompressed))
     if not sets:  # nothing can load: not "every requested arch is fine"
         raise FormatError(f"{args.file}: no device code (no fatbin, cubin or PTX)")
     per_arch = [[s.decisions(a, args.driver) for s in sets] for a in archs]

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError, OutputError
-from ..fatbin import EntryKind
+from ..fatbin import DecompressionBudget, EntryKind
 from ..outfile import atomic_files, atomic_path
-from .args import key_path
+from .args import add_budget, key_path
 
 if TYPE_CHECKING:
     from ..cubin import CubinFunction
@@ -37,6 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--resources", action="store_true", help="per-function resource usage of ELF entries"
     )
+    add_budget(p)
     p.set_defaults(func=_ls)
 
     p = sub.add_parser("extract", help="write each cubin/PTX image to a file, as cuobjdump -x")
@@ -46,6 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     which.add_argument("--elf", action="store_true", help="cubins only")
     which.add_argument("--ptx", action="store_true", help="PTX only")
     p.add_argument("--all", action="store_true", help="include __nv_relfatbin sections")
+    add_budget(p)
     p.set_defaults(func=_extract)
 
     p = sub.add_parser("build", help="build a fatbin from cubins and PTX")
@@ -74,6 +76,7 @@ def _list(args: argparse.Namespace) -> int:
     from ..scan import extract_names, kind_name, listed, scan
 
     codes = listed(scan(args.file, all=args.all), all=args.all)
+    budget = _budget(args)
     if args.json:
         rows: list[dict[str, Any]] = []
         for c in codes:
@@ -91,7 +94,8 @@ def _list(args: argparse.Namespace) -> int:
             if args.resources and e.header.kind == EntryKind.ELF:
                 from ..cubin import Cubin
 
-                row["functions"] = [f.to_dict() for f in Cubin.from_bytes(e.data()).functions]
+                row["functions"] = [f.to_dict() for f in
+                                    Cubin.from_bytes(e.data(budget=budget)).functions]
             rows.append(row)
         # One compact row per line: json's C encoder (indent= falls back to pure Python, 3x slower
         # on libraries with thousands of entries) and still greppable.
@@ -109,10 +113,15 @@ def _list(args: argparse.Namespace) -> int:
         if args.resources and kind == EntryKind.ELF:
             from ..cubin import Cubin
 
-            for f in Cubin.from_bytes(c.entry.data()).functions:
+            for f in Cubin.from_bytes(c.entry.data(budget=budget)).functions:
                 lines.append(f"    {_usage(f)}\n")
     sys.stdout.write("".join(lines))  # one write: thousands of lines, stdout may be unbuffered
     return 0
+
+
+def _budget(args: argparse.Namespace) -> DecompressionBudget:
+    """The command's decompression budget (its input is known to exist: scan read it)."""
+    return DecompressionBudget.for_input(args.file.stat().st_size, args.max_decompressed)
 
 
 def _usage(f: CubinFunction) -> str:
@@ -130,6 +139,7 @@ def _extract(args: argparse.Namespace) -> int:
     from ..scan import extract_names, listed, scan
 
     codes = listed(scan(args.file, all=args.all))
+    budget = _budget(args)
     names = extract_names(codes, args.file.name)
     wanted = {EntryKind.ELF, EntryKind.PTX}
     if args.elf:
@@ -150,7 +160,7 @@ def _extract(args: argparse.Namespace) -> int:
                     continue
                 if name in ("", ".", ".."):  # extract's names never contain a separator
                     raise OutputError(f"refusing to write outside the output folder: {name}")
-                data = c.entry.data()
+                data = c.entry.data(budget=budget)
                 if kind == EntryKind.PTX:
                     data = data.rstrip(b"\0")
                 batch.write(out_dir / name, data)
