@@ -56,6 +56,11 @@ class ToolError(FatbinkitError):
     """An external tool ran and failed; the message carries its command line and stderr."""
 
 
+class InjectError(FatbinkitError):
+    """The native editor (LIEF) crashed, ran out of its memory or time limit, or failed in an
+    unexpected way, in its own process: the caller's process and files are untouched."""
+
+
 class CompatibilityError(FatbinkitError):
     """No image in a set can load on the requested device/driver; the message says why."""
 

@@ -13,19 +13,32 @@ already defines or only imports with a version, and a library injected once alre
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import stat
+import sys
+import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import elf
 from .elfobj import DEFAULT_ALIGN, Blob, Placed, place
-from .errors import FormatError, InputError, OutputError, TruncatedError, UnsupportedError
+from .errors import (
+    FatbinkitError,
+    FormatError,
+    InjectError,
+    InputError,
+    OutputError,
+    TruncatedError,
+    UnsupportedError,
+)
 from .infile import read_input
 from .outfile import atomic_path
+from .toolchain import WorkerResult, run_worker
 
 SECTION = ".fatbinkit"
 
@@ -93,27 +106,102 @@ def _content(p: Placed) -> bytes:
     return bytes(p.source)
 
 
+# The worker's limits: LIEF holds the library several times over while it rewrites it.
+MEMORY_FLOOR = 2 << 30
+MEMORY_PER_BYTE = 16
+TIME_FLOOR = 120.0
+TIME_PER_BYTE = 1e-7  # 100 s per GB
+
+_ERRORS: dict[str, type[FatbinkitError]] = {
+    cls.__name__: cls
+    for cls in (FormatError, TruncatedError, UnsupportedError, InputError, OutputError,
+                InjectError)
+}
+
+
+class _Row(NamedTuple):
+    """A placed blob as the worker needs it: its three symbol names, offset and size."""
+
+    symbols: tuple[str, str, str]
+    offset: int
+    size: int
+
+
 def inject(
     library: os.PathLike[str] | os.PathLike[bytes],
     output: os.PathLike[str] | os.PathLike[bytes],
     blobs: Iterable[Blob],
     *,
     align: int = DEFAULT_ALIGN,
+    timeout: float | None = None,
+    memory: int | None = None,
 ) -> None:
     """Write ``output``: ``library`` plus ``blobs`` (style ``"aoti"`` names) and their symbols.
 
-    ``output`` may equal ``library``; it is replaced atomically either way. The result is parsed
-    again and checked (section, segment flags, every symbol's address and the blob bytes there)
-    before it replaces ``output``.
+    ``output`` may equal ``library``; it is replaced atomically either way. The library is first
+    read with fatbinkit's own bounds-checked ELF reader; LIEF then parses, edits and writes it in
+    a child process limited to ``memory`` bytes and ``timeout`` seconds (defaults grow with the
+    library), so that a LIEF crash, runaway allocation or hang is an :class:`InjectError` and
+    neither this process nor ``output`` is touched. The result is parsed again and checked
+    (section, segment flags, every symbol's address and the blob bytes there) before it
+    replaces ``output``.
     """
     src = Path(os.fsdecode(os.fspath(library)))
     st = _read_header(src)
+    try:
+        elf.sections(read_input(src))  # section table and names, bounds-checked
+    except FormatError as e:
+        raise FormatError(f"{src}: {e}", offset=e.offset) from e
     placement = place(blobs, style="aoti", align=align)
     payload = bytearray()
     for p in placement.blobs:
         payload += bytes(p.padding)
         payload += _content(p)
+    rows = [_Row(p.symbols, p.offset, p.size) for p in placement.blobs]
+    memory = memory if memory is not None else MEMORY_FLOOR + MEMORY_PER_BYTE * (
+        st.st_size + len(payload))
+    timeout = timeout if timeout is not None else TIME_FLOOR + TIME_PER_BYTE * st.st_size
+    with tempfile.TemporaryDirectory(prefix="fatbinkit-inject-") as work, \
+            atomic_path(output, mode=stat.S_IMODE(st.st_mode)) as tmp:
+        blob_file = Path(work) / "payload"
+        blob_file.write_bytes(payload)
+        spec = Path(work) / "spec.json"
+        spec.write_text(json.dumps({"align": placement.align, "blobs": rows}))
+        result = run_worker("fatbinkit.inject", [os.fsdecode(src), str(blob_file), str(spec),
+                                                 str(tmp), str(memory)], timeout=timeout)
+        _raise_for(result, src, output, timeout, memory)
 
+
+def _raise_for(result: WorkerResult, src: Path, output: os.PathLike[str] | os.PathLike[bytes],
+               timeout: float, memory: int) -> None:
+    """Map how the worker ended to the library's errors (nothing on success)."""
+    if result.returncode == 0:
+        return
+    untouched = f"{os.fsdecode(os.fspath(output))} untouched"
+    if result.returncode is None:
+        raise InjectError(f"LIEF ran past {timeout:g} s on {src}; stopped, {untouched}")
+    if result.returncode < 0:
+        try:
+            name = signal.Signals(-result.returncode).name
+        except ValueError:
+            name = f"signal {-result.returncode}"
+        raise InjectError(f"LIEF crashed ({name}) on {src}, in a process held to {memory >> 20} "
+                          f"MiB of memory (inject(memory=...) raises it); {untouched}")
+    try:
+        doc = json.loads(result.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+        cls, message = _ERRORS[doc["error"]], str(doc["message"])
+    except (ValueError, IndexError, KeyError, TypeError):
+        tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+        raise InjectError(f"LIEF failed on {src} (exit status {result.returncode}"
+                          f"{': ' + tail[0] if tail else ''}); {untouched}") from None
+    if cls is InjectError and "memory" in message:
+        message += f" ({memory} bytes; inject(memory=...) raises it)"
+    raise cls(message)
+
+
+def _edit(src: Path, payload: bytes, rows: list[_Row], align: int, out: Path) -> None:
+    """The worker: LIEF parses ``src``, adds the section and symbols, writes ``out``, and the
+    result is checked."""
     with _quiet_lief() as lief:
         binary = lief.ELF.parse(str(src))
         if binary is None:
@@ -125,8 +213,8 @@ def inject(
                 f"{src} already has a {SECTION} section; inject all blobs into the original at once"
             )
         existing: dict[str, Any] = {}
-        for p in placement.blobs:
-            for name in p.symbols:
+        for row in rows:
+            for name in row.symbols:
                 if not binary.has_dynamic_symbol(name):
                     continue
                 sym = binary.get_dynamic_symbol(name)
@@ -142,18 +230,20 @@ def inject(
         section = lief.ELF.Section(SECTION)
         section.type = lief.ELF.Section.TYPE.PROGBITS
         section.flags = lief.ELF.Section.FLAGS.ALLOC
-        section.alignment = placement.align
+        section.alignment = align
         section.content = memoryview(payload)
         section = binary.add(section, loaded=True)
+        if section is None:
+            raise UnsupportedError(f"LIEF could not add a section to {src}; nothing written")
         base = section.virtual_address
         shndx = [s.name for s in binary.sections].index(SECTION)
 
-        for p in placement.blobs:
-            start, end, size = p.symbols
+        for row in rows:
+            start, end, size = row.symbols
             for name, value, index in (
-                (start, base + p.offset, shndx),
-                (end, base + p.offset + p.size, shndx),
-                (size, p.size, elf.SHN_ABS),
+                (start, base + row.offset, shndx),
+                (end, base + row.offset + row.size, shndx),
+                (size, row.size, elf.SHN_ABS),
             ):
                 sym = existing.get(name)
                 if sym is None:
@@ -167,27 +257,50 @@ def inject(
                 sym.size = 0
                 sym.shndx = index
 
-        with atomic_path(output, mode=stat.S_IMODE(st.st_mode)) as tmp:
-            try:  # to bytes, not write(path): LIEF cannot open a path that is not UTF-8
-                data = binary.write_to_bytes()
-            except Exception as e:  # LIEF raises its own types, or nothing at all
-                raise OutputError(f"LIEF failed to write {output}: {e}") from e
-            tmp.write_bytes(data)
-            _check(lief, tmp, placement.blobs, payload, src)
+        try:  # to bytes, not write(path): LIEF cannot open a path that is not UTF-8
+            data = binary.write_to_bytes()
+        except Exception as e:  # LIEF raises its own types, or nothing at all
+            raise OutputError(f"LIEF failed to write the library for {src}: {e}") from e
+        out.write_bytes(data)
+        _check(lief, out, rows, payload, src)
 
 
-def _check(
-    lief: Any, path: Path, placed: tuple[Placed, ...], payload: bytearray, src: Path
-) -> None:
+def _worker(argv: list[str]) -> int:
+    """``python -m fatbinkit.inject SRC PAYLOAD SPEC OUT MEMORY``: :func:`_edit` under a memory
+    limit; an error is printed as one JSON line ``{"error", "message"}`` (exit status 3)."""
+    src, payload, spec_path, out, memory = argv
+    try:
+        import resource
+
+        limit = int(memory)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, ValueError, OSError):  # no RLIMIT_AS here: the time limit still holds
+        pass
+    try:
+        spec = json.loads(Path(spec_path).read_text())
+        rows = [_Row((r[0][0], r[0][1], r[0][2]), r[1], r[2]) for r in spec["blobs"]]
+        _edit(Path(src), Path(payload).read_bytes(), rows, spec["align"], Path(out))
+    except FatbinkitError as e:
+        error, message = type(e).__name__, str(e)
+    except MemoryError:
+        error, message = "InjectError", f"LIEF ran out of its memory limit on {src}"
+    except Exception as e:  # LIEF returning None where an object was expected, and the like
+        error, message = "InjectError", f"LIEF failed on {src}: {type(e).__name__}: {e}"
+    else:
+        return 0
+    print(json.dumps({"error": error if error in _ERRORS else "InjectError",
+                      "message": message}))
+    return 3
+
+
+def _check(lief: Any, path: Path, placed: list[_Row], payload: bytes, src: Path) -> None:
     """Re-read LIEF's output and refuse it unless every symbol points at its blob, read-only."""
     with warnings.catch_warnings():  # LIEF warns on enum values it does not know
         warnings.simplefilter("ignore")
         _check_output(lief, path, placed, payload, src)
 
 
-def _check_output(
-    lief: Any, path: Path, placed: tuple[Placed, ...], payload: bytearray, src: Path
-) -> None:
+def _check_output(lief: Any, path: Path, placed: list[_Row], payload: bytes, src: Path) -> None:
     out = lief.ELF.parse(str(path)) if path.stat().st_size else None
     if out is None or not out.has_section(SECTION):
         raise UnsupportedError(f"LIEF wrote an unreadable library for {src}; nothing written")
@@ -236,3 +349,7 @@ def _check_output(
                     raise UnsupportedError(
                         f"LIEF wrote wrong bytes for {p.symbols[0]} in {src}; nothing written"
                     )
+
+
+if __name__ == "__main__":
+    sys.exit(_worker(sys.argv[1:]))

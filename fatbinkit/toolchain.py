@@ -1,4 +1,5 @@
-"""Locate NVIDIA tools and libraries, and run tools: the one place fatbinkit starts a subprocess.
+"""Locate NVIDIA tools and libraries, run tools, and run fatbinkit's own isolated workers: the
+one place fatbinkit starts a subprocess.
 
 Search order for a tool: ``$PATH``, ``$CUDA_HOME/bin`` (or ``$CUDA_PATH``), ``/usr/local/cuda/bin``,
 then the pip wheels' ``site-packages/nvidia/cu13/bin`` (and ``cu12``). Libraries: the pip wheels'
@@ -120,3 +121,31 @@ def run_tool(
         ).strip()
         raise ToolError(f"{command}: exit status {proc.returncode}\n{err}")
     return ToolResult(argv, proc.stdout, proc.stderr)
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    """How an isolated worker ended: ``returncode`` None when it ran out of time (and was
+    killed); negative when a signal ended it."""
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+
+    def __str__(self) -> str:
+        return f"{shlex.join(self.argv)}: exit status {self.returncode}"
+
+
+def run_worker(module: str, args: Sequence[str], *, timeout: float) -> WorkerResult:
+    """Run ``python -m module args`` (a fatbinkit worker) in a child process of this Python:
+    what the worker does cannot take this process down; a worker over ``timeout`` seconds is
+    killed."""
+    argv = (sys.executable, "-m", module, *args)
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as e:
+        return WorkerResult(argv, None, e.stdout or b"", e.stderr or b"")
+    except OSError as e:
+        raise ToolError(f"{shlex.join(argv)}: cannot run: {e.strerror or e}") from e
+    return WorkerResult(argv, proc.returncode, proc.stdout, proc.stderr)

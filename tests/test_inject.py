@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
+from fatbinkit import elf
 from fatbinkit.elfobj import Blob
 from fatbinkit.errors import FormatError, InputError, TruncatedError, UnsupportedError
 from fatbinkit.inject import inject
@@ -234,3 +235,33 @@ def test_output_path_that_is_not_utf8(tmp_path: Path) -> None:
     assert so.answer() == 42
     assert_blobs_exported(so, {"k": b"kernel bytes"})
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_lief_runs_in_a_child_held_to_its_limits(tmp_path: Path) -> None:
+    """LIEF parses and writes in its own process: a time or memory limit it runs into ends
+    that process, not this one, and the output is not touched (an existing one stays as it
+    was)."""
+    from fatbinkit.errors import InjectError
+
+    lib = gcc(tmp_path, "-shared", "-fPIC")
+    out = tmp_path / "out.so"
+    out.write_bytes(b"previous output")
+    with pytest.raises(InjectError, match="ran past"):
+        inject(lib, out, [Blob("k", b"x")], timeout=0.01)
+    with pytest.raises(InjectError, match="memory"):
+        inject(lib, out, [Blob("k", b"x")], memory=64 << 20)  # below what Python + LIEF need
+    assert out.read_bytes() == b"previous output"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    inject(lib, out, [Blob("k", b"x")])  # default limits
+    assert_blobs_exported(ctypes.CDLL(str(out)), {"k": b"x"})
+
+
+def test_own_reader_refuses_a_broken_section_table_before_lief(tmp_path: Path) -> None:
+    lib = gcc(tmp_path, "-shared", "-fPIC")
+    data = bytearray(lib.read_bytes())
+    head = elf.file_header(data)
+    data[0x3E:0x40] = (head.shnum + 5).to_bytes(2, "little")  # e_shstrndx past the table
+    broken = tmp_path / "broken.so"
+    broken.write_bytes(data)
+    with pytest.raises(FormatError, match="section name table index"):
+        inject(broken, tmp_path / "out.so", [Blob("k", b"x")])
