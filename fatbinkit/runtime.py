@@ -235,16 +235,18 @@ class Module:
         library: bool = False,
         preflight: bool = False,
         log_size: int = LOG_SIZE,
+        validate: bool = True,
     ) -> Module:
         """Load a fatbin, cubin or PTX image: bytes, a path, a ``Fatbin`` or one ``FatbinEntry``.
 
         With ``preflight`` the compatibility engine is asked first and an image that cannot load
-        on this device/driver is refused before the driver is called.
+        on this device/driver is refused before the driver is called. ``validate`` (the default)
+        inflates and checks a fatbin's compressed entries first: a corrupt one is a
+        ``DecompressionError``, not a driver crash.
         """
         data = _image_bytes(image)
-        return cls._load_buffer(
-            data, data, device=device, library=library, preflight=preflight, log_size=log_size
-        )
+        return cls._load_buffer(data, data, device=device, library=library, preflight=preflight,
+                                log_size=log_size, validate=validate)
 
     @classmethod
     def from_symbol(
@@ -273,9 +275,8 @@ class Module:
         view = memoryview((ctypes.c_char * (end - start)).from_address(start)).cast("B")
         # the driver gets the address itself; PTX goes through _load_buffer's NUL check
         target: Any = view if image_kind(view) == "ptx" else start
-        return cls._load_buffer(
-            target, view, device=device, library=library, preflight=preflight, log_size=LOG_SIZE
-        )
+        return cls._load_buffer(target, view, device=device, library=library,
+                                preflight=preflight, log_size=LOG_SIZE, validate=True)
 
     @classmethod
     def _load_buffer(
@@ -287,10 +288,13 @@ class Module:
         library: bool,
         preflight: bool,
         log_size: int,
+        validate: bool,
     ) -> Module:
         kind = image_kind(view)
         if kind == "ptx" and not isinstance(target, int):
             target = nul_terminated(target)
+        if kind == "fatbin" and validate:
+            _check_payloads(view)
         dev = Device.get(device)
         if preflight:
             from .diagnose import preflight_check
@@ -444,6 +448,19 @@ class Buffer:
 
     def __exit__(self, *exc: object) -> None:
         self.free()
+
+
+def _check_payloads(view: bytes | memoryview) -> None:
+    """Inflate and check every compressed entry of the container the driver reads, before the
+    driver sees it: the R580 driver crashes the process (SIGSEGV) on a PTX entry whose LZ4
+    payload is corrupt (docs/gpu.md, 2026-12-01); this raises a DecompressionError instead."""
+    from .fatbin import DecompressionBudget, FatbinContainer
+
+    container = FatbinContainer.parse(view)
+    budget = DecompressionBudget.for_input(len(view))
+    for entry in container.entries:
+        if entry.compression is not None:
+            entry.data(budget=budget)
 
 
 def _describe_function(drv: ModuleType, name: str, func: Any) -> Kernel:

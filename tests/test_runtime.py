@@ -82,3 +82,22 @@ def test_fatbinkit_objects_become_the_bytes_the_driver_gets() -> None:
     fb = Fatbin.from_bytes(data)
     assert _image_bytes(fb) == data
     assert bytes(_image_bytes(fb.entries[0])).rstrip(b"\0") == ptx
+
+
+def test_a_corrupt_compressed_entry_is_refused_before_the_driver() -> None:
+    """Checked before any driver call (here there is none): the R580 driver crashes on a PTX
+    entry whose LZ4 payload is corrupt (docs/gpu.md)."""
+    from fatbinkit.arch import Arch
+    from fatbinkit.errors import DecompressionError
+    from fatbinkit.fatbin import EntryKind, Fatbin, build_fatbin, make_entry
+    from fatbinkit.runtime import Module
+
+    ptx = b".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\nret;\n}\n"
+    blob = bytearray(build_fatbin([make_entry(EntryKind.PTX, Arch(80), ptx * 50,
+                                              compression="lz4")]))
+    stored = bytes(Fatbin.from_bytes(bytes(blob)).entries[0].stored)
+    at = bytes(blob).find(stored)
+    for i in range(at + 4, at + len(stored) - 4):
+        blob[i] ^= 0x5A
+    with pytest.raises(DecompressionError):
+        Module.load(bytes(blob))

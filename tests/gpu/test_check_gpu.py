@@ -294,7 +294,7 @@ def test_no_fall_back_after_the_pick(
     intact = image_sets(blob)[0].decide(gpu.arch, gpu.driver_version, "which")
     assert intact.loadable  # undamaged, it loads: the damage is what the driver stops at
     with pytest.raises(CudaError) as exc:  # a fall back would load the other image
-        Module.load(_damage(blob, index, how)).close()
+        Module.load(_damage(blob, index, how), validate=False).close()  # the driver's own way
     report.append(Observed(case, f"error {error} (no fall back)", f"error {exc.value.code}"))
     assert exc.value.code == error
 
@@ -342,3 +342,20 @@ def test_vendor_container_as_predicted(gpu: Device, report: list[Observed],
     report.append(Observed(f"cuRAND 13.4 container {container}", predicted, "loaded"))
     assert decision.loadable and decision.how == "sass"
     assert versions <= {gpu.arch.number}
+
+
+def test_a_corrupt_compressed_payload_is_refused_before_the_driver(
+    gpu: Device, built: dict[str, bytes],
+) -> None:
+    """The driver itself crashes the process (SIGSEGV, seen on R580) when the PTX it picks has a
+    corrupt LZ4 payload; Module.load checks compressed payloads first and raises instead. Run in
+    a child process, so that a regression shows as a dead child, not a dead test run."""
+    blob = _damage(_blob(built, ["compute_90|lz4", "compute_80"], False), 0, "payload")
+    code = ("import sys\nfrom fatbinkit.runtime import Module\n"
+            "from fatbinkit.errors import DecompressionError\n"
+            "try:\n    Module.load(sys.stdin.buffer.read())\n"
+            "except DecompressionError as e:\n    print('refused:', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
+                          check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith(b"refused:")
