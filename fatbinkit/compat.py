@@ -52,11 +52,10 @@ test (tests/gpu/test_check_gpu.py) checks these predictions against the driver.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import elf
@@ -401,10 +400,9 @@ def decide(
     warnings = _driver_warnings(dev, driver)
     dfloor = device_floor(dev)
     verdicts: list[Verdict] = []
-    sass: list[Verdict] = []
-    ptx: list[Verdict] = []
-    floors_of: dict[int, tuple[Floor, ...]] = {}
-    unknown_of: dict[int, tuple[str, ...]] = {}
+    # the images that fit by arch, each with its floors (device first) and what is unknown
+    sass: list[tuple[Verdict, tuple[Floor, ...], tuple[str, ...]]] = []
+    ptx: list[tuple[Verdict, tuple[Floor, ...], tuple[str, ...]]] = []
     for img in images:
         runs = sass_runs_on if img.kind == SASS else ptx_jits_for
         if not runs(img.arch, dev):
@@ -413,9 +411,6 @@ def decide(
             verdicts.append(Verdict(img, False, why(img.arch, dev), error))
             continue
         own, unknown = image_floors(img)
-        floors = ((dfloor,) if dfloor else ()) + own
-        floors_of[id(img)] = floors
-        unknown_of[id(img)] = unknown
         if img.kind == PTX and img.target is not None and not ptx_jits_for(img.target, dev):
             # selected by its label, then refused by the JIT compiler (reasoned, not observed)
             verdict = Verdict(img, False, (
@@ -429,7 +424,8 @@ def decide(
             else:
                 verdict = Verdict(img, True, _fits(img, dev, driver))
         verdicts.append(verdict)
-        (sass if img.kind == SASS else ptx).append(verdict)
+        (sass if img.kind == SASS else ptx).append(
+            (verdict, ((dfloor,) if dfloor else ()) + own, unknown))
 
     def result(image: Image | None, how: str, reason: str, error: str | None,
                floors: tuple[Floor, ...] = (), floor: Floor | None = None) -> Decision:
@@ -439,15 +435,17 @@ def decide(
     refused = _device_refusal(dev, driver) if driver is not None else None
     if sass:
         # exact CC first (a > f > plain), then the highest minor of the same major
-        pick = max(sass, key=lambda v: (v.image.arch.number == dev.number, v.image.arch.number,
-                                        _SUFFIX_RANK[v.image.arch.suffix]))
+        pick, floors, unknown = max(sass, key=lambda c: (
+            c[0].image.arch.number == dev.number, c[0].image.arch.number,
+            _SUFFIX_RANK[c[0].image.arch.suffix]))
     elif ptx:
         # The driver picks the PTX by arch label alone, then JIT-compiles it: a pick too new
         # for the driver (or whose text targets another arch) fails the load, with no fall
         # back to a lower PTX that would work (observed on an H200 with driver R580, 2026-12-01:
         # compute_80 + compute_90 with PTX ISA 9.9 -> CUDA_ERROR_UNSUPPORTED_PTX_VERSION).
-        pick = max(ptx, key=lambda v: (v.image.arch.number, _SUFFIX_RANK[v.image.arch.suffix],
-                                       v.image.ptx_version or (0, 0)))
+        pick, floors, unknown = max(ptx, key=lambda c: (
+            c[0].image.arch.number, _SUFFIX_RANK[c[0].image.arch.suffix],
+            c[0].image.ptx_version or (0, 0)))
     else:
         if refused is not None:
             return result(None, "none", refused[1], NO_DEVICE, floor=refused[0])
@@ -459,8 +457,7 @@ def decide(
         reasons = "; ".join(dict.fromkeys(v.reason for v in failing if v.error == error))
         return result(None, "none", f"nothing loads on {dev.sm} (has {held}): {reasons}", error)
     best = pick.image
-    floors = floors_of[id(best)]
-    warnings += unknown_of[id(best)]  # what is unknown about the image the driver loads
+    warnings += unknown  # what is unknown about the image the driver loads
     how = "sass" if best.kind == SASS else "ptx-jit"
     if refused is not None:
         return result(None, "none", refused[1], NO_DEVICE, floors, refused[0])
@@ -469,7 +466,7 @@ def decide(
                   f"no SASS for {dev.sm}; the driver JIT-compiles {best.name} at load "
                   f"(cold start cost, cached in the JIT cache)")
         return result(best, how, reason, None, floors)
-    others = [v.image.name for v in (sass + ptx) if v.usable and v is not pick]
+    others = [v.image.name for v, _, _ in sass + ptx if v.usable and v is not pick]
     unused = f"; the driver does not fall back to {', '.join(others)}" if others else ""
     lead = (f"the driver picks {best.name}" if how == "sass" else
             f"no SASS for {dev.sm}; the driver picks {best.name}")
@@ -537,7 +534,7 @@ class ImageSet:
             return d
         holders = [i.name for i in self.images if i.kernels is None or kernel in i.kernels]
         others = f" (only {', '.join(holders)} has it; no fall back)" if holders else ""
-        return dataclasses.replace(
+        return replace(
             d, image=None, how="none", error=NOT_FOUND, floors=(),
             reason=f"the driver loads {d.image.name} for {d.device.sm}, which has no kernel "
                    f"{kernel}{others}")
@@ -698,7 +695,7 @@ class ArchVerdict:
         if self.failed and len(self.failed) == n and len({d.reason for _, d in self.failed}) == 1:
             return f"no module can load: {self.failed[0][1].reason}"
         if self.failed and self.data_only_failed:
-            return dataclasses.replace(self, data_only_failed=()).reason + (
+            return replace(self, data_only_failed=()).reason + (
                 f" (and {_count(len(self.data_only_failed), 'data-only module')})")
         if self.failed:
             reasons: dict[str, int] = {}

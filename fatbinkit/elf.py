@@ -12,6 +12,7 @@ offset of the offending record.
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
@@ -217,6 +218,22 @@ class _BufferSource:
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+class FileSource:
+    """A :class:`Source` over an open file: ``pread`` of the bytes asked for, so checking a
+    library's tables reads those tables, not the library."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self._fd = fd
+        self._size = size
+
+    def read(self, offset: int, size: int) -> bytes:
+        size = min(size, self._size - offset)
+        return os.pread(self._fd, size, offset) if size > 0 else b""
+
+    def __len__(self) -> int:
+        return self._size
 
 
 def _source(src: Source | Buffer) -> Source:

@@ -36,7 +36,7 @@ from .errors import (
     TruncatedError,
     UnsupportedError,
 )
-from .infile import read_input
+from .infile import open_input, read_input
 from .outfile import atomic_path
 from .toolchain import WorkerResult, run_worker
 
@@ -149,7 +149,8 @@ def inject(
     src = Path(os.fsdecode(os.fspath(library)))
     st = _read_header(src)
     try:
-        elf.sections(read_input(src))  # section table and names, bounds-checked
+        with open_input(src) as f:  # section table and names, bounds-checked, before LIEF
+            elf.sections(elf.FileSource(f.fileno(), st.st_size))
     except FormatError as e:
         raise FormatError(f"{src}: {e}", offset=e.offset) from e
     placement = place(blobs, style="aoti", align=align)

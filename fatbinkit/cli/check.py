@@ -93,13 +93,14 @@ def _check(args: argparse.Namespace) -> int:
                       DecompressionBudget(args.max_decompressed))
     if not sets:  # nothing can load: not "every requested arch is fine"
         raise FormatError(f"{args.file}: no device code (no fatbin, cubin or PTX)")
-    per_arch = [[s.decisions(a, args.driver) for s in sets] for a in archs]
-    verdicts = [ArchVerdict.of(a, args.driver, [(s, [d for _, d in kds])
-                                                for s, kds in zip(sets, decisions, strict=True)])
-                for a, decisions in zip(archs, per_arch, strict=True)]
-    # per set: (kernel, [decision per arch])
-    rows: Rows = [(s, [(k, [per_arch[i][j][n][1] for i in range(len(archs))])
-                       for n, (k, _) in enumerate(per_arch[0][j])]) for j, s in enumerate(sets)]
+    rows: Rows = []  # per set: (kernel, [decision per arch])
+    for s in sets:
+        by_arch = [s.decisions(a, args.driver) for a in archs]  # [arch][kernel]: (kernel, d)
+        rows.append((s, [(pairs[0][0], [d for _, d in pairs])
+                         for pairs in zip(*by_arch, strict=True)]))
+    verdicts = [ArchVerdict.of(a, args.driver, [(s, [ds[i] for _, ds in kernels])
+                                                for s, kernels in rows])
+                for i, a in enumerate(archs)]
     if args.min_driver:
         if args.json:
             _dump({"file": str(args.file), "modules": len(sets),
