@@ -14,6 +14,7 @@ See ``docs/fatbin.md`` for the layout and what was verified against NVIDIA's too
 from __future__ import annotations
 
 import enum
+import errno
 import functools
 import os
 import struct
@@ -129,6 +130,7 @@ class Reader:
         self._size = len(view)
         self._buf = b""
         self._at = 0
+        self._seek_data = hasattr(os, "SEEK_DATA")
 
     def __len__(self) -> int:
         return self._size
@@ -136,18 +138,13 @@ class Reader:
     def skip_zeros(self, offset: int) -> int:
         """The first position at or after ``offset`` whose byte is not zero (the size: none).
 
-        Holes of a sparse file are jumped with ``SEEK_DATA`` where the file system supports it;
-        the rest is read in blocks that double from 4 KiB to 4 MiB, each compared with zeros in
-        C: gigabytes of padding cost a memory scan, not a million 4 KiB steps.
+        Holes of a sparse file are jumped with ``SEEK_DATA`` before each block where the file
+        system supports it; the rest is read in blocks that double from 4 KiB to 4 MiB, each
+        compared with zeros in C: gigabytes of padding cost a memory scan, not a million 4 KiB
+        steps.
         """
-        if self.fd is not None and hasattr(os, "SEEK_DATA"):
-            try:
-                data = os.lseek(self.fd, self.base + offset, os.SEEK_DATA) - self.base
-            except OSError:  # ENXIO: only a hole to the end of the file
-                data = self._size
-            offset = max(offset, min(data, self._size))
         step = self.WINDOW
-        while offset < self._size:
+        while (offset := self._next_data(offset)) < self._size:
             n = min(step, self._size - offset)
             block = (os.pread(self.fd, n, self.base + offset) if self.fd is not None  # read-
                      else self.view[offset : offset + n].tobytes())  # ahead, not random faults
@@ -158,6 +155,19 @@ class Reader:
             offset += n
             step = min(step * 2, _ZERO_BLOCK_SIZE)
         return self._size
+
+    def _next_data(self, offset: int) -> int:
+        """``offset``, or past the hole of a sparse file that starts there."""
+        if self.fd is None or not self._seek_data:
+            return offset
+        try:
+            data = os.lseek(self.fd, self.base + offset, os.SEEK_DATA) - self.base
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # EINVAL: the file system cannot tell; read it all
+                self._seek_data = False
+                return offset
+            data = self._size  # ENXIO: only a hole to the end of the file
+        return max(offset, min(data, self._size))
 
     def read(self, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``offset`` (fewer at the end); file reads go by 4 KiB windows."""
@@ -273,6 +283,8 @@ class FatbinEntry:
             raise FormatError("entry header tail does not match its header size", offset=at)
         if len(self.stored) != h.size:
             raise FormatError("entry payload does not match its recorded size", offset=at)
+        if not h.size:
+            raise FormatError(_EMPTY, offset=at)
         self._check_fields()
 
     def _check_fields(self) -> None:
@@ -559,6 +571,9 @@ class FatbinContainer:
 
 
 _FATBIN_ENTRY_FIELDS = tuple(f.name for f in fields(FatbinEntry))
+# cuobjdump refuses an entry without payload ("Invalid fatbin header"/"Invalid ELF"); refusing it
+# also keeps a listing's memory from growing with entries that hold nothing (a 64-byte header).
+_EMPTY = "entry with an empty payload (0 bytes): not an image (cuobjdump refuses it too)"
 
 
 def _entries(src: Reader, offset: int, head: ContainerHeader) -> tuple[list[FatbinEntry], int]:
@@ -585,6 +600,8 @@ def _entries(src: Reader, offset: int, head: ContainerHeader) -> tuple[list[Fatb
         header_size = eh.header_size
         if header_size < ENTRY_HEADER_SIZE:
             raise FormatError(f"entry header size {header_size} < {ENTRY_HEADER_SIZE}", offset=pos)
+        if not eh.size:
+            raise FormatError(_EMPTY, offset=pos)
         stop = pos + header_size + eh.size
         if stop > end:
             raise TruncatedError(

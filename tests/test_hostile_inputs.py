@@ -195,9 +195,10 @@ def test_extract_leaves_nothing_when_a_later_entry_is_corrupt(tmp_path: Path) ->
 
 
 def test_gigabytes_of_zero_padding_are_skipped_not_stepped(tmp_path: Path) -> None:
-    """Containers separated by 4 GiB of zeros (a sparse file: holes are jumped with SEEK_DATA)
-    and, in memory, by 64 MiB: both containers are found, as cuobjdump finds them. Before, the
-    padding was read 4 KiB at a time (20 s for the 4 GiB file)."""
+    """Containers separated by 4 GiB of zeros (a sparse file: holes are jumped with SEEK_DATA,
+    tried before each block, not only at the start of the padding) and, in memory, by 64 MiB:
+    both containers are found, as cuobjdump finds them. Before, the padding was read 4 KiB at a
+    time (20 s for the 4 GiB file), then in doubling blocks (0.7-2.6 s); now under 1 ms."""
     from fatbinkit.fatbin import EntryKind, build_fatbin, iter_containers, make_entry
     from fatbinkit.scan import scan
 
@@ -257,3 +258,34 @@ def test_a_decompression_budget_covers_the_whole_operation(tmp_path: Path) -> No
     assert not out.exists()  # nothing half-written
     proc = _cli("ls", bomb, "--max-decompressed", "4x")
     assert proc.returncode == 2 and "not a size" in proc.stderr
+
+
+def _empty_entries(count: int, size: int) -> bytes:
+    """One container of ``count`` sm_90 ELF entries, each a bare 64-byte header and ``size``
+    zero bytes of payload (so the file is ``16 + count * (64 + size)`` bytes)."""
+    from fatbinkit.fatbin import FATBIN_MAGIC, ContainerHeader, EntryHeader
+
+    entry = EntryHeader(2, 0x101, 64, size, 0, 0, 0, 1, 90, 0, 0, 0x11, 0, 0).pack()
+    body = (entry + bytes(size)) * count
+    return ContainerHeader(FATBIN_MAGIC, 1, 16, len(body)).pack() + body
+
+
+def test_entries_without_payload_are_refused_as_cuobjdump_refuses_them(tmp_path: Path) -> None:
+    """cuobjdump refuses a 0-byte entry; so does the parser, at the first one: 500 k of them in
+    32 MB took 825 MB and 8 s to list (an object per entry) before, a few MB now."""
+    from fatbinkit.fatbin import Fatbin
+
+    small = tmp_path / "three.fatbin"
+    small.write_bytes(_empty_entries(3, 0))
+    oracle = subprocess.run([str(wheel_tool("cuobjdump")), "-lelf", "-lptx", str(small)],
+                            capture_output=True, text=True, check=False)
+    assert oracle.returncode != 0 and "Invalid" in oracle.stderr
+    many = tmp_path / "many.fatbin"
+    many.write_bytes(_empty_entries(500_000, 0))
+    with pytest.raises(FormatError, match="empty payload") as info:
+        Fatbin.from_bytes(many.read_bytes())
+    assert info.value.offset == 0x10
+    for command in (["ls"], ["extract", "-o", tmp_path / "out"], ["check", "--arch", "sm_90"]):
+        proc = _cli(*command, many)
+        assert proc.returncode == 1 and "empty payload" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()
