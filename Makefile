@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint gpu-test bench clean
+.PHONY: demo test lint gpu-test bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check fatbinkit tests benchmarks examples
+	$(VENV)/bin/ruff check fatbinkit tests benchmarks examples fuzz
 	$(VENV)/bin/mypy
 
 test: lint
@@ -29,6 +29,11 @@ gpu-test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/embed.py
 	$(PY) benchmarks/fatbin.py
+
+# Every fuzz target for FUZZ_SECONDS each, two at a time; reproducers and the report in out/fuzz.
+FUZZ_SECONDS ?= 600
+fuzz: $(STAMP)
+	$(PY) -m fuzz --seconds $(FUZZ_SECONDS) --jobs 2 --out out/fuzz --json out/fuzz/report.json
 
 clean:
 	rm -rf $(VENV) .fixtures

@@ -1,0 +1,109 @@
+"""The seed corpus: the test suite's kernels built by the real tools, plus real third-party images.
+
+Built once into ``.fixtures/fuzz-seeds`` (``$FATBINKIT_FIXTURES``): the inspection kernels of
+``tests/data/inspect_kernels.cu`` as nvcc 13.0 PTX, ptxas cubins (sm_75, sm_90a, sm_100 with its
+``.nv.compat``), an ``nvcc -fatbin`` fatbin, a host object and a shared library with a
+``.nv_fatbin``; fatbinkit's writer's fatbins (uncompressed, LZ4, zstd, identifiers and options) and
+an embedding object; small gcc shared libraries for ``inject``; and the three smallest cubins
+and PTX of CuPy's CUDA 12 wheel (the test suite's fixture).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from thirdparty import CACHE, CUPY12_RANDOM, fetch  # noqa: E402
+
+from fatbinkit.arch import Arch  # noqa: E402
+from fatbinkit.elfobj import Blob, object_bytes  # noqa: E402
+from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry  # noqa: E402
+from fatbinkit.scan import scan  # noqa: E402
+
+__all__ = ["SEEDS", "corpus"]
+
+SEEDS = CACHE / "fuzz-seeds" / "v1"
+SOURCE = ROOT / "tests" / "data" / "inspect_kernels.cu"
+LIB_SOURCE = """
+extern const unsigned char __kernel_start[];  /* resolved by inject: defined in place */
+int answer(void) { return 42; }
+const unsigned char *blob(void) { return __kernel_start; }
+"""
+
+#: which seed files each family holds (by suffix)
+FAMILIES = {
+    "fatbin": (".fatbin",),
+    "cubin": (".cubin",),
+    "ptx": (".ptx",),
+    "host": (".o", ".so"),
+    "library": (".lib.so",),
+}
+
+
+def _run(*cmd: str | Path, cwd: Path | None = None) -> None:
+    subprocess.run([str(c) for c in cmd], check=True, capture_output=True, cwd=cwd)
+
+
+def _build(out: Path) -> None:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    src = out / "kernels.cu"
+    shutil.copyfile(SOURCE, src)
+    for virt in ("compute_80", "compute_100f"):
+        _run(nvcc, "-ptx", f"-arch={virt}", src, "-o", out / f"nvcc_{virt}.ptx")
+    for arch in ("sm_75", "sm_90a", "sm_100"):
+        _run(nvcc, "-cubin", f"-arch={arch}", src, "-o", out / f"nvcc_{arch}.cubin")
+    gencode = ["-gencode=arch=compute_80,code=[sm_80,compute_80]",
+               "-gencode=arch=compute_90,code=sm_90"]
+    _run(nvcc, "-fatbin", *gencode, src, "-o", out / "nvcc.fatbin")
+    _run(nvcc, "-c", "-Xcompiler", "-fPIC", *gencode, src, "-o", out / "nvcc_host.o")
+    _run(nvcc, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", *gencode, src,
+         "-o", out / "nvcc_host.so")
+
+    cubin = (out / "nvcc_sm_100.cubin").read_bytes()
+    ptx = (out / "nvcc_compute_80.ptx").read_bytes()
+    for codec in (None, "lz4", "zstd"):
+        entries = [make_entry(EntryKind.ELF, Arch(100), cubin, compression=codec,
+                              identifier="kernels.cu"),
+                   make_entry(EntryKind.PTX, Arch(80), ptx, compression=codec,
+                              options="-O3 -lineinfo")]
+        name = codec or "plain"
+        (out / f"writer_{name}.fatbin").write_bytes(build_fatbin(entries))
+    fat = (out / "writer_zstd.fatbin").read_bytes()
+    (out / "writer_embed.o").write_bytes(object_bytes([Blob("kernels", fat, 16)]))
+
+    (out / "lib.c").write_text(LIB_SOURCE)
+    _run("gcc", "-shared", "-fPIC", "-O1", "-o", out / "gcc.lib.so", out / "lib.c")
+    _run("gcc", "-shared", "-fPIC", "-O1", "-Wl,--hash-style=sysv", "-o", out / "sysv.lib.so",
+         out / "lib.c")
+
+    cupy = sorted(scan(fetch(CUPY12_RANDOM)), key=lambda c: c.entry.data_size)
+    for kind, suffix in ((EntryKind.ELF, "cubin"), (EntryKind.PTX, "ptx")):
+        for i, c in enumerate([c for c in cupy if c.entry.header.kind == kind][:3]):
+            (out / f"cupy12_{i}.{suffix}").write_bytes(c.entry.data())
+    for f in (src, out / "lib.c"):
+        f.unlink()
+
+
+def corpus() -> dict[str, list[bytes]]:
+    """The seed files by family, built on first use."""
+    if not (SEEDS / "done").is_file():
+        work = SEEDS.with_name(SEEDS.name + ".tmp")
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        _build(work)
+        (work / "done").touch()
+        shutil.rmtree(SEEDS, ignore_errors=True)
+        work.rename(SEEDS)
+    files = sorted(p for p in SEEDS.iterdir() if p.name != "done")
+    out: dict[str, list[bytes]] = {}
+    for family, suffixes in FAMILIES.items():
+        chosen = [p for p in files if p.name.endswith(suffixes)]
+        if family == "host":
+            chosen = [p for p in chosen if not p.name.endswith(".lib.so")]
+        out[family] = [p.read_bytes() for p in chosen]
+    return out

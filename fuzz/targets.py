@@ -1,0 +1,153 @@
+"""What each fuzz target feeds a mutant to: the public readers, the CLI and ``inject``.
+
+A target returns normally (the input was read) or raises :class:`FatbinkitError` (it was refused
+with a clear error); anything else is a failure. Targets also assert properties an independent
+reader would agree with: a parsed fatbin writes back byte for byte, JSON output parses, extract
+writes inside its folder only and nothing on failure, a failed ``inject`` leaves no output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fatbinkit.arch import Arch
+from fatbinkit.errors import FatbinkitError
+
+__all__ = ["TARGETS", "Target"]
+
+_DEVICES = (Arch(75), Arch(90), Arch(100), Arch(120))
+_DRIVERS = (None, (12, 4), (13, 0))
+
+
+def _fatbin(data: bytes, work: Path) -> None:
+    from fatbinkit.fatbin import DecompressionBudget, Fatbin
+
+    fb = Fatbin.from_bytes(data)
+    assert fb.to_bytes() == data, "a parsed fatbin does not write back byte for byte"
+    budget = DecompressionBudget.for_input(len(data))
+    for e in fb.entries:
+        _ = (e.arch, e.identifier, e.options, e.compression, e.data_size, e.code_version)
+        e.data(budget=budget)
+
+
+def _scan(data: bytes, work: Path) -> None:
+    from fatbinkit.scan import extract_names, scan
+
+    codes = scan(data, all=True)
+    names = extract_names(codes, "input.so")
+    assert all(n and "/" not in n and n not in (".", "..") for n in names), names
+    for c in codes:
+        _ = (c.entry.arch, c.entry.identifier)
+
+
+def _cubin(data: bytes, work: Path) -> None:
+    from fatbinkit.cubin import Cubin
+
+    cubin = Cubin.from_bytes(data)
+    json.dumps([f.to_dict() for f in cubin.functions])
+    _ = (cubin.arch, cubin.toolkit, cubin.virtual_arch)
+
+
+def _ptx(data: bytes, work: Path) -> None:
+    from fatbinkit.ptx import Ptx
+
+    ptx = Ptx.from_bytes(data)
+    _ = (ptx.min_driver, [(e.name, e.params) for e in ptx.entries])
+
+
+def _compat(data: bytes, work: Path) -> None:
+    from fatbinkit.compat import file_verdict, image_sets
+
+    sets = image_sets(data)
+    for device in _DEVICES:
+        for driver in _DRIVERS:
+            str(file_verdict(sets, device, driver))
+            for s in sets:
+                for kernel in s.kernels[:2]:
+                    s.decide(device, driver, kernel=kernel)
+
+
+def _cli(data: bytes, work: Path) -> None:
+    from fatbinkit.cli import main
+
+    path = work / "input.so"
+    path.write_bytes(data)
+    out = work / "out"
+    refused = None
+    for argv in (["ls", path, "--all"], ["ls", path, "--resources", "--json"],
+                 ["extract", path, "-o", out, "--all"],
+                 ["check", path, "--arch", "sm_90", "--arch", "sm_100", "--driver", "12.4",
+                  "--json"],
+                 ["check", path, "--arch", "sm_80", "-v"]):
+        stdout, stderr = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            status = main([str(a) for a in argv])
+        if status == 1 and argv[0] == "check" and not stderr.getvalue():
+            status = 0  # a verdict: the file does not load everywhere asked
+        if status == 1:  # refused: one line naming the error, and extract left nothing
+            lines = stderr.getvalue().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("fatbinkit: error: "), lines
+            assert argv[0] != "extract" or not out.exists(), "extract failed half-way"
+            refused = lines[0]
+            continue
+        assert status == 0, (argv, status, stderr.getvalue())
+        if "--json" in argv:
+            json.loads(stdout.getvalue())
+        if argv[0] == "extract":
+            for p in out.rglob("*"):
+                assert p.parent == out and p.is_file(), f"extract wrote {p}"
+            shutil.rmtree(out)
+    if refused is not None:
+        raise _Refused(refused)
+
+
+class _Refused(FatbinkitError):
+    """The CLI said ``fatbinkit: error: ...`` and exited 1."""
+
+
+def _inject(data: bytes, work: Path) -> None:
+    from fatbinkit.elfobj import Blob
+    from fatbinkit.inject import inject
+
+    lib, out = work / "lib.so", work / "out.so"
+    lib.write_bytes(data)
+    with contextlib.suppress(FileNotFoundError):
+        out.unlink()
+    try:
+        inject(lib, out, [Blob("kernel", b"\x50\xed\x55\xba" + bytes(60))], timeout=INJECT_TIMEOUT)
+    except FatbinkitError:
+        assert not out.exists(), "a failed inject left its output"
+        assert lib.read_bytes() == data, "a failed inject changed its input"
+        raise
+    assert out.is_file() and os.path.getsize(out) > len(data) // 2
+
+
+INJECT_TIMEOUT = 5.0  # seconds for LIEF's child: a slower input is an InjectError
+
+
+@dataclass(frozen=True)
+class Target:
+    """A fuzz target: its function, the seed families it mutates, and the largest mutant."""
+
+    name: str
+    run: Callable[[bytes, Path], None]
+    families: tuple[str, ...]
+    max_size: int = 4 << 20
+
+
+TARGETS = {t.name: t for t in (
+    Target("fatbin", _fatbin, ("fatbin",)),
+    Target("scan", _scan, ("fatbin", "host", "cubin", "ptx")),
+    Target("cubin", _cubin, ("cubin",)),
+    Target("ptx", _ptx, ("ptx",)),
+    Target("compat", _compat, ("fatbin", "host", "cubin", "ptx")),
+    Target("cli", _cli, ("fatbin", "host", "cubin", "ptx")),
+    Target("inject", _inject, ("library",)),
+)}
