@@ -270,7 +270,10 @@ def mutate(rng: random.Random, data: bytes, seeds: Sequence[bytes], max_size: in
     text = not (data.startswith(ELF_MAGIC) or data.startswith(FATBIN_MAGIC))
     ops = _TEXT if text else _BINARY
     for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 4))):
-        rng.choice(ops)(rng, d, seeds)
+        try:
+            rng.choice(ops)(rng, d, seeds)
+        except (struct.error, ValueError, IndexError, OverflowError):  # a field out of range:
+            pass  # that edit is skipped (deterministically), the others still apply
         if len(d) > max_size:
             del d[max_size:]
     return bytes(d)
