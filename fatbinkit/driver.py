@@ -50,9 +50,15 @@ class Release:
 
 # CUDA Toolkit Release Notes, 2.2 "CUDA Driver", Table 3 "CUDA Toolkit and Corresponding Driver
 # Versions" (docs.nvidia.com/cuda/cuda-toolkit-release-notes, 13.2 Update 2 edition): the GA row
-# of each release. There was no CUDA 12.7 release (PTX ISA 8.6 is listed for 12.7; the first
-# driver to JIT it is 12.8's). Windows drivers are no longer bundled from 13.0 on.
+# of each release (8.0: its first GA, 8.0.44; 9.2: 9.2.88). There was no CUDA 12.7 release (PTX
+# ISA 8.6 is listed for 12.7; the first driver to JIT it is 12.8's). Windows drivers are no
+# longer bundled from 13.0 on. The rows before 11.0 serve the CUDA 7-10 era's binaries.
 RELEASES: tuple[Release, ...] = (
+    Release((7, 0), "346.46", "347.62"), Release((7, 5), "352.31", "353.66"),
+    Release((8, 0), "367.48", "369.30"), Release((9, 0), "384.81", "385.54"),
+    Release((9, 1), "390.46", "391.29"), Release((9, 2), "396.26", "397.44"),
+    Release((10, 0), "410.48", "411.31"), Release((10, 1), "418.39", "418.96"),
+    Release((10, 2), "440.33", "441.22"),
     Release((11, 0), "450.36.06", "451.22"), Release((11, 1), "455.23", "456.38"),
     Release((11, 2), "460.27.03", "460.82"), Release((11, 3), "465.19.01", "465.89"),
     Release((11, 4), "470.42.01", "471.11"), Release((11, 5), "495.29.05", "496.04"),
@@ -90,6 +96,8 @@ class DeviceSupport:
 
 
 _VOLTA_AND_OLDER = "NVIDIA ends Maxwell, Pascal and Volta support with R580"
+_KEPLER = "NVIDIA ended Kepler support with R470"
+_FERMI = "NVIDIA ended Fermi support with R390"
 _THOR = "Thor is sm_101 up to CUDA 12.9; CUDA 13 drivers report it as sm_110"
 
 # The first CUDA release supporting each compute capability: CUDA Toolkit release notes of each
@@ -98,13 +106,22 @@ _THOR = "Thor is sm_101 up to CUDA 12.9; CUDA 13 drivers report it as sm_110"
 # cross-checked with LLVM's NVPTXTargetParser.def MIN_VER column and with the ptxas 12.8/12.9
 # arch lists (12.8 has no sm_103, sm_121 or f targets; 12.9 has). A driver cannot drive a GPU
 # released after it: NVIDIA publishes no per-arch driver table, so the first toolkit's driver
-# branch is the floor (reasoned). The end of support: Kepler ended with R470 (CUDA 11.4, NVIDIA
-# "Current graphics driver releases": 470.x is the legacy branch for GKxxx GPUs; below the range
-# modelled here); "The release 580 series will be the last to support GPUs based on the Maxwell,
-# Pascal, and Volta architectures" (NVIDIA, Unix graphics feature deprecation schedule), and R590
+# branch is the floor (reasoned). Before 11.0 (release notes of CUDA 3.0 .. 6.5): sm_20 3.0,
+# sm_21 3.2, sm_30 4.2, sm_35 5.0, sm_32 6.0, sm_37 6.5, sm_50 6.0. The end of support: Fermi
+# ended with R390 (CUDA 9.1; NVIDIA "Support plan for Fermi series GeForce GPUs": 390.x is the
+# last branch for GFxxx GPUs), Kepler with R470 (CUDA 11.4; NVIDIA "Current graphics driver
+# releases": 470.x is the legacy branch for GKxxx GPUs); "The release 580 series will be the
+# last to support GPUs based on the Maxwell, Pascal, and Volta architectures" (NVIDIA, Unix
+# graphics feature deprecation schedule), and R590
 # is CUDA 13.1 (Table 3). CUDA 13.0 also removed offline compilation for those archs (release
 # notes, "Deprecated Architectures"): a toolkit limit, not a driver one.
 DEVICE_SUPPORT: dict[int, DeviceSupport] = {
+    20: DeviceSupport((3, 0), (9, 1), _FERMI),
+    21: DeviceSupport((3, 2), (9, 1), _FERMI),
+    30: DeviceSupport((4, 2), (11, 4), _KEPLER),
+    32: DeviceSupport((6, 0), (11, 4), _KEPLER),
+    35: DeviceSupport((5, 0), (11, 4), _KEPLER),
+    37: DeviceSupport((6, 5), (11, 4), _KEPLER),
     50: DeviceSupport((6, 0), (13, 0), _VOLTA_AND_OLDER),
     52: DeviceSupport((6, 5), (13, 0), _VOLTA_AND_OLDER),
     53: DeviceSupport((7, 0), (13, 0), _VOLTA_AND_OLDER),

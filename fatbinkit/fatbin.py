@@ -313,7 +313,7 @@ class FatbinEntry:
                     offset=at,
                 )
             start, size = self._options_pair()
-            if not (start >= ENTRY_HEADER_SIZE and start + size <= header_size):
+            if size and not (start >= ENTRY_HEADER_SIZE and start + size <= header_size):
                 raise FormatError(
                     f"options data [{start:#x}, +{size}) lies outside the {header_size}-byte "
                     "entry header",
@@ -376,6 +376,8 @@ class FatbinEntry:
         if not self.header.options_offset:
             return b""
         start, size = self._options_pair()
+        if not size:  # CUDA 10/11 PTX headers: a pair (0, 0) after the fixed part
+            return b""
         start -= ENTRY_HEADER_SIZE
         return self.extra[start : start + size]
 

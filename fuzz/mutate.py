@@ -11,6 +11,7 @@ Every choice comes from the ``random.Random`` passed in: the same seed gives the
 
 from __future__ import annotations
 
+import contextlib
 import random
 import struct
 from collections.abc import Callable, Sequence
@@ -270,10 +271,9 @@ def mutate(rng: random.Random, data: bytes, seeds: Sequence[bytes], max_size: in
     text = not (data.startswith(ELF_MAGIC) or data.startswith(FATBIN_MAGIC))
     ops = _TEXT if text else _BINARY
     for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 4))):
-        try:
+        # a field out of range: that edit is skipped (deterministically), the others still apply
+        with contextlib.suppress(struct.error, ValueError, IndexError, OverflowError):
             rng.choice(ops)(rng, d, seeds)
-        except (struct.error, ValueError, IndexError, OverflowError):  # a field out of range:
-            pass  # that edit is skipped (deterministically), the others still apply
         if len(d) > max_size:
             del d[max_size:]
     return bytes(d)

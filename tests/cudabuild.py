@@ -155,9 +155,9 @@ def elf_dump(path: Path) -> ElfDump:
     return ElfDump(header, attributes)
 
 
-def res_usage_blocks(path: Path) -> list[tuple[str, ResUsage]]:
+def res_usage_blocks(path: Path, tool: Path = CUOBJDUMP) -> list[tuple[str, ResUsage]]:
     """``cuobjdump -res-usage`` of a fatbin or host file: (arch, usage) per ELF, in file order."""
-    out = run([CUOBJDUMP, "-res-usage", path]).stdout
+    out = run([tool, "-res-usage", path]).stdout
     blocks = []
     for part in out.split("Fatbin elf code:")[1:]:
         arch = re.search(r"arch = (\S+)", part)

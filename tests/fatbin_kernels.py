@@ -83,26 +83,28 @@ def kernels_in(factory: pytest.TempPathFactory) -> Kernels:
     return _BUILT["kernels"]
 
 
-def cuobjdump(*args: str | os.PathLike[str], cwd: Path | None = None) -> str:
+def cuobjdump(*args: str | os.PathLike[str], cwd: Path | None = None,
+              tool: Path | None = None) -> str:
+    """``cuobjdump args`` (``tool``: another cuobjdump, e.g. 11.8 for old binaries)."""
     proc = subprocess.run(
-        [str(find_tool("cuobjdump")), *map(str, args)], cwd=cwd, capture_output=True, text=True,
-        check=False,
+        [str(tool or find_tool("cuobjdump")), *map(str, args)], cwd=cwd, capture_output=True,
+        text=True, check=False,
     )
     if proc.returncode != 0 and "does not contain device code" not in proc.stderr:
         raise AssertionError(f"cuobjdump {args} failed: {proc.stderr}")
     return proc.stdout
 
 
-def cuobjdump_list(path: Path, *, all: bool = False) -> list[str]:
+def cuobjdump_list(path: Path, *, all: bool = False, tool: Path | None = None) -> list[str]:
     """``cuobjdump -lelf -lptx [-all]`` lines (``ELF file    1: name``)."""
-    out = cuobjdump(*(["-all"] if all else []), "-lelf", "-lptx", path)
+    out = cuobjdump(*(["-all"] if all else []), "-lelf", "-lptx", path, tool=tool)
     return [line for line in out.splitlines() if re.match(r"^(ELF|PTX) file", line)]
 
 
-def cuobjdump_fields(path: Path) -> list[dict[str, str]]:
+def cuobjdump_fields(path: Path, tool: Path | None = None) -> list[dict[str, str]]:
     """The ``key = value`` blocks of plain ``cuobjdump FILE``, one dict per entry."""
     blocks: list[dict[str, str]] = []
-    for line in cuobjdump(path).splitlines():
+    for line in cuobjdump(path, tool=tool).splitlines():
         m = re.match(r"^Fatbin (elf|ptx) code:", line)
         if m:
             blocks.append({"kind": m.group(1)})
@@ -115,13 +117,15 @@ def cuobjdump_fields(path: Path) -> list[dict[str, str]]:
     return blocks
 
 
-def cuobjdump_extract(path: Path, out: Path, *, all: bool = False) -> dict[str, bytes]:
+def cuobjdump_extract(path: Path, out: Path, *, all: bool = False,
+                      tool: Path | None = None) -> dict[str, bytes]:
     """Files ``cuobjdump -xelf all -xptx all`` writes, by name."""
     out.mkdir(parents=True, exist_ok=True)
     flags = ["-all"] if all else []
     for what in ("-xelf", "-xptx"):
         subprocess.run(
-            [str(find_tool("cuobjdump")), *flags, what, "all", str(path.resolve())], cwd=out,
+            [str(tool or find_tool("cuobjdump")), *flags, what, "all", str(path.resolve())],
+            cwd=out,
             capture_output=True, check=False,
         )
     return {p.name: p.read_bytes() for p in out.iterdir()}

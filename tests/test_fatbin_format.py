@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 import subprocess
 from collections.abc import Callable
@@ -192,6 +193,19 @@ def test_options_data_outside_header() -> None:
     extra = struct.pack("<II", 0x48, 0x500) + e.extra[8:]
     with pytest.raises(FormatError, match="options data"):
         Fatbin.from_bytes(_container(e.header.pack() + extra + bytes(e.stored)))
+
+
+def test_an_options_pair_of_zeros_means_no_options() -> None:
+    """CUDA 10/11 PTX entries: a 72-byte header whose pair at 64 is (0, 0) (tests/test_old_eras.py
+    reads real ones as cuobjdump 11.8 does); a pair of size 0 needs no place in the header."""
+    e = make_entry(EntryKind.PTX, Arch(90), PTX, options="-O3")
+    extra = struct.pack("<II", 0, 0)
+    header = dataclasses.replace(e.header, header_size=72)
+    (entry,) = Fatbin.from_bytes(_container(header.pack() + extra + bytes(e.stored))).entries
+    assert (entry.options_data, entry.options, entry.data()) == (b"", "", bytes(e.stored))
+    with pytest.raises(FormatError, match="options data"):
+        Fatbin.from_bytes(_container(header.pack() + struct.pack("<II", 0, 1) +
+                                     bytes(e.stored)))
 
 
 def test_garbage_between_containers() -> None:

@@ -46,7 +46,79 @@ CURAND13 = WheelMember("nvidia-curand", "10.4.5.25", "nvidia/cu13/lib/libcurand.
 # Large library for benchmarks only (~540 MB).
 CUBLASLT13 = WheelMember("nvidia-cublas", "13.1.0.3", "nvidia/cu13/lib/libcublasLt.so.13")
 
-ALL_TEST_MEMBERS = (CUPY12_RANDOM, CUPY13_RANDOM, CURAND13)
+# CUDA 10 and 11 era binaries (72-byte PTX entry headers whose options pair is (0, 0)): CuPy for
+# CUDA 10.2 and 11, cuRAND and cuFFT for CUDA 11 (the libraries torch's CUDA 11.8 builds use).
+CUPY102_RANDOM = WheelMember(
+    "cupy-cuda102", "12.3.0", "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so"
+)
+CUPY11_RANDOM = WheelMember(
+    "cupy-cuda11x", "13.6.0", "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so"
+)
+CURAND11 = WheelMember("nvidia-curand-cu11", "10.3.0.86", "nvidia/curand/lib/libcurand.so.10")
+CUFFT11 = WheelMember("nvidia-cufft-cu11", "10.9.0.58", "nvidia/cufft/lib/libcufft.so.10")
+
+ALL_TEST_MEMBERS = (CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, CUPY102_RANDOM, CUPY11_RANDOM,
+                    CURAND11, CUFFT11)
+
+
+@dataclass(frozen=True)
+class DebianPackage:
+    """A pinned binary package of Debian's archive, unpacked with ``dpkg -x`` (never installed)."""
+
+    name: str
+    version: str
+    sha256: str
+    component: str = "non-free"
+
+    @property
+    def url(self) -> str:
+        return (f"http://deb.debian.org/debian/pool/{self.component}/{self.name[0]}/{self.name}/"
+                f"{self.name}_{self.version}_amd64.deb")
+
+
+# cuobjdump and nvprune 11.8: the oracle for CUDA 10/11 binaries (cuobjdump 13 refuses them:
+# "Support for 'sm_35' has been removed"). Debian 12 non-free; SHA256 from its Packages index.
+CUDA_TOOLKIT_118 = DebianPackage(
+    "nvidia-cuda-toolkit", "11.8.89~11.8.0-5~deb12u1",
+    "d1156026e704fe0368b6295db06224ed00a727966fb13454f34e3f3102db0457",
+)
+
+
+def debian_tool(package: DebianPackage, tool: str) -> Path:
+    """``usr/bin/<tool>`` of ``package``, downloaded, checked against its SHA256 and unpacked
+    into the cache on first use."""
+    root = CACHE / "debian" / f"{package.name}_{package.version}"
+    path = root / "usr" / "bin" / tool
+    if path.is_file():
+        return path
+    import hashlib
+    import shutil
+    import urllib.request
+
+    deb = CACHE / "debian" / f"{package.name}_{package.version}_amd64.deb"
+    deb.parent.mkdir(parents=True, exist_ok=True)
+    if not deb.is_file():
+        part = deb.with_name(deb.name + ".part")
+        try:
+            with urllib.request.urlopen(package.url, timeout=300) as src, open(part, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except OSError as e:
+            pytest.fail(f"could not download {package.url}: {e}")
+        digest = hashlib.sha256(part.read_bytes()).hexdigest()
+        if digest != package.sha256:
+            part.unlink()
+            pytest.fail(f"{package.url}: SHA256 {digest}, expected {package.sha256}")
+        part.replace(deb)
+    work = root.with_name(root.name + ".part")
+    shutil.rmtree(work, ignore_errors=True)
+    proc = subprocess.run(["dpkg", "-x", str(deb), str(work)], capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0:
+        pytest.fail(f"dpkg -x {deb.name} failed: {proc.stderr[-2000:]}")
+    work.replace(root)
+    if not path.is_file():
+        pytest.fail(f"{package.name} {package.version} has no usr/bin/{tool}")
+    return path
 
 
 def fetch(item: WheelMember) -> Path:
