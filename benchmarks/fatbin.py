@@ -4,6 +4,11 @@ nvFatbin vs AOTInductor's nvcc recipe) and listing/extracting a large real libra
 (ru_maxrss of each child process).
 
 Usage: python benchmarks/fatbin.py [--write docs/benchmarks-fatbin.md] [--library PATH]
+       python benchmarks/fatbin.py --old [--write docs/benchmarks-old-eras.md]
+
+``--old`` lists and extracts a CUDA 11 library instead (libcufft.so.10 of nvidia-cufft-cu11,
+279 MB) beside its era's cuobjdump, 11.8 (Debian's non-free package; cuobjdump 13 refuses it),
+and skips the build measurements.
 """
 
 from __future__ import annotations
@@ -111,9 +116,8 @@ def bench_build(tmp: Path) -> list[tuple[str, str, str]]:
     return rows
 
 
-def bench_library(lib: Path, tmp: Path) -> list[tuple[str, str, str]]:
+def bench_library(lib: Path, tmp: Path, cuobjdump: str) -> list[tuple[str, str, str]]:
     py = sys.executable
-    cuobjdump = str(find_tool("cuobjdump"))
     rows = []
     # Byte-compile fatbinkit as `pip install` does: with PYTHONDONTWRITEBYTECODE set (as in some
     # CI images) and no __pycache__, every child would recompile the sources (~13 ms).
@@ -161,24 +165,34 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", type=Path, help="also write the table (markdown) here")
     parser.add_argument("--library", type=Path, help="library to list/extract (default cuBLASLt)")
+    parser.add_argument("--old", action="store_true",
+                        help="a CUDA 11 library beside cuobjdump 11.8, no build measurements")
     args = parser.parse_args()
     lib = args.library
+    cuobjdump = str(find_tool("cuobjdump"))
+    oracle = "the nvidia-cuda-cuobjdump wheel"
+    if args.old:
+        from thirdparty import CUDA_TOOLKIT_118, CUFFT11, debian_tool, fetch
+
+        lib = lib or fetch(CUFFT11)
+        cuobjdump = str(debian_tool(CUDA_TOOLKIT_118, "cuobjdump"))
+        oracle = f"Debian's {CUDA_TOOLKIT_118.name} {CUDA_TOOLKIT_118.version} (11.8)"
     if lib is None:
         from thirdparty import CUBLASLT13, fetch
 
         lib = fetch(CUBLASLT13)
     with tempfile.TemporaryDirectory(prefix="fatbinkit-bench-") as t:
         tmp = Path(t)
-        rows = bench_build(tmp)
-        rows += bench_library(lib, tmp)
+        rows = [] if args.old else bench_build(tmp)
+        rows += bench_library(lib, tmp, cuobjdump)
     head = [
         "# Fatbin benchmark",
         "",
         f"`python benchmarks/fatbin.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"library `{lib.name}` ({lib.stat().st_size / 2**20:.0f} MiB). Times are medians; memory "
-        "is the peak RSS of the child process (`ru_maxrss`). cuobjdump from the "
-        "nvidia-cuda-cuobjdump wheel, fatbinary/nvcc from " + str(find_tool("fatbinary").parent)
+        f"is the peak RSS of the child process (`ru_maxrss`). cuobjdump from {oracle}, "
+        "fatbinary/nvcc from " + str(find_tool("fatbinary").parent)
         + ", nvFatbin via cuda.bindings. Build times: median of 50 in-process / 5 process runs; "
         f"listing: median of {LIST_RUNS} (cuobjdump: {CUOBJDUMP_RUNS}) runs, fatbinkit "
         "byte-compiled first (as pip installs it); extraction: one run each, warm page cache.",

@@ -96,3 +96,20 @@ def test_resources_match_cuobjdump_118(name: str, cuobjdump118: Path) -> None:
                 for f in cubin.functions]
         assert ours == usage.functions
     assert sum(abi.values()) >= 4
+
+
+def test_check_on_kepler_names_the_driver_that_dropped_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """CUDA 11 CuPy carries sm_35 SASS: it loads on a Kepler GPU under a CUDA 11.4 driver (R470,
+    the last for Kepler) and under no newer one; the sm_90 SASS loads on 13.0."""
+    path = str(_path("cupy11"))
+    assert main(["check", path, "--arch", "sm_35", "--arch", "sm_90", "--driver", "11.4"]) == 1
+    out = capsys.readouterr().out  # sm_90 needs 11.8: 11.4 cannot drive an H100
+    assert "sm_35  works" in out and "sm_90  FAILS" in out
+    assert main(["check", path, "--arch", "sm_35", "--driver", "11.4"]) == 0
+    capsys.readouterr()
+    assert main(["check", path, "--arch", "sm_35", "--arch", "sm_90", "--driver", "13.0"]) == 1
+    out = capsys.readouterr().out
+    assert "sm_90  works" in out
+    assert ("[device floor] a driver for CUDA 13.0 no longer drives sm_35 GPUs: the last is CUDA "
+            "11.4 (NVIDIA ended Kepler support with R470)") in out
