@@ -44,6 +44,12 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "nested parentheses": lambda n: HEAD + ".entry k" + "(" * n,
     "commas": lambda n: HEAD + ".entry k(" + "," * n + ")",
     "module variables": lambda n: HEAD + ".global .u32 g;\n" * (n // 16),
+    # shapes for the declaration regex (fatbinkit.ptx._DECL_RE): its lazy modifier run
+    "whitespace around a name": lambda n: HEAD + ".entry k(.param .u32" + " " * (n // 2) + "p"
+    + " " * (n // 2) + "q)",
+    "a long name then another": lambda n: HEAD + ".entry k(.param .u32 " + "k" * n + " x)",
+    "many short tokens in a declaration": lambda n: HEAD + ".entry k(.param " + "a " * (n // 2)
+    + "[)",
     "whitespace before variables": lambda n: HEAD + " " * n + ".global .u32 g;\n",
 }
 READERS: dict[str, Callable[[bytes], object]] = {
