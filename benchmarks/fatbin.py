@@ -143,6 +143,15 @@ def bench_library(lib: Path, tmp: Path, cuobjdump: str) -> list[tuple[str, str, 
     rows.append(("list: fatbinkit ls --json", f"{ours_json[0]:.3f} s, "
                  f"{ours_json[1] / 2**20:.0f} MiB", ""))
 
+    ours_r = [child([py, "-m", "fatbinkit", "ls", "--resources", str(lib)])
+              for _ in range(CUOBJDUMP_RUNS)]
+    theirs_r = [child([cuobjdump, "-res-usage", str(lib)]) for _ in range(CUOBJDUMP_RUNS)]
+    r_t, r_m = statistics.median(t for t, _ in ours_r), max(m for _, m in ours_r)
+    cr_t, cr_m = statistics.median(t for t, _ in theirs_r), max(m for _, m in theirs_r)
+    rows.append(("resources: cuobjdump -res-usage", f"{cr_t:.2f} s, {cr_m / 2**20:.0f} MiB", ""))
+    rows.append(("resources: fatbinkit ls --resources", f"{r_t:.2f} s, {r_m / 2**20:.0f} MiB",
+                 f"{versus('fatbinkit', r_t, cr_t)}, 1/{cr_m / r_m:.0f} of the memory"))
+
     cdir, odir = tmp / "cuobjdump", tmp / "ours"
     cdir.mkdir()
     e1 = child([cuobjdump, "-xelf", "all", str(lib)], cwd=cdir)
