@@ -150,9 +150,10 @@ def inject(
     st = _read_header(src)
     try:
         with open_input(src) as f:  # section table and names, bounds-checked, before LIEF
-            elf.sections(elf.FileSource(f.fileno(), st.st_size))
+            names = {s.name for s in elf.sections(elf.FileSource(f.fileno(), st.st_size))}
     except FormatError as e:
         raise FormatError(f"{src}: {e}", offset=e.offset) from e
+    _check_sections(src, names)  # the refusals that need no LIEF (the child checks them again)
     placement = place(blobs, style="aoti", align=align)
     payload = bytearray()
     for p in placement.blobs:
@@ -200,6 +201,15 @@ def _raise_for(result: WorkerResult, src: Path, output: os.PathLike[str] | os.Pa
     raise cls(message)
 
 
+def _check_sections(src: Path, names: set[str]) -> None:
+    """Refuse a library without ``.dynsym`` or with a ``.fatbinkit`` section already."""
+    if ".dynsym" not in names:
+        raise UnsupportedError(f"{src} has no dynamic symbol table to export from")
+    if SECTION in names:
+        raise UnsupportedError(
+            f"{src} already has a {SECTION} section; inject all blobs into the original at once")
+
+
 def _edit(src: Path, payload: bytes, rows: list[_Row], align: int, out: Path) -> None:
     """The worker: LIEF parses ``src``, adds the section and symbols, writes ``out``, and the
     result is checked."""
@@ -207,12 +217,7 @@ def _edit(src: Path, payload: bytes, rows: list[_Row], align: int, out: Path) ->
         binary = lief.ELF.parse(str(src))
         if binary is None:
             raise FormatError(f"LIEF cannot parse {src}")
-        if not binary.has_section(".dynsym"):
-            raise UnsupportedError(f"{src} has no dynamic symbol table to export from")
-        if binary.has_section(SECTION):
-            raise UnsupportedError(
-                f"{src} already has a {SECTION} section; inject all blobs into the original at once"
-            )
+        _check_sections(src, {sec.name for sec in binary.sections})
         existing: dict[str, Any] = {}
         for row in rows:
             for name in row.symbols:

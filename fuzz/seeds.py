@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from fatbin_kernels import system_tool  # noqa: E402
 from thirdparty import CACHE, CUPY12_RANDOM, fetch  # noqa: E402
 
 from fatbinkit.arch import Arch  # noqa: E402
@@ -50,7 +51,7 @@ def _run(*cmd: str | Path, cwd: Path | None = None) -> None:
 
 
 def _build(out: Path) -> None:
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    nvcc = system_tool("nvcc")  # the CUDA toolkit's, as the test suite's builds use
     src = out / "kernels.cu"
     shutil.copyfile(SOURCE, src)
     for virt in ("compute_80", "compute_100f"):

@@ -267,6 +267,37 @@ def test_own_reader_refuses_a_broken_section_table_before_lief(tmp_path: Path) -
         inject(broken, tmp_path / "out.so", [Blob("k", b"x")])
 
 
+def test_what_needs_no_lief_is_refused_before_its_child_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the fuzz campaign (2.11 s, over its 2 s bound: LIEF's import alone is ~1.3 s): a
+    library whose ``.dynsym`` name is mangled is refused by fatbinkit's own reader, as LIEF's
+    child refused it; a library injected once already, likewise. readelf agrees that the first
+    has no ``.dynsym``. (The child launcher is replaced to prove it is not reached.)"""
+    import fatbinkit.inject as module
+
+    lib = gcc(tmp_path, "-shared", "-fPIC")
+    data = bytearray(lib.read_bytes())
+    at = data.rindex(b".dynsym\0")
+    data[at : at + 7] = b".dynsyz"
+    nodyn = tmp_path / "nodyn.so"
+    nodyn.write_bytes(data)
+    sections = subprocess.run(["readelf", "-S", "-W", str(nodyn)], capture_output=True,
+                              text=True, check=True).stdout
+    assert ".dynsyz" in sections and " .dynsym " not in sections
+    injected = tmp_path / "once.so"
+    inject(lib, injected, [Blob("k", b"x")])
+
+    def no_child(*args: object, **kwargs: object) -> None:
+        raise AssertionError("LIEF's child was started")
+
+    monkeypatch.setattr(module, "run_worker", no_child)
+    with pytest.raises(UnsupportedError, match="no dynamic symbol table"):
+        inject(nodyn, tmp_path / "out.so", [Blob("k", b"x")])
+    with pytest.raises(UnsupportedError, match="already has a .fatbinkit section"):
+        inject(injected, tmp_path / "out.so", [Blob("j", b"x")])
+    assert not (tmp_path / "out.so").exists()
+
+
 @pytest.mark.parametrize("word, signal_name", [(0, "SIGFPE"), (2, "SIGSEGV")])
 def test_a_library_that_crashes_lief_is_an_error_not_a_dead_process(
     tmp_path: Path, word: int, signal_name: str,
