@@ -293,7 +293,7 @@ def test_what_needs_no_lief_is_refused_before_its_child_starts(
     monkeypatch.setattr(module, "run_worker", no_child)
     with pytest.raises(UnsupportedError, match="no dynamic symbol table"):
         inject(nodyn, tmp_path / "out.so", [Blob("k", b"x")])
-    with pytest.raises(UnsupportedError, match="already has a .fatbinkit section"):
+    with pytest.raises(UnsupportedError, match=r"already has a \.fatbinkit section"):
         inject(injected, tmp_path / "out.so", [Blob("j", b"x")])
     assert not (tmp_path / "out.so").exists()
 
