@@ -200,10 +200,11 @@ def main() -> int:
         f"`python benchmarks/fatbin.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"library `{lib.name}` ({lib.stat().st_size / 2**20:.0f} MiB). Times are medians; memory "
-        f"is the peak RSS of the child process (`ru_maxrss`). cuobjdump from {oracle}, "
-        "fatbinary/nvcc from " + str(find_tool("fatbinary").parent)
-        + ", nvFatbin via cuda.bindings. Build times: median of 50 in-process / 5 process runs; "
-        f"listing: median of {LIST_RUNS} (cuobjdump: {CUOBJDUMP_RUNS}) runs, fatbinkit "
+        f"is the peak RSS of the child process (`ru_maxrss`). cuobjdump from {oracle}"
+        + ("" if args.old else ", fatbinary/nvcc from " + str(find_tool("fatbinary").parent)
+           + ", nvFatbin via cuda.bindings. Build times: median of 50 in-process / 5 process "
+           "runs") + f"; listing: median of {LIST_RUNS} (cuobjdump: {CUOBJDUMP_RUNS}) runs, "
+        f"resources: median of {CUOBJDUMP_RUNS} runs each, fatbinkit "
         "byte-compiled first (as pip installs it); extraction: one run each, warm page cache.",
         "",
         "| measurement | result | ratio |",

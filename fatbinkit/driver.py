@@ -112,9 +112,9 @@ _THOR = "Thor is sm_101 up to CUDA 12.9; CUDA 13 drivers report it as sm_110"
 # last branch for GFxxx GPUs), Kepler with R470 (CUDA 11.4; NVIDIA "Current graphics driver
 # releases": 470.x is the legacy branch for GKxxx GPUs); "The release 580 series will be the
 # last to support GPUs based on the Maxwell, Pascal, and Volta architectures" (NVIDIA, Unix
-# graphics feature deprecation schedule), and R590
-# is CUDA 13.1 (Table 3). CUDA 13.0 also removed offline compilation for those archs (release
-# notes, "Deprecated Architectures"): a toolkit limit, not a driver one.
+# graphics feature deprecation schedule), and R590 is CUDA 13.1 (Table 3). CUDA 13.0 also
+# removed offline compilation for those archs (release notes, "Deprecated Architectures"): a
+# toolkit limit, not a driver one.
 DEVICE_SUPPORT: dict[int, DeviceSupport] = {
     20: DeviceSupport((3, 0), (9, 1), _FERMI),
     21: DeviceSupport((3, 2), (9, 1), _FERMI),

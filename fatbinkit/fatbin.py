@@ -283,15 +283,17 @@ class FatbinEntry:
             raise FormatError("entry header tail does not match its header size", offset=at)
         if len(self.stored) != h.size:
             raise FormatError("entry payload does not match its recorded size", offset=at)
-        if not h.size:
-            raise FormatError(_EMPTY, offset=at)
         self._check_fields()
 
     def _check_fields(self) -> None:
-        """The identifier and options lie inside the header, a compressed size inside the
-        payload (the sizes themselves are checked by ``__post_init__`` or the parser)."""
+        """The payload is not empty, the identifier and options lie inside the header, a
+        compressed size inside the payload (the sizes themselves are checked by
+        ``__post_init__`` or the parser)."""
         h = self.header
         at = self.offset
+        if not h.size:  # cuobjdump refuses it too ("Invalid fatbin header"/"Invalid ELF"); it
+            # also keeps a listing's memory from growing with entries that hold nothing
+            raise FormatError("entry with an empty payload (0 bytes): not an image", offset=at)
         header_size = h.header_size
         if h.identifier_size and not (
             h.identifier_offset >= ENTRY_HEADER_SIZE
@@ -573,9 +575,6 @@ class FatbinContainer:
 
 
 _FATBIN_ENTRY_FIELDS = tuple(f.name for f in fields(FatbinEntry))
-# cuobjdump refuses an entry without payload ("Invalid fatbin header"/"Invalid ELF"); refusing it
-# also keeps a listing's memory from growing with entries that hold nothing (a 64-byte header).
-_EMPTY = "entry with an empty payload (0 bytes): not an image (cuobjdump refuses it too)"
 
 
 def _entries(src: Reader, offset: int, head: ContainerHeader) -> tuple[list[FatbinEntry], int]:
@@ -602,8 +601,6 @@ def _entries(src: Reader, offset: int, head: ContainerHeader) -> tuple[list[Fatb
         header_size = eh.header_size
         if header_size < ENTRY_HEADER_SIZE:
             raise FormatError(f"entry header size {header_size} < {ENTRY_HEADER_SIZE}", offset=pos)
-        if not eh.size:
-            raise FormatError(_EMPTY, offset=pos)
         stop = pos + header_size + eh.size
         if stop > end:
             raise TruncatedError(

@@ -17,7 +17,6 @@ import random
 import resource
 import shutil
 import signal
-import sys
 import tempfile
 import time
 import traceback
@@ -232,4 +231,3 @@ def replay(target: Target, path: Path) -> str:
         return f"refused: {type(e).__name__}: {e}"
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        sys.stdout.flush()

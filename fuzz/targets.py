@@ -24,6 +24,7 @@ __all__ = ["TARGETS", "Target"]
 
 _DEVICES = (Arch(75), Arch(90), Arch(100), Arch(120))
 _DRIVERS = (None, (12, 4), (13, 0))
+INJECT_TIMEOUT = 5.0  # seconds for LIEF's child: a slower input is an InjectError
 
 
 def _fatbin(data: bytes, work: Path) -> None:
@@ -128,8 +129,6 @@ def _inject(data: bytes, work: Path) -> None:
         raise
     assert out.is_file() and os.path.getsize(out) > len(data) // 2
 
-
-INJECT_TIMEOUT = 5.0  # seconds for LIEF's child: a slower input is an InjectError
 
 
 @dataclass(frozen=True)

@@ -55,10 +55,8 @@ Not from the implementation. Each row's comment names the rule that decides it.
 from __future__ import annotations
 
 import pytest
-from test_driver_floors import BADIMG, BADPTXV, NOBIN, NODEV, img
+from test_driver_floors import BADIMG, BADPTXV, NOBIN, NODEV, check_row, params
 
-from fatbinkit.arch import Arch
-from fatbinkit.compat import decide
 from fatbinkit.driver import release_for
 
 # A CUDA 10.2 build for all the GPUs CUDA 10.2 compiles for, plus PTX for the newest:
@@ -205,57 +203,16 @@ ROWS = [
 ]
 
 
-def _id(row: tuple[object, ...]) -> str:
-    images, device, driver = row[0], row[1], row[2]
-    name = "lib102" if images is LIB102 else "+".join(
-        s.split()[1] for s in images  # type: ignore[attr-defined]
-    )
-    drv = "none" if driver is None else "{}.{}".format(*driver)  # type: ignore[misc]
-    return f"{name}@{device}/drv{drv}"
-
-
-PARAMS = [pytest.param(*row, id=f"{i:02d}-{_id(row)}") for i, row in enumerate(ROWS)]
+PARAMS = params(ROWS, {"lib102": LIB102})
 
 
 def test_table_is_big_enough() -> None:
     assert len(ROWS) >= 20
 
 
-@pytest.mark.parametrize(
-    "images, device, driver, loadable, pick, error, floor, min_driver", PARAMS
-)
-def test_driver_floors_old(
-    images: list[str],
-    device: str,
-    driver: tuple[int, int] | None,
-    loadable: bool,
-    pick: str | None,
-    error: str | None,
-    floor: str | tuple[str, ...] | None,
-    min_driver: tuple[int, int] | None,
-) -> None:
-    d = decide([img(s) for s in images], Arch.parse(device), driver)
-    got = {
-        "loadable": d.loadable,
-        "pick": None if d.image is None else d.image.label,
-        "error": d.error,
-        "floor": None if d.floor is None else d.floor.what,
-        "min_driver": None if d.min_driver is None else tuple(d.min_driver),
-        "how": d.how,
-    }
-    if isinstance(floor, tuple):
-        assert got["floor"] in floor, got
-        got["floor"] = floor
-    how = "none" if not loadable else "sass" if pick and pick.startswith("sass") else "ptx-jit"
-    want = {
-        "loadable": loadable,
-        "pick": pick,
-        "error": error,
-        "floor": floor,
-        "min_driver": min_driver,
-        "how": how,
-    }
-    assert got == want
+@pytest.mark.parametrize("row", PARAMS)
+def test_driver_floors_old(row: tuple[object, ...]) -> None:
+    check_row(*row)  # type: ignore[arg-type]
 
 
 # CUDA Toolkit Release Notes, Table 3: minimum Linux x86_64 driver of each release's GA

@@ -8,7 +8,6 @@ entry header"); cuobjdump 13 refuses them too ("Support for 'sm_35' has been rem
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -84,18 +83,15 @@ def test_resources_match_cuobjdump_118(name: str, cuobjdump118: Path) -> None:
     path = _path(name)
     oracle = res_usage_blocks(path, cuobjdump118)
     cubins = [c.entry for c in listed(scan(path)) if c.entry.header.kind == EntryKind.ELF]
-    assert [arch for arch, _ in oracle] == [e.arch.sm for e in cubins]
-    abi = Counter()
+    assert len(cubins) >= 4 and [arch for arch, _ in oracle] == [e.arch.sm for e in cubins]
     for (_, usage), entry in zip(oracle, cubins, strict=True):
         cubin = Cubin.from_bytes(entry.data())
-        abi[cubin.abi_version] += 1
         ours = [(f.name, {"REG": f.registers, "STACK": f.stack, "SHARED": f.shared,
                           "LOCAL": f.local,
                           **{f"CONSTANT[{b}]": s for b, s in f.constant.items()},
                           "TEXTURE": f.texture, "SURFACE": f.surface, "SAMPLER": f.sampler})
                 for f in cubin.functions]
         assert ours == usage.functions
-    assert sum(abi.values()) >= 4
 
 
 def test_check_on_kepler_names_the_driver_that_dropped_it(
