@@ -25,6 +25,7 @@ ELFDATA2LSB = 1
 EV_CURRENT = 1
 
 ET_REL = 1
+ET_EXEC = 2
 ET_DYN = 3
 
 EM_X86_64 = 62
@@ -39,7 +40,19 @@ SHT_SYMTAB = 2
 SHT_STRTAB = 3
 SHT_NOTE = 7
 SHT_NOBITS = 8
+SHT_RELA = 4
 SHT_DYNSYM = 11
+SHT_REL = 9
+SHT_RELR = 19
+
+PT_NULL = 0
+PT_LOAD = 1
+PT_PHDR = 6
+
+R_X86_64_RELATIVE = 8
+R_AARCH64_RELATIVE = 1027
+#: the relocation type that stores ``base + addend`` (no symbol), per machine
+RELATIVE = {EM_X86_64: R_X86_64_RELATIVE, EM_AARCH64: R_AARCH64_RELATIVE}
 
 SHF_ALLOC = 0x2
 
@@ -166,6 +179,53 @@ class Symbol:
 
 
 @dataclass(frozen=True)
+class ProgramHeader:
+    """``Elf64_Phdr``."""
+
+    FORMAT: ClassVar[struct.Struct] = struct.Struct("<IIQQQQQQ")
+
+    type: int
+    flags: int
+    offset: int
+    vaddr: int
+    paddr: int
+    filesz: int
+    memsz: int
+    align: int
+
+    def pack(self) -> bytes:
+        return self.FORMAT.pack(self.type, self.flags, self.offset, self.vaddr, self.paddr,
+                                self.filesz, self.memsz, self.align)
+
+    @classmethod
+    def unpack_from(cls, buf: Buffer, offset: int = 0) -> ProgramHeader:
+        """The program header at ``offset`` of ``buf`` (which must hold all 56 bytes)."""
+        return cls(*cls.FORMAT.unpack_from(buf, offset))
+
+
+@dataclass(frozen=True)
+class Rela:
+    """``Elf64_Rela``; ``info`` is ``symbol << 32 | type``."""
+
+    FORMAT: ClassVar[struct.Struct] = struct.Struct("<QQq")
+
+    offset: int
+    info: int
+    addend: int
+
+    @property
+    def type(self) -> int:
+        return self.info & 0xFFFFFFFF
+
+    @property
+    def symbol(self) -> int:
+        return self.info >> 32
+
+    def pack(self) -> bytes:
+        return self.FORMAT.pack(self.offset, self.info, self.addend)
+
+
+@dataclass(frozen=True)
 class NoteHeader:
     """``Elf64_Nhdr``: the name (padded to 4) and descriptor follow it."""
 
@@ -234,6 +294,19 @@ class FileSource:
 
     def __len__(self) -> int:
         return self._size
+
+
+def program_headers(src: Source | Buffer, head: FileHeader) -> tuple[ProgramHeader, ...]:
+    """Every program header of an ELF64 little-endian file, bounds-checked."""
+    src = _source(src)
+    size = ProgramHeader.FORMAT.size
+    if head.phnum == 0:
+        return ()
+    if head.phentsize < size:
+        raise FormatError(f"ELF program header size {head.phentsize} < {size}", offset=0x36)
+    check_span(src, head.phoff, head.phnum * head.phentsize, "program header table")
+    table = src.read(head.phoff, head.phnum * head.phentsize)
+    return tuple(ProgramHeader.unpack_from(table, i * head.phentsize) for i in range(head.phnum))
 
 
 def _source(src: Source | Buffer) -> Source:

@@ -714,19 +714,33 @@ class Fatbin:
 # -- writer ---------------------------------------------------------------------------------------
 
 
-def _compress(codec: str, data: bytes) -> bytes:
-    """Compress deterministically; the levels give slightly smaller output than NVIDIA's tools
-    (measured on cuRAND's and CuPy's entries) at a fraction of the time of the maximum levels."""
+#: default levels: slightly smaller output than NVIDIA's tools (measured on cuRAND's and CuPy's
+#: entries) at a fraction of the time of the maximum levels
+DEFAULT_LEVELS = {"lz4": 3, "zstd": 6}
+#: the levels each codec takes (LZ4 high-compression mode; zstd's regular levels)
+LEVELS = {"lz4": range(1, 13), "zstd": range(1, 23)}
+
+
+def compress(codec: str, data: Buffer, level: int | None = None) -> bytes:
+    """A payload compressed as fatbins store it, deterministically: an LZ4 block without its
+    size (high-compression mode) or a zstd frame with its content size."""
+    if codec not in COMPRESSIONS:
+        raise InvalidArgumentError(f"compression {codec!r} is not one of {COMPRESSIONS}")
+    if level is None:
+        level = DEFAULT_LEVELS[codec]
+    if level not in LEVELS[codec]:
+        raise InvalidArgumentError(f"{codec} level {level} is not in {LEVELS[codec].start}.."
+                                   f"{LEVELS[codec].stop - 1}")
     if codec == "lz4":
         import lz4.block
 
         out: bytes = lz4.block.compress(
-            data, mode="high_compression", compression=3, store_size=False
+            data, mode="high_compression", compression=level, store_size=False
         )
         return out
     import zstandard
 
-    z: bytes = zstandard.ZstdCompressor(level=6, write_content_size=True).compress(data)
+    z: bytes = zstandard.ZstdCompressor(level=level, write_content_size=True).compress(data)
     return z
 
 
@@ -813,7 +827,7 @@ def make_entry(
     if compression is not None:
         flags |= _COMPRESSION_FLAGS[compression]
         uncompressed_size = len(payload)
-        payload = _compress(compression, payload)
+        payload = compress(compression, payload)
         compressed_size = len(payload)
     stored = payload + bytes(align8(len(payload)) - len(payload))
     header = EntryHeader(

@@ -13,9 +13,9 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import FatbinkitError
-from . import check, embed, fatbin, load
+from . import check, embed, fatbin, load, slim
 
-_GROUPS = (embed, fatbin, check, load)
+_GROUPS = (embed, fatbin, check, slim, load)
 
 
 def build_parser() -> argparse.ArgumentParser:

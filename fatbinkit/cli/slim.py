@@ -1,0 +1,94 @@
+"""``fatbinkit prune`` and ``fatbinkit recompress``: slim the device code of a library, an
+executable or a fatbin file (see :mod:`fatbinkit.slim`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..arch import Arch
+from ..errors import InvalidArgumentError
+from ..fatbin import DecompressionBudget
+from ..slim import CODECS, PTX_POLICIES, SlimReport, slim
+from .args import add_budget
+
+_PRUNE_EXAMPLES = """examples:
+  fatbinkit prune libfoo.so -o libfoo-h100.so --for sm_90
+  fatbinkit prune libfoo.so -o out.so --for sm_80 --for sm_90 --ptx floor --codec zstd
+  fatbinkit prune model.fatbin -o small.fatbin --for sm_120 --ptx none
+"""
+_RECOMPRESS_EXAMPLES = """examples:
+  fatbinkit recompress libfoo.so -o libfoo-zstd.so --codec zstd --level 19 --allow-newer-driver
+  fatbinkit recompress libfoo.so -o libfoo-plain.so --codec none
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``prune`` and ``recompress``."""
+    p = sub.add_parser(
+        "prune", help="keep only what the given GPU archs load (and recompress)",
+        description="Keep, in every fatbin container, the image a device of each --for arch "
+        "loads (sm_86 keeps the sm_80 SASS it runs when there is no sm_86 SASS), plus PTX by "
+        "--ptx; the freed bytes are cut out of the file.",
+        epilog=_PRUNE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", type=Path, help="shared library, executable or fatbin")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT")
+    p.add_argument("--for", dest="archs", action="append", required=True, metavar="ARCH",
+                   help="a GPU arch to keep everything for (sm_90, 90, sm_100...); repeatable")
+    p.add_argument("--ptx", choices=PTX_POLICIES, default="keep",
+                   help="keep every PTX (default), only the floor newer GPUs JIT, or none "
+                   "beyond what --for archs load")
+    _common(p, codec_required=False)
+    p.set_defaults(func=_prune)
+
+    p = sub.add_parser(
+        "recompress", help="store every fatbin entry with another codec",
+        description="Re-encode every fatbin entry as --codec; the freed bytes are cut out of "
+        "the file. zstd needs a CUDA 12.4 driver: a rise of the minimum driver is refused "
+        "unless --allow-newer-driver.",
+        epilog=_RECOMPRESS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", type=Path, help="shared library, executable or fatbin")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT")
+    _common(p, codec_required=True)
+    p.set_defaults(func=_recompress, archs=None, ptx="keep")
+
+
+def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
+    p.add_argument("--codec", choices=CODECS, required=codec_required,
+                   help="store entries as none, lz4 or zstd" +
+                   ("" if codec_required else " (default: as they are)"))
+    p.add_argument("--level", type=int, metavar="N",
+                   help="compression level (lz4 1-12, zstd 1-22; defaults 3 and 6)")
+    p.add_argument("--same-size", action="store_true",
+                   help="rewrite each container in place and zero-fill the rest: the file keeps "
+                   "its size and layout (for files whose layout cannot be changed safely)")
+    p.add_argument("--allow-newer-driver", action="store_true",
+                   help="accept an output that needs a newer driver than the input")
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_budget(p)
+
+
+def _run(args: argparse.Namespace) -> int:
+    archs = [Arch.parse(a) for a in args.archs] if args.archs else None
+    budget = (DecompressionBudget(args.max_decompressed)
+              if args.max_decompressed is not None else None)
+    if args.output.resolve() == args.file.resolve():
+        raise InvalidArgumentError(f"the output {args.output} is the input: write a new file")
+    report = slim(args.file, args.output, archs=archs, ptx=args.ptx, codec=args.codec,
+                  level=args.level, same_size=args.same_size,
+                  allow_newer_driver=args.allow_newer_driver, budget=budget)
+    _print(report, args)
+    return 0
+
+
+_prune = _recompress = _run
+
+
+def _print(report: SlimReport, args: argparse.Namespace) -> None:
+    if args.json:
+        print(json.dumps({"input": str(args.file), "output": str(args.output),
+                          **report.to_dict()}, indent=2))
+        return
+    print(f"{args.file} -> {args.output}")
+    print(report)

@@ -1,0 +1,334 @@
+"""Shrink allocated sections of a linked ELF file for real: the file gets smaller, virtual addresses
+stay where they were.
+
+A section that holds less than before (``.nv_fatbin`` after pruning) keeps its start; its freed
+tail is cut out of the file, in whole pages, and every byte after it moves down by that amount.
+The ``PT_LOAD`` segment that held it is split in two around the hole: the first part maps the
+file up to the section's new end, the second maps what followed it at its old virtual address
+from its new file offset (``p_offset`` stays congruent to ``p_vaddr`` modulo the page size, which
+is what the loader maps by; ``p_align`` drops to the page size where the larger original one no
+longer holds). A segment the section ends needs no split. The grown program header table goes into
+the slack the cut leaves behind the section. Section offsets, program headers, ``e_phoff`` and
+``e_shoff`` follow.
+
+Where the table sits decides what later tools do with the file. A file with ``PT_PHDR`` (an
+executable) needs it mapped: the first part is extended over it. A library has none; the loader
+copies an unmapped table (glibc's ``_dl_map_object_from_fd``), so it is left out of every segment.
+GNU ``strip``/``objcopy`` always put the table right after the ELF header: where the grown one
+does not fit, they refuse such a library ("not enough room for program headers", exit 1, the file
+untouched), while a mapped table gets moved there over the first sections, which breaks the file.
+So strip before slimming; ``patchelf`` works on the output (tests/test_slim.py runs both).
+
+Nothing else in a linked file holds file offsets, so code, data, relocations and symbols (virtual
+addresses) are untouched: callers that move data inside the section (containers compacted to its
+start) pass the pointer updates as plain writes. Refused with :class:`UnsupportedError`: files
+that are not ``ET_DYN``/``ET_EXEC`` for x86-64 or AArch64, a section outside every ``PT_LOAD``, and
+a non-load segment or another section that overlaps the freed bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from . import elf
+from .errors import FormatError, UnsupportedError
+
+__all__ = ["PAGE_SIZE", "Cut", "Layout", "Resize", "load_segment", "rewrite", "vaddr_offset"]
+
+#: the largest page size a loader may use per machine: cuts are multiples of it (AArch64 kernels
+#: run with 4, 16 or 64 KiB pages)
+PAGE_SIZE = {elf.EM_X86_64: 0x1000, elf.EM_AARCH64: 0x10000}
+_PHDR = elf.ProgramHeader.FORMAT.size
+_SHDR = elf.SectionHeader.FORMAT.size
+_COPY_CHUNK = 1 << 24
+
+
+@dataclass(frozen=True)
+class Resize:
+    """New contents for an allocated section: ``data`` replaces its first bytes (``len(data)`` <=
+    its size); the rest of its old size is freed."""
+
+    section: elf.Section
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Bytes removed from the file behind a resized section: ``[resume - size, resume)`` of the
+    input (``size`` a multiple of the page size); ``[keep_end, resume - size)`` stays, zeroed."""
+
+    section: str
+    keep_end: int
+    resume: int
+    size: int
+    split: bool  # the segment that held the section was split in two around the hole
+
+    def __str__(self) -> str:
+        how = "segment split" if self.split else "segment end"
+        return f"{self.section}: {self.size} bytes cut at {self.resume - self.size:#x} ({how})"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What :func:`rewrite` did: sizes, cuts, and where the program header table went."""
+
+    input_size: int
+    output_size: int
+    cuts: tuple[Cut, ...]
+    phdr_offset: int
+    phdr_count: int
+
+    def __str__(self) -> str:
+        cuts = "; ".join(map(str, self.cuts)) or "no bytes cut"
+        return f"{self.input_size} -> {self.output_size} bytes ({cuts})"
+
+
+def vaddr_offset(phdrs: Sequence[elf.ProgramHeader], vaddr: int, size: int = 1) -> int | None:
+    """The file offset of ``size`` bytes at ``vaddr``, or None when no ``PT_LOAD`` maps them
+    from the file."""
+    for p in phdrs:
+        if p.type == elf.PT_LOAD and p.vaddr <= vaddr and vaddr + size <= p.vaddr + p.filesz:
+            return p.offset + vaddr - p.vaddr
+    return None
+
+
+def load_segment(phdrs: Sequence[elf.ProgramHeader], section: elf.Section) -> int | None:
+    """The index of the ``PT_LOAD`` that maps ``section`` from the file (None: none does)."""
+    h = section.header
+    for i, p in enumerate(phdrs):
+        if (p.type == elf.PT_LOAD and p.offset <= h.offset
+                and h.offset + h.size <= p.offset + p.filesz
+                and h.addr - p.vaddr == h.offset - p.offset):
+            return i
+    return None
+
+
+@dataclass
+class _Hole:
+    section: elf.Section
+    segment: int
+    keep_end: int  # a
+    resume: int    # b
+    size: int      # D
+    split: bool = False
+
+
+def _holes(head: elf.FileHeader, phdrs: Sequence[elf.ProgramHeader],
+           sections: Sequence[elf.Section], resizes: Sequence[Resize], page: int,
+           shrink: bool) -> list[_Hole]:
+    holes: list[_Hole] = []
+    for r in resizes:
+        s = r.section
+        h = s.header
+        if not h.flags & elf.SHF_ALLOC or h.type == elf.SHT_NOBITS:
+            raise UnsupportedError(f"section {s.name} is not allocated file data: cannot resize")
+        if len(r.data) > h.size:
+            raise UnsupportedError(f"section {s.name}: {len(r.data)} new bytes exceed its "
+                                   f"{h.size}")
+        seg = load_segment(phdrs, s)
+        if seg is None:
+            raise UnsupportedError(f"section {s.name} lies in no PT_LOAD segment")
+        a, b = h.offset + len(r.data), h.offset + h.size
+        size = (b - a) // page * page if shrink else 0
+        holes.append(_Hole(s, seg, a, b, size))
+    holes.sort(key=lambda x: x.resume)
+    for x, y in itertools.pairwise(holes):
+        if y.section.header.offset < x.resume:
+            raise UnsupportedError(f"sections {x.section.name} and {y.section.name} overlap")
+    for hole in holes:
+        a, b = hole.keep_end, hole.resume
+        for s in sections:
+            sh = s.header
+            if s.index == hole.section.index or sh.type in (elf.SHT_NULL, elf.SHT_NOBITS) or \
+                    not sh.size:
+                continue
+            if sh.offset < b and sh.offset + sh.size > a:
+                raise UnsupportedError(f"section {s.name} overlaps the freed end of "
+                                       f"{hole.section.name}")
+        for i, p in enumerate(phdrs):
+            if i == hole.segment or not p.filesz:
+                continue
+            if p.offset < b and p.offset + p.filesz > a:
+                raise UnsupportedError(
+                    f"segment {i} (type {p.type:#x}) overlaps the freed end of "
+                    f"{hole.section.name}: cannot cut it")
+        load = phdrs[hole.segment]
+        at_end = b == load.offset + load.filesz and load.memsz == load.filesz
+        hole.split = hole.size > 0 and not at_end
+    if head.phoff + head.phnum * head.phentsize > 0 and any(
+            x.keep_end < head.phoff + head.phnum * head.phentsize and head.phoff < x.resume
+            for x in holes):
+        raise UnsupportedError("the program header table lies in a resized section")
+    return holes
+
+
+def _place_table(head: elf.FileHeader, holes: list[_Hole], count: int, page: int,
+                 sections: Sequence[elf.Section]) -> tuple[int, _Hole | None]:
+    """Where the table of ``count`` headers goes (an input offset), and the hole whose slack
+    holds it (None: it stays where it is)."""
+    need = count * _PHDR
+    if count <= head.phnum:
+        return head.phoff, None
+    after = head.phoff + head.phnum * head.phentsize
+    used = [s.header.offset for s in sections
+            if s.header.type not in (elf.SHT_NULL, elf.SHT_NOBITS) and s.header.size
+            and s.header.offset >= after]
+    if head.phentsize == _PHDR and head.phoff + need <= min(used, default=0):
+        return head.phoff, None  # room in place (rare: linkers pack the first section)
+    for hole in holes:
+        if not hole.split:
+            continue
+        at = -(-hole.keep_end // 8) * 8
+        while at + need > hole.resume - hole.size and hole.size >= page:
+            hole.size -= page  # keep one more page of slack for the table
+        if at + need <= hole.resume - hole.size:
+            return at, hole
+    raise UnsupportedError(f"no room for a program header table of {count} entries")
+
+
+def rewrite(source: os.PathLike[str], output: os.PathLike[str], resizes: Sequence[Resize],
+            writes: Sequence[tuple[int, bytes]] = (), *, shrink: bool = True) -> Layout:
+    """Write ``source`` to ``output`` with ``resizes`` applied and ``writes`` (input file offset,
+    bytes) patched in; with ``shrink``, the freed tail of each resized section is cut out of the
+    file (else it is zero-filled and the layout stays as it was)."""
+    with open(source, "rb") as src_file:
+        fd = src_file.fileno()
+        total = os.fstat(fd).st_size
+        src = elf.FileSource(fd, total)
+        head = elf.file_header(src)
+        if head.type not in (elf.ET_DYN, elf.ET_EXEC):
+            raise UnsupportedError(f"ELF type {head.type} is not a linked file (ET_DYN/ET_EXEC)")
+        page = PAGE_SIZE.get(head.machine)
+        if page is None:
+            raise UnsupportedError(f"ELF machine {head.machine} is not x86-64 or AArch64")
+        phdrs = elf.program_headers(src, head)
+        sections = elf.sections(src, head)
+        if not sections:
+            raise UnsupportedError("the file has no section headers")
+        holes = _holes(head, phdrs, sections, resizes, page, shrink)
+        splits = sum(h.split for h in holes)
+        phoff, table_hole = _place_table(head, holes, head.phnum + splits, page, sections)
+        if not any(p.type == elf.PT_PHDR for p in phdrs):
+            table_hole = None  # the table stays out of every segment: see the module notes
+        splits = sum(h.split for h in holes)  # placing the table may have shrunk a cut to 0
+        for x in holes:
+            if x.split and x.size == 0:
+                x.split = False
+        count = head.phnum + splits
+        cuts = [x for x in holes if x.size]
+
+        def moved(at: int) -> int:
+            """The output offset of input offset ``at`` (not inside a cut range)."""
+            return at - sum(x.size for x in cuts if x.resume <= at)
+
+        new_phdrs = _segments(phdrs, holes, page, moved, phoff, count, table_hole)
+        new_sections = []
+        sizes = {r.section.index: len(r.data) for r in resizes}
+        for s in sections[1:]:
+            h = s.header
+            size = sizes.get(s.index, h.size)
+            new_sections.append(elf.SectionHeader(
+                h.name, h.type, h.flags, h.addr, moved(h.offset), size, h.link, h.info,
+                h.addralign, h.entsize).pack())
+        zero = elf.SectionHeader(*elf.SectionHeader.FORMAT.unpack(
+            src.read(head.shoff, _SHDR))).pack()
+        shoff = moved(head.shoff)
+        new_head = elf.FileHeader(
+            head.ident, head.type, head.machine, head.version, head.entry, moved(phoff),
+            shoff, head.flags, head.ehsize, _PHDR, count, _SHDR, head.shnum, head.shstrndx)
+
+        patches: list[tuple[int, bytes]] = []
+        for x in holes:
+            patches.append((x.keep_end, bytes(x.resume - x.size - x.keep_end)))
+        for r in resizes:
+            patches.append((r.section.header.offset, r.data))
+        for at, data in writes:
+            if any(x.keep_end < at + len(data) and at < x.resume for x in holes):
+                raise UnsupportedError(f"a write at {at:#x} lands in a freed range")
+            patches.append((at, data))
+        patches.append((phoff, b"".join(p.pack() for p in new_phdrs)))
+        if head.shentsize != _SHDR:
+            raise UnsupportedError(f"section header size {head.shentsize} is not {_SHDR}")
+        patches.append((head.shoff, zero + b"".join(new_sections)))
+        patches.append((0, new_head.pack()))
+
+        with open(output, "r+b") as out:
+            out.truncate(0)
+            ofd = out.fileno()
+            pos = 0
+            for x in cuts:
+                _copy(fd, ofd, pos, x.resume - x.size - pos)
+                pos = x.resume
+            _copy(fd, ofd, pos, total - pos)
+            for at, data in patches:
+                os.pwrite(ofd, data, moved(at))
+            size = os.fstat(ofd).st_size
+    return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, x.split)
+                                     for x in holes), moved(phoff), count)
+
+
+def _segments(phdrs: Sequence[elf.ProgramHeader], holes: Sequence[_Hole], page: int,
+              moved: Callable[[int], int], phoff: int, count: int,
+              table_hole: _Hole | None) -> list[elf.ProgramHeader]:
+    """The new program headers: each split segment in pieces, offsets moved."""
+    out: list[elf.ProgramHeader] = []
+    table_end = phoff + count * _PHDR
+    for i, p in enumerate(phdrs):
+        mine = [h for h in holes if h.segment == i and (h.split or h.size)]
+        if p.type == elf.PT_PHDR:
+            seg = phdrs[table_hole.segment] if table_hole else None
+            vaddr = p.vaddr if seg is None else seg.vaddr + phoff - seg.offset
+            out.append(elf.ProgramHeader(p.type, p.flags, moved(phoff), vaddr, vaddr,
+                                         count * _PHDR, count * _PHDR, p.align))
+            continue
+        if p.type != elf.PT_LOAD or not mine:
+            out.append(_realigned(p, moved(p.offset) if p.filesz or p.offset else p.offset, page))
+            continue
+        start = p.offset
+        for h in mine:
+            end = h.keep_end
+            if table_hole is h:
+                end = max(end, table_end)
+            piece = elf.ProgramHeader(p.type, p.flags, moved(start), p.vaddr + start - p.offset,
+                                      p.paddr + start - p.offset, end - start, end - start,
+                                      p.align)
+            if not h.split:  # the section ended the segment: it only gets shorter
+                out.append(_realigned(piece, piece.offset, page))
+                start = -1
+                break
+            out.append(_realigned(piece, piece.offset, page))
+            start = h.resume
+        if start >= 0:
+            skip = start - p.offset
+            out.append(_realigned(elf.ProgramHeader(
+                p.type, p.flags, moved(start), p.vaddr + skip, p.paddr + skip, p.filesz - skip,
+                p.memsz - skip, p.align), moved(start), page))
+    return out
+
+
+def _realigned(p: elf.ProgramHeader, offset: int, page: int) -> elf.ProgramHeader:
+    """``p`` at ``offset``, its ``p_align`` lowered to ``page`` where the move broke it."""
+    align = p.align
+    if p.type == elf.PT_LOAD and align > 1 and (p.vaddr - offset) % align:
+        if (p.vaddr - offset) % page:
+            raise FormatError(f"segment at {p.vaddr:#x} would map from a misaligned offset")
+        align = page
+    return elf.ProgramHeader(p.type, p.flags, offset, p.vaddr, p.paddr, p.filesz, p.memsz, align)
+
+
+def _copy(src: int, dst: int, offset: int, size: int) -> None:
+    """Append ``size`` bytes at ``offset`` of ``src`` to ``dst`` (in the kernel where it can)."""
+    end = offset + size
+    while offset < end:
+        n = min(_COPY_CHUNK, end - offset)
+        try:
+            done = os.copy_file_range(src, dst, n, offset)
+        except (AttributeError, OSError):
+            data = os.pread(src, n, offset)
+            done = os.write(dst, data)
+        if done <= 0:
+            raise FormatError(f"the input ended early at {offset:#x}", offset=offset)
+        offset += done

@@ -1,0 +1,723 @@
+"""Slim the device code of shipped binaries: prune GPU architectures and recompress fatbins inside
+linked libraries, executables and raw fatbin files.
+
+**Pruning** keeps, in every fatbin container (module), what a device of each requested arch
+could load: the image the driver picks for it (:func:`fatbinkit.compat.decide`: exact SASS,
+then the highest compatible SASS, then the highest compatible PTX), so an sm_86 device keeps the
+sm_80 SASS it runs when no sm_86 SASS exists. PTX is kept by policy: ``keep`` (every PTX entry,
+the forward compatibility the input had), ``floor`` (the one plain PTX a GPU newer than any in the
+file would JIT: the highest ``compute_XY``), ``none``. Kinds the driver never loads (LTO-IR and
+unknown ones) stay. Every requested arch then picks the same image per module as before, which the
+report shows per arch, computed again on the output's containers.
+
+**Recompression** re-encodes every kept entry (``none``, ``lz4``, ``zstd`` at a level), on all
+cores (the codecs release the GIL), keeping an entry uncompressed where compressing does not make
+it smaller. zstd entries need a CUDA 12.4 driver where LZ4 ones load on any: the report gives each
+arch's minimum driver before and after, and a rise is refused unless allowed.
+
+**The file**: in a linked ELF file the CUDA runtime finds each container only through the
+``__fatbinwrap`` record in ``.nvFatBinSegment`` whose data pointer is a ``RELATIVE`` relocation
+(and the same value stored in place). Containers are repacked at the start of their section, the
+pointers rewritten, and the freed tail cut out of the file by :mod:`fatbinkit.elfedit`. Any other
+reference into a fatbin section (a relocation elsewhere, a dynamic symbol) is refused, naming it;
+``same_size`` then rewrites each container where it was and zero-fills the rest, moving nothing
+(the file keeps its size; the zeros compress in a wheel). Unknown wrapper versions are refused.
+The output is read back and checked before it replaces the target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import os
+import struct
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import elf, elfedit
+from .arch import Arch
+from .compat import PTX, SASS, Image, decide, device_floor, image_floors, image_from_entry
+from .driver import CudaVersion, dotted
+from .errors import (
+    CompatibilityError,
+    FormatError,
+    InvalidArgumentError,
+    UnsupportedError,
+)
+from .fatbin import (
+    COMPRESSIONS,
+    DecompressionBudget,
+    EntryKind,
+    FatbinContainer,
+    FatbinEntry,
+    Reader,
+    align8,
+    compress,
+    is_fatbin,
+    iter_containers,
+)
+from .infile import open_input
+from .outfile import atomic_path
+from .scan import FATBIN_SECTION, RELFATBIN_SECTION
+
+__all__ = [
+    "CODECS",
+    "PTX_POLICIES",
+    "WRAPPER_MAGIC",
+    "WRAPPER_SECTION",
+    "ArchReport",
+    "SlimReport",
+    "prune",
+    "recompress",
+    "slim",
+]
+
+PTX_POLICIES = ("keep", "floor", "none")
+CODECS = ("none", *COMPRESSIONS)
+WRAPPER_SECTION = ".nvFatBinSegment"
+WRAPPER_MAGIC = 0x466243B1
+#: ``{u32 magic, i32 version, u64 data pointer, u64 filename_or_fatbins}``
+WRAPPER = struct.Struct("<IiQQ")
+WRAPPER_VERSIONS = (1, 2)
+_SECTIONS = (FATBIN_SECTION, RELFATBIN_SECTION)
+_ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
+_CODEC_BITS = 0x2000 | 0x8000
+_CODEC_FLAG = {"lz4": 0x2000, "zstd": 0x8000}
+_U64 = struct.Struct("<Q")
+
+
+@dataclass(frozen=True)
+class ArchReport:
+    """What the output does on one device arch, beside the input.
+
+    ``modules`` counts the modules that load an image on it; ``changed`` names those whose pick
+    differs from the input's (empty when pruning did its job); ``min_driver_before/after`` is the
+    lowest CUDA driver the picked images need (None: no module loads).
+    """
+
+    device: Arch
+    modules: int
+    sass: int
+    ptx: int
+    changed: tuple[str, ...]
+    min_driver_before: CudaVersion | None
+    min_driver_after: CudaVersion | None
+
+    @property
+    def same(self) -> bool:
+        return not self.changed
+
+    @property
+    def driver_raised(self) -> bool:
+        before, after = self.min_driver_before, self.min_driver_after
+        return before is not None and after is not None and after > before
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device.sm, "modules": self.modules, "sass": self.sass,
+            "ptx": self.ptx, "same": self.same, "changed": list(self.changed),
+            "min_driver_before": dotted(self.min_driver_before) if self.min_driver_before
+            else None,
+            "min_driver_after": dotted(self.min_driver_after) if self.min_driver_after else None,
+        }
+
+    def __str__(self) -> str:
+        def drv(v: CudaVersion | None) -> str:
+            return dotted(v) if v else "-"
+
+        how = (f"same image in all {self.modules} loading modules ({self.sass} SASS, "
+               f"{self.ptx} PTX JIT)" if self.same else
+               f"{len(self.changed)} modules load a different image: {', '.join(self.changed[:3])}")
+        driver = f"min driver {drv(self.min_driver_before)}"
+        if self.min_driver_after != self.min_driver_before:
+            driver += f" -> {drv(self.min_driver_after)}"
+        return f"{self.device.sm}: {how}; {driver}"
+
+
+@dataclass(frozen=True)
+class SlimReport:
+    """The outcome of :func:`slim`: sizes, what was kept and dropped, and each arch's check."""
+
+    input_size: int
+    output_size: int
+    device_before: int  # bytes of fatbin containers
+    device_after: int
+    modules: int
+    entries_before: int
+    entries_after: int
+    dropped: tuple[tuple[str, int], ...]  # ("SASS sm_80", count)
+    codec: str | None
+    archs: tuple[ArchReport, ...]
+    layout: elfedit.Layout | None = field(default=None)
+    same_size: bool = False
+
+    @property
+    def saved(self) -> int:
+        return self.input_size - self.output_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_size": self.input_size, "output_size": self.output_size,
+            "device_code_before": self.device_before, "device_code_after": self.device_after,
+            "modules": self.modules, "entries_before": self.entries_before,
+            "entries_after": self.entries_after,
+            "dropped": [{"image": k, "count": n} for k, n in self.dropped],
+            "codec": self.codec, "same_size": self.same_size,
+            "archs": [a.to_dict() for a in self.archs],
+            "cuts": [dataclasses.asdict(c) for c in self.layout.cuts] if self.layout else [],
+        }
+
+    def __str__(self) -> str:
+        pct = 100 * self.saved / self.input_size if self.input_size else 0.0
+        lines = [
+            f"file: {self.input_size:,} -> {self.output_size:,} bytes ({pct:.1f} % smaller)"
+            + (" (same size: freed bytes zero-filled)" if self.same_size else ""),
+            f"device code: {self.device_before:,} -> {self.device_after:,} bytes in "
+            f"{self.modules} modules; entries {self.entries_before} -> {self.entries_after}"
+            + (f", recompressed as {self.codec}" if self.codec else ""),
+        ]
+        if self.dropped:
+            lines.append("dropped: " + ", ".join(f"{k} x{n}" for k, n in self.dropped))
+        lines += [f"  {a}" for a in self.archs]
+        return "\n".join(lines)
+
+
+# -- planning one container -----------------------------------------------------------------------
+
+
+def _cheap_image(entry: FatbinEntry) -> Image | None:
+    """The image as the driver picks it: kind, arch and PTX ISA from the entry header only."""
+    kind = entry.header.kind
+    if kind == _ELF:
+        return Image(SASS, entry.arch)
+    if kind == _PTX:
+        return Image(PTX, entry.arch, entry.code_version)
+    return None
+
+
+def _picks(entries: Sequence[FatbinEntry], devices: Iterable[Arch]) -> dict[Arch, int | None]:
+    """The index of the entry the driver picks on each device (None: nothing loads)."""
+    images = [_cheap_image(e) for e in entries]
+    loadable = [(i, img) for i, img in enumerate(images) if img is not None]
+    out: dict[Arch, int | None] = {}
+    for dev in devices:
+        d = decide([img for _, img in loadable], dev)
+        out[dev] = next((i for i, img in loadable if img is d.image), None)
+    return out
+
+
+def _kept(entries: Sequence[FatbinEntry], devices: Sequence[Arch], ptx: str) -> list[int]:
+    """Indexes of the entries pruning keeps (in their order)."""
+    if not devices:  # recompression only
+        return list(range(len(entries)))
+    keep = {i for i in _picks(entries, devices).values() if i is not None}
+    ptx_entries = [i for i, e in enumerate(entries) if e.header.kind == _PTX]
+    if ptx == "keep":
+        keep.update(ptx_entries)
+    elif ptx == "floor":
+        plain = [i for i in ptx_entries if entries[i].arch.suffix == ""]
+        if plain:
+            keep.add(max(plain, key=lambda i: (entries[i].arch.number, entries[i].code_version)))
+    keep.update(i for i, e in enumerate(entries) if e.header.kind not in (_ELF, _PTX))
+    return sorted(keep)
+
+
+def _recode(entry: FatbinEntry, codec: str | None, level: int | None) -> FatbinEntry:
+    """``entry`` with its payload stored as ``codec`` (None: unchanged)."""
+    if codec is None or ((entry.compression or "none") == codec and level is None):
+        return entry
+    data = entry.data()
+    h = entry.header
+    flags = h.flags & ~_CODEC_BITS
+    payload, compressed, uncompressed = data, 0, 0
+    if codec != "none":
+        packed = compress(codec, data, level)
+        if len(packed) < len(data):  # else stored plain, as NVIDIA's tools do
+            payload, compressed, uncompressed = packed, len(packed), len(data)
+            flags |= _CODEC_FLAG[codec]
+    stored = payload + bytes(align8(len(payload)) - len(payload))
+    header = dataclasses.replace(h, size=len(stored), compressed_size=compressed, flags=flags,
+                                 uncompressed_size=uncompressed)
+    return FatbinEntry(header, entry.extra, stored)
+
+
+@dataclass
+class _Module:
+    """One container: where it was, what is kept of it, and where it goes."""
+
+    section: str
+    index: int  # across the file, as compat labels modules
+    old_offset: int  # in its section
+    old: FatbinContainer
+    kept: list[int]
+    new: FatbinContainer | None = None
+    new_offset: int = -1
+
+    @property
+    def label(self) -> str:
+        return f"{self.section or 'file'} container {self.index}"
+
+
+def _plan(modules: list[_Module], devices: Sequence[Arch], ptx: str, codec: str | None,
+          level: int | None, budget: DecompressionBudget) -> None:
+    for m in modules:
+        m.kept = _kept(m.old.entries, devices, ptx)
+    work = [m.old.entries[i] for m in modules for i in m.kept]
+    if codec is not None:  # charged here, in order: the workers share no state
+        for e in work:
+            if e.compression is not None:
+                budget.charge(e.data_size, e.offset)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        recoded = list(pool.map(lambda e: _recode(e, codec, level), work))
+    at = 0
+    for m in modules:
+        entries = tuple(recoded[at : at + len(m.kept)])
+        at += len(m.kept)
+        m.new = FatbinContainer(entries, m.old.version, m.old.header_extra, m.old.tail)
+
+
+# -- per-arch report ------------------------------------------------------------------------------
+
+
+def _floors_need(entry: FatbinEntry, device: Arch, codec: str | None,
+                 budget: DecompressionBudget) -> CudaVersion | None:
+    """The lowest CUDA driver that loads ``entry`` on ``device`` (stored as ``codec``)."""
+    img = image_from_entry(entry, budget=budget)
+    if img is None:
+        return None
+    img = dataclasses.replace(img, compression=codec)
+    floors, _ = image_floors(img)
+    dfloor = device_floor(Arch(device.number))
+    needs = [f.need for f in (*floors, *((dfloor,) if dfloor else ()))]
+    if any(n is None for n in needs):
+        return None
+    return max((n for n in needs if n is not None), default=None)
+
+
+def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
+                  budget: DecompressionBudget) -> tuple[ArchReport, ...]:
+    reports = []
+    for dev in devices:
+        loading = sass = jit = 0
+        changed: list[str] = []
+        before: CudaVersion | None = None
+        after: CudaVersion | None = None
+        for m in modules:
+            assert m.new is not None
+            old_pick = _picks(m.old.entries, [dev])[dev]
+            new_pick = _picks(m.new.entries, [dev])[dev]
+            origin = None if new_pick is None else m.kept[new_pick]
+            if origin != old_pick:
+                changed.append(m.label)
+            if new_pick is None or old_pick is None:
+                continue
+            loading += 1
+            new_entry = m.new.entries[new_pick]
+            if new_entry.header.kind == _ELF:
+                sass += 1
+            else:
+                jit += 1
+            old_entry = m.old.entries[old_pick]
+            need_old = _floors_need(old_entry, dev, old_entry.compression, budget)
+            need_new = _floors_need(old_entry, dev, new_entry.compression, budget)
+            before = need_old if before is None or (need_old and need_old > before) else before
+            after = need_new if after is None or (need_new and need_new > after) else after
+        reports.append(ArchReport(Arch(dev.number, dev.suffix), loading, sass, jit,
+                                  tuple(changed), before, after))
+    return tuple(reports)
+
+
+def _file_devices(modules: Sequence[_Module]) -> list[Arch]:
+    """Every device arch some image of the file is built for (what recompression reports on)."""
+    numbers = {e.header.sm for m in modules for e in m.old.entries
+               if e.header.kind in (_ELF, _PTX)}
+    return [Arch(n) for n in sorted(numbers)]
+
+
+# -- the file -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Wrapper:
+    slot: int  # vaddr of the data pointer
+    slot_offset: int  # file offset of the data pointer
+    target: int  # vaddr it points at
+
+
+def _wrappers(view: memoryview, sections: Sequence[elf.Section],
+              phdrs: Sequence[elf.ProgramHeader]) -> list[_Wrapper]:
+    """The ``__fatbinwrap`` records: each one's data pointer slot and target."""
+    sec = next((s for s in sections if s.name == WRAPPER_SECTION), None)
+    if sec is None or sec.header.type == elf.SHT_NOBITS:
+        return []
+    h = sec.header
+    if h.size % WRAPPER.size:
+        raise UnsupportedError(f"{WRAPPER_SECTION} of {h.size} bytes is not a whole number of "
+                               f"{WRAPPER.size}-byte wrapper records")
+    out = []
+    for k in range(h.size // WRAPPER.size):
+        at = h.offset + k * WRAPPER.size
+        magic, version, data, _ = WRAPPER.unpack_from(view, at)
+        if magic != WRAPPER_MAGIC:
+            raise UnsupportedError(f"wrapper record {k} in {WRAPPER_SECTION} has magic "
+                                   f"{magic:#x}, not {WRAPPER_MAGIC:#x}: an unknown layout")
+        if version not in WRAPPER_VERSIONS:
+            raise UnsupportedError(f"wrapper record {k} in {WRAPPER_SECTION} has version "
+                                   f"{version}; only versions 1 and 2 are known")
+        out.append(_Wrapper(h.addr + k * WRAPPER.size + 8, at + 8, data))
+    return out
+
+
+def _relocations(view: memoryview, sections: Sequence[elf.Section],
+                 head: elf.FileHeader) -> list[tuple[elf.Section, int, elf.Rela]]:
+    """Every dynamic RELA relocation: (its section, index, record)."""
+    out = []
+    for s in sections:
+        h = s.header
+        if h.type == elf.SHT_REL and h.flags & elf.SHF_ALLOC and h.size:
+            raise UnsupportedError(f"{s.name}: REL relocations (no addend) are not supported")
+        if h.type != elf.SHT_RELA or not h.flags & elf.SHF_ALLOC:
+            continue
+        if h.entsize != elf.Rela.FORMAT.size:
+            raise FormatError(f"{s.name}: entry size {h.entsize}, not {elf.Rela.FORMAT.size}")
+        raw = view[h.offset : h.offset + h.size - h.size % elf.Rela.FORMAT.size]
+        for i, (off, info, addend) in enumerate(elf.Rela.FORMAT.iter_unpack(raw)):
+            out.append((s, i, elf.Rela(off, info, addend)))
+    return out
+
+
+def _relr_slots(view: memoryview, sections: Sequence[elf.Section]) -> list[int]:
+    """The addresses a packed ``SHT_RELR`` table relocates (value stored in place)."""
+    slots: list[int] = []
+    for s in sections:
+        h = s.header
+        if h.type != elf.SHT_RELR or not h.size:
+            continue
+        base = 0
+        for (word,) in _U64.iter_unpack(view[h.offset : h.offset + h.size - h.size % 8]):
+            if not word & 1:
+                slots.append(word)
+                base = word + 8
+            else:
+                bits = word >> 1
+                for k in range(63):
+                    if bits >> k & 1:
+                        slots.append(base + 8 * k)
+                base += 63 * 8
+    return slots
+
+
+def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.Section],
+                phdrs: Sequence[elf.ProgramHeader], ranges: Sequence[tuple[str, int, int]],
+                wrappers: Sequence[_Wrapper]
+                ) -> tuple[dict[int, list[tuple[elf.Section, int, elf.Rela]]], list[str]]:
+    """The RELA records of each wrapper slot, and every other reference into a fatbin section
+    (what makes moving containers unsafe)."""
+    relative = elf.RELATIVE.get(head.machine)
+    slots = {w.slot for w in wrappers}
+    by_slot: dict[int, list[tuple[elf.Section, int, elf.Rela]]] = {}
+    others: list[str] = []
+
+    def inside(target: int) -> str | None:
+        return next((name for name, lo, hi in ranges if lo <= target < hi), None)
+
+    dynsym = next((s for s in sections if s.header.type == elf.SHT_DYNSYM), None)
+    values: list[int] = []
+    if dynsym is not None:
+        h = dynsym.header
+        raw = view[h.offset : h.offset + h.size - h.size % elf.Symbol.FORMAT.size]
+        for _n, _i, _o, shndx, value, _s in elf.Symbol.FORMAT.iter_unpack(raw):
+            values.append(value if shndx != elf.SHN_UNDEF else -1)
+            name = inside(value) if shndx != elf.SHN_UNDEF else None
+            if name:
+                others.append(f"a dynamic symbol points into {name} at {value:#x}")
+    for s, i, r in _relocations(view, sections, head):
+        if r.offset in slots:
+            if r.type != relative:
+                others.append(f"{s.name} entry {i} at {r.offset:#x}: relocation type {r.type}, "
+                              "not RELATIVE")
+            by_slot.setdefault(r.offset, []).append((s, i, r))
+            continue
+        target = r.addend if r.type == relative else (
+            values[r.symbol] + r.addend if 0 < r.symbol < len(values) and values[r.symbol] >= 0
+            else -1)
+        name = inside(target)
+        if name:
+            others.append(f"{s.name} entry {i} at {r.offset:#x} points into {name} at "
+                          f"{target:#x}")
+    for slot in _relr_slots(view, sections):
+        if slot in slots:
+            continue
+        off = elfedit.vaddr_offset(phdrs, slot, 8)
+        if off is not None:
+            (value,) = _U64.unpack_from(view, off)
+            name = inside(value)
+            if name:
+                others.append(f"a RELR relocation at {slot:#x} points into {name}")
+    return by_slot, others
+
+
+def _modules_of(view: memoryview, fd: int | None, base: int, size: int, section: str,
+                first: int) -> list[_Module]:
+    src = Reader(view[base : base + size], fd, base)
+    out = []
+    for k, (off, head) in enumerate(iter_containers(src)):
+        out.append(_Module(section, first + k, off, FatbinContainer.parse(src, off, head), []))
+    return out
+
+
+def _check_options(archs: Sequence[Arch] | None, ptx: str, codec: str | None,
+                   level: int | None) -> list[Arch]:
+    if ptx not in PTX_POLICIES:
+        raise InvalidArgumentError(f"PTX policy {ptx!r} is not one of {PTX_POLICIES}")
+    if codec is not None and codec not in CODECS:
+        raise InvalidArgumentError(f"codec {codec!r} is not one of {CODECS}")
+    if level is not None and codec in (None, "none"):
+        raise InvalidArgumentError("a compression level needs --codec lz4 or zstd")
+    if level is not None:
+        assert codec is not None
+        compress(codec, b"", level)  # validates the level
+    devices = list(dict.fromkeys(archs or ()))
+    for a in devices:
+        if not isinstance(a, Arch):
+            raise InvalidArgumentError(f"archs takes Arch values, not {type(a).__name__}")
+    return devices
+
+
+def slim(source: os.PathLike[str], output: os.PathLike[str], *,
+         archs: Sequence[Arch] | None = None, ptx: str = "keep", codec: str | None = None,
+         level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
+         budget: DecompressionBudget | None = None) -> SlimReport:
+    """Prune (``archs``) and/or recompress (``codec``) the fatbins of ``source`` into ``output``.
+
+    ``source`` is a shared library, an executable or a raw fatbin file. Raises
+    :class:`CompatibilityError` (nothing written) when a requested arch would load a different
+    image than before, or, without ``allow_newer_driver``, when an arch would need a newer
+    driver; :class:`UnsupportedError` for what cannot be rewritten safely (see the module).
+    """
+    devices = _check_options(archs, ptx, codec, level)
+    if not devices and codec is None:
+        raise InvalidArgumentError("nothing to do: give archs to keep, a codec, or both")
+    with open_input(source) as file:
+        fd = file.fileno()
+        total = os.fstat(fd).st_size
+        if budget is None:
+            budget = DecompressionBudget.for_input(total)
+        view = _map(fd, total)
+        mode = os.fstat(fd).st_mode & 0o777
+        if is_fatbin(view):
+            return _slim_raw(view, output, devices, ptx, codec, level, allow_newer_driver,
+                             budget, mode)
+        machine = elf.machine(view)
+        if machine is None:
+            raise FormatError(f"{os.fspath(source)}: not a fatbin or ELF file", offset=0)
+        if machine == elf.EM_CUDA:
+            raise UnsupportedError(f"{os.fspath(source)} is a cubin: nothing to prune in one "
+                                   "image")
+        return _slim_elf(source, view, output, devices, ptx, codec, level, same_size,
+                         allow_newer_driver, budget, mode)
+
+
+def _map(fd: int, size: int) -> memoryview:
+    if not size:
+        return memoryview(b"")
+    return memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
+
+
+def _finish(modules: list[_Module], devices: list[Arch], codec: str | None,
+            allow_newer_driver: bool, budget: DecompressionBudget) -> tuple[ArchReport, ...]:
+    reports = _arch_reports(modules, devices or _file_devices(modules), budget)
+    changed = [r for r in reports if r.changed]
+    if changed:  # cannot happen by construction; the check is what proves it
+        raise CompatibilityError("after pruning, " + "; ".join(
+            f"{r.device.sm} would load a different image in {', '.join(r.changed[:5])}"
+            for r in changed))
+    raised = [r for r in reports if r.driver_raised]
+    if raised and not allow_newer_driver:
+        raise CompatibilityError(
+            f"recompressing as {codec} raises the minimum driver: " + "; ".join(
+                f"{r.device.sm} {dotted(r.min_driver_before or (0, 0))} -> "
+                f"{dotted(r.min_driver_after or (0, 0))}" for r in raised)
+            + " (allow it with --allow-newer-driver)")
+    return reports
+
+
+def _report(total: int, out_size: int, modules: list[_Module], codec: str | None,
+            reports: tuple[ArchReport, ...], layout: elfedit.Layout | None,
+            same_size: bool) -> SlimReport:
+    dropped: dict[str, int] = {}
+    for m in modules:
+        kept = set(m.kept)
+        for i, e in enumerate(m.old.entries):
+            if i not in kept:
+                key = (f"SASS {e.arch.sm}" if e.header.kind == _ELF else
+                       f"PTX {e.arch.compute}" if e.header.kind == _PTX else
+                       f"kind {e.header.kind:#x} {e.arch.sm}")
+                dropped[key] = dropped.get(key, 0) + 1
+    assert all(m.new is not None for m in modules)
+    return SlimReport(
+        total, out_size, sum(len(m.old) for m in modules),
+        sum(len(m.new) for m in modules if m.new is not None), len(modules),
+        sum(len(m.old.entries) for m in modules),
+        sum(len(m.new.entries) for m in modules if m.new is not None),
+        tuple(sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))), codec, reports, layout,
+        same_size)
+
+
+def _slim_raw(view: memoryview, output: os.PathLike[str], devices: list[Arch], ptx: str,
+              codec: str | None, level: int | None, allow_newer_driver: bool,
+              budget: DecompressionBudget, mode: int) -> SlimReport:
+    modules = _modules_of(view, None, 0, len(view), "", 0)
+    _plan(modules, devices, ptx, codec, level, budget)
+    reports = _finish(modules, devices, codec, allow_newer_driver, budget)
+    data = b"".join(m.new.to_bytes() for m in modules if m.new is not None)
+    with atomic_path(output, mode) as tmp:
+        tmp.write_bytes(data)
+    return _report(len(view), len(data), modules, codec, reports, None, False)
+
+
+def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[str],
+              devices: list[Arch], ptx: str, codec: str | None, level: int | None,
+              same_size: bool, allow_newer_driver: bool, budget: DecompressionBudget,
+              mode: int) -> SlimReport:
+    head = elf.file_header(view)
+    if head.type == elf.ET_REL:
+        raise UnsupportedError("relocatable objects (.o) are not supported yet: prune the "
+                               "linked library, or the fatbin before embedding it")
+    if head.type not in (elf.ET_DYN, elf.ET_EXEC):
+        raise UnsupportedError(f"ELF type {head.type} is not a shared library or executable")
+    sections = elf.sections(view, head)
+    phdrs = elf.program_headers(view, head)
+    fat = [s for s in sections if s.name in _SECTIONS and s.header.type != elf.SHT_NOBITS
+           and s.header.size]
+    if not fat:
+        raise FormatError(f"{os.fspath(source)}: no device code to slim (no {FATBIN_SECTION} "
+                          f"or {RELFATBIN_SECTION} section)", offset=None)
+    modules: list[_Module] = []
+    by_section: dict[int, list[_Module]] = {}
+    for s in fat:
+        if not s.header.flags & elf.SHF_ALLOC:
+            raise UnsupportedError(f"section {s.name} is not loaded (not SHF_ALLOC)")
+        found = _modules_of(view, None, s.header.offset, s.header.size, s.name, len(modules))
+        by_section[s.index] = found
+        modules += found
+    ranges = [(s.name, s.header.addr, s.header.addr + s.header.size) for s in fat]
+    wrappers = _wrappers(view, sections, phdrs)
+    slots_of: dict[int, _Wrapper] = {}
+    for w in wrappers:
+        if any(lo <= w.target < hi for _, lo, hi in ranges):
+            slots_of[w.slot] = w
+    starts = {s.header.addr + m.old_offset: m for s in fat for m in by_section[s.index]}
+    for w in slots_of.values():
+        if w.target not in starts:
+            raise UnsupportedError(f"the wrapper record at {w.slot - 8:#x} points at {w.target:#x}"
+                                   ", inside a fatbin section but not at a container")
+    by_slot, others = _references(view, head, sections, phdrs, ranges,
+                                  list(slots_of.values()))
+    if others and not same_size:
+        raise UnsupportedError(
+            "other references into the device code than the __fatbinwrap pointers: "
+            + "; ".join(others[:3]) + (f" (+{len(others) - 3} more)" if len(others) > 3 else "")
+            + "; --same-size rewrites each container in place, moving none")
+    referenced = {w.target for w in slots_of.values()}
+
+    _plan(modules, devices, ptx, codec, level, budget)
+    reports = _finish(modules, devices, codec, allow_newer_driver, budget)
+
+    resizes: list[elfedit.Resize] = []
+    writes: list[tuple[int, bytes]] = []
+    moves: dict[int, int] = {}  # old container vaddr -> new
+    for s in fat:
+        base = s.header.addr
+        parts = bytearray()
+        for m in by_section[s.index]:
+            assert m.new is not None
+            old = base + m.old_offset
+            pinned = same_size or old not in referenced
+            at = m.old_offset if pinned else align8(len(parts))
+            if at < len(parts):
+                raise UnsupportedError(f"{m.label} cannot stay at {old:#x}: the containers "
+                                       "before it grew")
+            parts += bytes(at - len(parts))
+            parts += m.new.to_bytes()
+            m.new_offset = at
+            if base + at != old:
+                moves[old] = base + at
+        resizes.append(elfedit.Resize(s, bytes(parts)))
+    for w in slots_of.values():
+        new = moves.get(w.target)
+        if new is None:
+            continue
+        writes.append((w.slot_offset, _U64.pack(new)))
+        for rs, i, r in by_slot.get(w.slot, []):
+            at = rs.header.offset + i * elf.Rela.FORMAT.size
+            writes.append((at, elf.Rela(r.offset, r.info, new).pack()))
+    writes += _symtab_writes(view, sections, {s.index for s in fat}, moves)
+    with atomic_path(output, mode) as tmp:
+        layout = elfedit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
+        _verify(tmp, modules, wrappers, moves)
+    return _report(len(view), layout.output_size, modules, codec, reports, layout, same_size)
+
+
+def _symtab_writes(view: memoryview, sections: Sequence[elf.Section], fat: set[int],
+                   moves: dict[int, int]) -> list[tuple[int, bytes]]:
+    """``.symtab`` symbols at a moved container's start (``fatbinData``) follow it."""
+    writes = []
+    size = elf.Symbol.FORMAT.size
+    for s in sections:
+        h = s.header
+        if h.type != elf.SHT_SYMTAB or h.entsize != size:
+            continue
+        raw = view[h.offset : h.offset + h.size - h.size % size]
+        for i, (name, info, other, shndx, value, sz) in enumerate(
+                elf.Symbol.FORMAT.iter_unpack(raw)):
+            if shndx in fat and value in moves:
+                writes.append((h.offset + i * size,
+                               elf.Symbol(name, info, other, shndx, moves[value], sz).pack()))
+    return writes
+
+
+def _verify(path: os.PathLike[str], modules: Sequence[_Module], wrappers: Sequence[_Wrapper],
+            moves: dict[int, int]) -> None:
+    """Read the output back with the own reader: each container where planned, byte for byte,
+    and every wrapper pointing at its container."""
+    with open(path, "rb") as f:
+        data = memoryview(f.read())
+    head = elf.file_header(data)
+    sections = {s.name: s for s in elf.sections(data, head)}
+    phdrs = elf.program_headers(data, head)
+    for m in modules:
+        assert m.new is not None
+        s = sections[m.section].header
+        want = m.new.to_bytes()
+        got = data[s.offset + m.new_offset : s.offset + m.new_offset + len(want)]
+        if got != want:
+            raise FormatError(f"{m.label}: the output does not hold the planned bytes")
+        if elfedit.vaddr_offset(phdrs, s.addr + m.new_offset, len(want)) != \
+                s.offset + m.new_offset:
+            raise FormatError(f"{m.label}: not mapped where planned in the output")
+    for w in wrappers:
+        off = elfedit.vaddr_offset(phdrs, w.slot, 8)
+        if off is None:
+            raise FormatError(f"wrapper slot {w.slot:#x} is not mapped in the output")
+        (value,) = _U64.unpack_from(data, off)
+        if value != moves.get(w.target, w.target):
+            raise FormatError(f"wrapper slot {w.slot:#x} holds {value:#x} in the output")
+
+
+def prune(source: os.PathLike[str], output: os.PathLike[str], archs: Sequence[Arch],
+          **options: Any) -> SlimReport:
+    """Keep what devices of ``archs`` load (see :func:`slim` for ``options``), e.g.
+    ``prune(Path("libfoo.so"), Path("out.so"), [Arch(90)])``."""
+    if not archs:
+        raise InvalidArgumentError("prune needs at least one arch to keep")
+    return slim(source, output, archs=archs, **options)
+
+
+def recompress(source: os.PathLike[str], output: os.PathLike[str], codec: str,
+               **options: Any) -> SlimReport:
+    """Store every entry as ``codec`` (``"none"``, ``"lz4"``, ``"zstd"``); see :func:`slim`."""
+    return slim(source, output, codec=codec, **options)
+
