@@ -412,13 +412,14 @@ def _relr_slots(view: memoryview, sections: Sequence[elf.Section]) -> list[int]:
 def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.Section],
                 phdrs: Sequence[elf.ProgramHeader], ranges: Sequence[tuple[str, int, int]],
                 wrappers: Sequence[_Wrapper]
-                ) -> tuple[dict[int, list[tuple[elf.Section, int, elf.Rela]]], list[str]]:
+                ) -> tuple[dict[int, list[tuple[elf.Section, int, elf.Rela]]],
+                           list[tuple[str, int]]]:
     """The RELA records of each wrapper slot, and every other reference into a fatbin section
-    (what makes moving containers unsafe)."""
+    as (what, target address): what makes moving containers unsafe."""
     relative = elf.RELATIVE.get(head.machine)
     slots = {w.slot for w in wrappers}
     by_slot: dict[int, list[tuple[elf.Section, int, elf.Rela]]] = {}
-    others: list[str] = []
+    others: list[tuple[str, int]] = []
 
     def inside(target: int) -> str | None:
         return next((name for name, lo, hi in ranges if lo <= target < hi), None)
@@ -432,12 +433,12 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
             values.append(value if shndx != elf.SHN_UNDEF else -1)
             name = inside(value) if shndx != elf.SHN_UNDEF else None
             if name:
-                others.append(f"a dynamic symbol points into {name} at {value:#x}")
+                others.append((f"a dynamic symbol points into {name} at {value:#x}", value))
     for s, i, r in _relocations(view, sections, head):
         if r.offset in slots:
             if r.type != relative:
-                others.append(f"{s.name} entry {i} at {r.offset:#x}: relocation type {r.type}, "
-                              "not RELATIVE")
+                others.append((f"{s.name} entry {i} at {r.offset:#x}: relocation type "
+                               f"{r.type}, not RELATIVE", -1))
             by_slot.setdefault(r.offset, []).append((s, i, r))
             continue
         target = r.addend if r.type == relative else (
@@ -445,8 +446,8 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
             else -1)
         name = inside(target)
         if name:
-            others.append(f"{s.name} entry {i} at {r.offset:#x} points into {name} at "
-                          f"{target:#x}")
+            others.append((f"{s.name} entry {i} at {r.offset:#x} points into {name} at "
+                           f"{target:#x}", target))
     for slot in _relr_slots(view, sections):
         if slot in slots:
             continue
@@ -455,7 +456,7 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
             (value,) = _U64.unpack_from(view, off)
             name = inside(value)
             if name:
-                others.append(f"a RELR relocation at {slot:#x} points into {name}")
+                others.append((f"a RELR relocation at {slot:#x} points into {name}", value))
     return by_slot, others
 
 
@@ -616,11 +617,15 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
                                    ", inside a fatbin section but not at a container")
     by_slot, others = _references(view, head, sections, phdrs, ranges,
                                   list(slots_of.values()))
-    if others and not same_size:
+    # in place (same_size) a reference to a container's start still finds it; nothing else
+    # (a pointer into a container's entries) survives a rewrite
+    unsafe = [what for what, target in others if not same_size or target not in starts]
+    if unsafe:
         raise UnsupportedError(
             "other references into the device code than the __fatbinwrap pointers: "
-            + "; ".join(others[:3]) + (f" (+{len(others) - 3} more)" if len(others) > 3 else "")
-            + "; --same-size rewrites each container in place, moving none")
+            + "; ".join(unsafe[:3]) + (f" (+{len(unsafe) - 3} more)" if len(unsafe) > 3 else "")
+            + ("" if same_size else
+               "; --same-size rewrites each container in place, moving none"))
     referenced = {w.target for w in slots_of.values()}
 
     _plan(modules, devices, ptx, codec, level, budget)
@@ -645,6 +650,11 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
             m.new_offset = at
             if base + at != old:
                 moves[old] = base + at
+        if len(parts) > s.header.size:
+            raise UnsupportedError(
+                f"{s.name}: the rewritten device code ({len(parts)} bytes) does not fit its "
+                f"{s.header.size} bytes, and a section of a linked file cannot grow: keep a "
+                "codec that stores it smaller")
         resizes.append(elfedit.Resize(s, bytes(parts)))
     for w in slots_of.values():
         new = moves.get(w.target)

