@@ -1,0 +1,193 @@
+"""torch with its CUDA libraries pruned, run on the GPU beside the unpruned torch of the machine.
+
+``python3 -m tests.gpu.torch_slim OUT [--for sm_90] [--codec zstd --level 19]`` builds a shadow
+of the machine's ``torch`` and ``nvidia`` packages under ``/tmp/slimtorch`` (every file a symbolic
+link, except each library with device code, which ``fatbinkit.slim.prune`` writes pruned), runs
+the same smoke suite with the real and with the shadow torch (a fresh process each, the shadow
+first on ``PYTHONPATH``; ``/proc/self/maps`` shows which libraries were mapped), and compares
+every result bit for bit. Sizes, times and results go to ``OUT/torch_slim.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+SMOKE = r"""
+import json, sys, torch
+torch.backends.cudnn.deterministic = True
+torch.backends.cudnn.benchmark = False
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+torch.manual_seed(0)
+g = torch.Generator().manual_seed(0)
+dev = "cuda"
+def r(*shape):
+    return torch.randn(*shape, generator=g).to(dev)
+out = {}
+a, b = r(257, 129), r(129, 65)
+out["matmul"] = a @ b                                            # cuBLAS
+out["matmul_bf16"] = (a.bfloat16() @ b.bfloat16()).float()
+out["bmm"] = torch.bmm(r(8, 33, 17), r(8, 17, 9))
+x = r(4, 3, 32, 32)
+out["conv"] = torch.nn.functional.conv2d(x, r(8, 3, 3, 3), padding=1)  # cuDNN
+out["batchnorm"] = torch.nn.functional.batch_norm(x, None, None, training=True)
+out["softmax"] = torch.softmax(a, dim=1)
+out["logsumexp"] = torch.logsumexp(a, dim=0)
+out["sum"], out["mean"], out["max"] = a.sum(0), a.mean(), a.max(1).values
+out["cumsum"] = a.cumsum(1)
+v = r(100000)
+out["sort"], out["argsort"] = torch.sort(v).values, torch.argsort(v)
+out["topk"] = torch.topk(v, 50).values
+idx = torch.randint(0, 257, (300,), generator=g).to(dev)
+out["index_select"] = a.index_select(0, idx)
+out["mask"] = a[a > 0.5]
+out["gather"] = torch.gather(a, 1, (idx[:, None] % 129).expand(300, 5)[:257])
+out["scatter_add"] = torch.zeros(257, device=dev).scatter_add(0, idx, torch.ones(300, device=dev))
+out["unique"] = torch.unique(idx)
+out["fft"] = torch.fft.rfft(v).abs()                              # cuFFT
+out["solve"] = torch.linalg.solve(r(64, 64) + 64 * torch.eye(64, device=dev), r(64, 3))  # cuSOLVER
+out["rand"] = torch.rand(1000, device=dev, generator=torch.Generator(dev).manual_seed(1))
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Flatten(), torch.nn.Linear(8 * 32 * 32, 10)).to(dev)
+loss = torch.nn.functional.cross_entropy(model(x), torch.tensor([1, 2, 3, 4], device=dev))
+loss.backward()                                                  # autograd backward
+out["loss"] = loss.detach()
+out["grad_conv"], out["grad_linear"] = model[0].weight.grad, model[3].weight.grad
+torch.cuda.synchronize()
+torch.save({k: t.detach().cpu() for k, t in out.items()}, sys.argv[1])
+maps = open("/proc/self/maps").read().splitlines()
+libs = sorted({line.split()[-1] for line in maps if ".so" in line
+               and ("/torch/" in line or "/nvidia/" in line)})
+print(json.dumps({"torch": torch.__file__, "device": torch.cuda.get_device_name(),
+                  "libs": libs}))
+"""
+
+
+def _has_device_code(path: Path) -> bool:
+    from fatbinkit import elf
+    from fatbinkit.errors import FatbinkitError
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if elf.machine(head) != elf.EM_X86_64:
+                return False
+            src = elf.FileSource(f.fileno(), os.fstat(f.fileno()).st_size)
+            return any(s.name in (".nv_fatbin", "__nv_relfatbin") and s.header.size
+                       for s in elf.sections(src))
+    except (FatbinkitError, OSError):
+        return False
+
+
+def _prune_one(job: tuple[str, str, list[str], str | None, int | None]) -> dict[str, object]:
+    from fatbinkit.arch import Arch
+    from fatbinkit.errors import FatbinkitError
+    from fatbinkit.slim import prune
+
+    src, dst, archs, codec, level = job
+    t = time.perf_counter()
+    row: dict[str, object] = {"file": src, "before": os.path.getsize(src)}
+    try:
+        report = prune(Path(src), Path(dst), [Arch.parse(a) for a in archs], codec=codec,
+                       level=level, allow_newer_driver=True)
+        row.update(after=report.output_size, device_before=report.device_before,
+                   device_after=report.device_after, modules=report.modules,
+                   min_driver=[str(a) for a in report.archs])
+    except FatbinkitError as e:  # refused: the original stays (a symbolic link)
+        os.symlink(src, dst)
+        row.update(after=row["before"], refused=str(e))
+    row["seconds"] = round(time.perf_counter() - t, 2)
+    return row
+
+
+def shadow(site: Path, root: Path, archs: list[str], codec: str | None,
+           level: int | None) -> list[dict[str, object]]:
+    """Link ``site``'s torch and nvidia packages under ``root``; prune each library with
+    device code into a real file."""
+    if root.exists():
+        shutil.rmtree(root)
+    jobs = []
+    for pkg in ("torch", "nvidia"):
+        for dirpath, dirnames, filenames in os.walk(site / pkg):
+            rel = Path(dirpath).relative_to(site)
+            (root / rel).mkdir(parents=True, exist_ok=True)
+            for name in filenames:
+                src = Path(dirpath) / name
+                if ".so" in name and not src.is_symlink() and _has_device_code(src):
+                    jobs.append((str(src), str(root / rel / name), archs, codec, level))
+                else:
+                    os.symlink(src, root / rel / name)
+    with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
+        return list(pool.map(_prune_one, jobs))
+
+
+def smoke(result: Path, pythonpath: str | None) -> dict[str, object]:
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", SMOKE, str(result)], env=env,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-3000:], "rc": proc.returncode}
+    info: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    info["seconds"] = round(time.perf_counter() - t, 2)
+    return info
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--for", dest="archs", action="append", default=None)
+    ap.add_argument("--codec")
+    ap.add_argument("--level", type=int)
+    args = ap.parse_args()
+    import torch
+
+    site = Path(torch.__file__).resolve().parent.parent
+    root = Path("/tmp/slimtorch")
+    t = time.perf_counter()
+    rows = shadow(site, root, args.archs or ["sm_90"], args.codec, args.level)
+    prune_seconds = round(time.perf_counter() - t, 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    base = smoke(args.out / "base.pt", None)
+    slim = smoke(args.out / "slim.pt", str(root))
+    compare: dict[str, object] = {}
+    if "error" not in base and "error" not in slim:
+        a, b = torch.load(args.out / "base.pt"), torch.load(args.out / "slim.pt")
+        for k in a:
+            compare[k] = "equal" if torch.equal(a[k], b[k]) else \
+                f"differs (max abs {float((a[k].float() - b[k].float()).abs().max()):.3g})"
+        shadowed = [p for p in slim["libs"] if str(p).startswith(str(root))]  # type: ignore[union-attr]
+        slim["shadow_libs"] = len(shadowed)
+    total_before = sum(int(r["before"]) for r in rows)  # type: ignore[call-overload]
+    total_after = sum(int(r["after"]) for r in rows)  # type: ignore[call-overload]
+    doc = {"archs": args.archs or ["sm_90"], "codec": args.codec, "level": args.level,
+           "prune_seconds": prune_seconds, "total_before": total_before,
+           "total_after": total_after, "libraries": rows, "base": base, "slim": slim,
+           "compare": compare}
+    (args.out / "torch_slim.json").write_text(json.dumps(doc, indent=1))
+    print(f"pruned {len(rows)} libraries in {prune_seconds} s: {total_before:,} -> "
+          f"{total_after:,} bytes")
+    for r in sorted(rows, key=lambda r: -int(r["before"])):  # type: ignore[call-overload]
+        print(f"  {Path(str(r['file'])).name:40} {int(r['before']):>13,} -> "  # type: ignore[call-overload]
+              f"{int(r['after']):>13,}  {r['seconds']} s  {r.get('refused', '')}")  # type: ignore[call-overload]
+    print("base:", {k: v for k, v in base.items() if k != "libs"})
+    print("slim:", {k: v for k, v in slim.items() if k != "libs"})
+    print("compare:", compare)
+    ok = bool(compare) and all(v == "equal" for v in compare.values())
+    print("RESULT:", "all equal" if ok else "NOT all equal")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
