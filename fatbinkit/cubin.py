@@ -148,6 +148,19 @@ class Cubin:
         raise KeyError(name)
 
 
+def cubin_toolkit(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """The CUDA release that built a cubin, as :attr:`Cubin.toolkit` gives it, from
+    ``.note.nv.cuinfo`` alone where that records it: what a driver floor needs, without parsing
+    every function."""
+    try:
+        info = _Reader(bytes(data)).cuinfo()
+    except (struct.error, UnicodeDecodeError, IndexError, ValueError) as e:
+        raise FormatError(f"malformed cubin: {e}") from e
+    if info is not None and info[1] is not None:
+        return info[1] // 10, info[1] % 10
+    return Cubin.from_bytes(data).toolkit
+
+
 def is_cubin(data: bytes | bytearray | memoryview) -> bool:
     """Whether ``data`` starts like a CUDA ELF (magic and ``e_machine`` EM_CUDA)."""
     return elf.machine(data) == elf.EM_CUDA

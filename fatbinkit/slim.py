@@ -31,7 +31,7 @@ import dataclasses
 import mmap
 import os
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +39,7 @@ from typing import Any
 from . import elf, elfedit
 from .arch import Arch
 from .compat import PTX, SASS, Image, decide, device_floor, image_floors, image_from_entry
+from .cubin import cubin_toolkit
 from .driver import CudaVersion, dotted
 from .errors import (
     CompatibilityError,
@@ -253,6 +254,7 @@ class _Module:
     old: FatbinContainer
     kept: list[int]
     new: FatbinContainer | None = None
+    data: bytes = b""  # new.to_bytes(), made once
     new_offset: int = -1
 
     @property
@@ -276,19 +278,30 @@ def _plan(modules: list[_Module], devices: Sequence[Arch], ptx: str, codec: str 
         entries = tuple(recoded[at : at + len(m.kept)])
         at += len(m.kept)
         m.new = FatbinContainer(entries, m.old.version, m.old.header_extra, m.old.tail)
+        m.data = m.new.to_bytes()
 
 
 # -- per-arch report ------------------------------------------------------------------------------
 
 
-def _floors_need(entry: FatbinEntry, device: Arch, codec: str | None,
-                 budget: DecompressionBudget) -> CudaVersion | None:
-    """The lowest CUDA driver that loads ``entry`` on ``device`` (stored as ``codec``)."""
-    img = image_from_entry(entry, budget=budget)
+def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> Image | None:
+    """The image with what its driver floors read (a cubin's toolkit and ELF ABI; PTX whole)."""
+    if entry.header.kind == _ELF:
+        data = entry.data(budget=budget)
+        try:
+            toolkit = cubin_toolkit(data)
+        except (FormatError, UnsupportedError):  # compat's own account of an unreadable cubin
+            return image_from_entry(entry, budget=budget)
+        return Image(SASS, entry.arch, toolkit=toolkit, abi_version=data[elf.EI_ABIVERSION],
+                     compression=entry.compression)
+    return image_from_entry(entry, budget=budget)
+
+
+def _floors_need(img: Image | None, device: Arch, codec: str | None) -> CudaVersion | None:
+    """The lowest CUDA driver that loads ``img`` on ``device`` (stored as ``codec``)."""
     if img is None:
         return None
-    img = dataclasses.replace(img, compression=codec)
-    floors, _ = image_floors(img)
+    floors, _ = image_floors(dataclasses.replace(img, compression=codec))
     dfloor = device_floor(Arch(device.number))
     needs = [f.need for f in (*floors, *((dfloor,) if dfloor else ()))]
     if any(n is None for n in needs):
@@ -298,16 +311,28 @@ def _floors_need(entry: FatbinEntry, device: Arch, codec: str | None,
 
 def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
                   budget: DecompressionBudget) -> tuple[ArchReport, ...]:
+    # (module, old pick, new pick) per device, then each picked entry's image read once, on
+    # all cores (decompression releases the GIL)
+    picks = {dev: [(m, _picks(m.old.entries, [dev])[dev], _picks(m.new.entries, [dev])[dev])
+                   for m in modules if m.new is not None] for dev in devices}
+    wanted = {id(e): e for rows in picks.values()
+              for m, old, new in rows if old is not None and new is not None
+              for e in (m.old.entries[old],)}
+    for e in wanted.values():  # charged in order, before the workers run
+        if e.compression is not None:
+            budget.charge(e.data_size, e.offset)
+    unlimited = DecompressionBudget(1 << 62)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        full = dict(zip(wanted, pool.map(lambda e: _floor_image(e, unlimited),
+                                         wanted.values()), strict=True))
     reports = []
     for dev in devices:
         loading = sass = jit = 0
         changed: list[str] = []
         before: CudaVersion | None = None
         after: CudaVersion | None = None
-        for m in modules:
+        for m, old_pick, new_pick in picks[dev]:
             assert m.new is not None
-            old_pick = _picks(m.old.entries, [dev])[dev]
-            new_pick = _picks(m.new.entries, [dev])[dev]
             origin = None if new_pick is None else m.kept[new_pick]
             if origin != old_pick:
                 changed.append(m.label)
@@ -320,8 +345,9 @@ def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
             else:
                 jit += 1
             old_entry = m.old.entries[old_pick]
-            need_old = _floors_need(old_entry, dev, old_entry.compression, budget)
-            need_new = _floors_need(old_entry, dev, new_entry.compression, budget)
+            img = full[id(old_entry)]
+            need_old = _floors_need(img, dev, old_entry.compression)
+            need_new = _floors_need(img, dev, new_entry.compression)
             before = need_old if before is None or (need_old and need_old > before) else before
             after = need_new if after is None or (need_new and need_new > after) else after
         reports.append(ArchReport(Arch(dev.number, dev.suffix), loading, sass, jit,
@@ -370,10 +396,9 @@ def _wrappers(view: memoryview, sections: Sequence[elf.Section],
     return out
 
 
-def _relocations(view: memoryview, sections: Sequence[elf.Section],
-                 head: elf.FileHeader) -> list[tuple[elf.Section, int, elf.Rela]]:
-    """Every dynamic RELA relocation: (its section, index, record)."""
-    out = []
+def _relocations(view: memoryview, sections: Sequence[elf.Section]
+                 ) -> Iterator[tuple[elf.Section, int, tuple[int, int, int]]]:
+    """Every dynamic RELA relocation: (its section, index, raw ``(offset, info, addend)``)."""
     for s in sections:
         h = s.header
         if h.type == elf.SHT_REL and h.flags & elf.SHF_ALLOC and h.size:
@@ -383,9 +408,8 @@ def _relocations(view: memoryview, sections: Sequence[elf.Section],
         if h.entsize != elf.Rela.FORMAT.size:
             raise FormatError(f"{s.name}: entry size {h.entsize}, not {elf.Rela.FORMAT.size}")
         raw = view[h.offset : h.offset + h.size - h.size % elf.Rela.FORMAT.size]
-        for i, (off, info, addend) in enumerate(elf.Rela.FORMAT.iter_unpack(raw)):
-            out.append((s, i, elf.Rela(off, info, addend)))
-    return out
+        for i, rec in enumerate(elf.Rela.FORMAT.iter_unpack(raw)):
+            yield s, i, rec
 
 
 def _relr_slots(view: memoryview, sections: Sequence[elf.Section]) -> list[int]:
@@ -434,19 +458,23 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
             name = inside(value) if shndx != elf.SHN_UNDEF else None
             if name:
                 others.append((f"a dynamic symbol points into {name} at {value:#x}", value))
-    for s, i, r in _relocations(view, sections, head):
-        if r.offset in slots:
-            if r.type != relative:
-                others.append((f"{s.name} entry {i} at {r.offset:#x}: relocation type "
-                               f"{r.type}, not RELATIVE", -1))
-            by_slot.setdefault(r.offset, []).append((s, i, r))
+    low = min(lo for _, lo, _ in ranges)
+    high = max(hi for _, _, hi in ranges)
+    for s, i, (offset, info, addend) in _relocations(view, sections):
+        kind, sym = info & 0xFFFFFFFF, info >> 32
+        if offset in slots:
+            if kind != relative:
+                others.append((f"{s.name} entry {i} at {offset:#x}: relocation type "
+                               f"{kind}, not RELATIVE", -1))
+            by_slot.setdefault(offset, []).append((s, i, elf.Rela(offset, info, addend)))
             continue
-        target = r.addend if r.type == relative else (
-            values[r.symbol] + r.addend if 0 < r.symbol < len(values) and values[r.symbol] >= 0
-            else -1)
+        target = addend if kind == relative else (
+            values[sym] + addend if 0 < sym < len(values) and values[sym] >= 0 else -1)
+        if not low <= target < high:  # the common case, decided without a call
+            continue
         name = inside(target)
         if name:
-            others.append((f"{s.name} entry {i} at {r.offset:#x} points into {name} at "
+            others.append((f"{s.name} entry {i} at {offset:#x} points into {name} at "
                            f"{target:#x}", target))
     for slot in _relr_slots(view, sections):
         if slot in slots:
@@ -573,7 +601,7 @@ def _slim_raw(view: memoryview, output: os.PathLike[str], devices: list[Arch], p
     modules = _modules_of(view, None, 0, len(view), "", 0)
     _plan(modules, devices, ptx, codec, level, budget)
     reports = _finish(modules, devices, codec, allow_newer_driver, budget)
-    data = b"".join(m.new.to_bytes() for m in modules if m.new is not None)
+    data = b"".join(m.data for m in modules)
     with atomic_path(output, mode) as tmp:
         tmp.write_bytes(data)
     return _report(len(view), len(data), modules, codec, reports, None, False)
@@ -646,7 +674,7 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
                 raise UnsupportedError(f"{m.label} cannot stay at {old:#x}: the containers "
                                        "before it grew")
             parts += bytes(at - len(parts))
-            parts += m.new.to_bytes()
+            parts += m.data
             m.new_offset = at
             if base + at != old:
                 moves[old] = base + at
@@ -691,30 +719,28 @@ def _symtab_writes(view: memoryview, sections: Sequence[elf.Section], fat: set[i
 
 def _verify(path: os.PathLike[str], modules: Sequence[_Module], wrappers: Sequence[_Wrapper],
             moves: dict[int, int]) -> None:
-    """Read the output back with the own reader: each container where planned, byte for byte,
-    and every wrapper pointing at its container."""
+    """Read the output back with the own reader (its tables, each container, each wrapper
+    slot): every container where planned, byte for byte, and every wrapper pointing at it."""
     with open(path, "rb") as f:
-        data = memoryview(f.read())
-    head = elf.file_header(data)
-    sections = {s.name: s for s in elf.sections(data, head)}
-    phdrs = elf.program_headers(data, head)
-    for m in modules:
-        assert m.new is not None
-        s = sections[m.section].header
-        want = m.new.to_bytes()
-        got = data[s.offset + m.new_offset : s.offset + m.new_offset + len(want)]
-        if got != want:
-            raise FormatError(f"{m.label}: the output does not hold the planned bytes")
-        if elfedit.vaddr_offset(phdrs, s.addr + m.new_offset, len(want)) != \
-                s.offset + m.new_offset:
-            raise FormatError(f"{m.label}: not mapped where planned in the output")
-    for w in wrappers:
-        off = elfedit.vaddr_offset(phdrs, w.slot, 8)
-        if off is None:
-            raise FormatError(f"wrapper slot {w.slot:#x} is not mapped in the output")
-        (value,) = _U64.unpack_from(data, off)
-        if value != moves.get(w.target, w.target):
-            raise FormatError(f"wrapper slot {w.slot:#x} holds {value:#x} in the output")
+        src = elf.FileSource(f.fileno(), os.fstat(f.fileno()).st_size)
+        head = elf.file_header(src)
+        sections = {s.name: s for s in elf.sections(src, head)}
+        phdrs = elf.program_headers(src, head)
+        for m in modules:
+            s = sections[m.section].header
+            want = m.data
+            at = s.offset + m.new_offset
+            if elfedit.vaddr_offset(phdrs, s.addr + m.new_offset, len(want)) != at or \
+                    src.read(at, len(want)) != want:
+                raise FormatError(f"{m.label}: the output does not hold the planned bytes "
+                                  "where the loader maps them")
+        for w in wrappers:
+            off = elfedit.vaddr_offset(phdrs, w.slot, 8)
+            if off is None:
+                raise FormatError(f"wrapper slot {w.slot:#x} is not mapped in the output")
+            (value,) = _U64.unpack(src.read(off, 8))
+            if value != moves.get(w.target, w.target):
+                raise FormatError(f"wrapper slot {w.slot:#x} holds {value:#x} in the output")
 
 
 def prune(source: os.PathLike[str], output: os.PathLike[str], archs: Sequence[Arch],
