@@ -10,7 +10,9 @@ import pytest
 
 from fatbinkit.arch import Arch
 from fatbinkit.compat import file_verdict, image_sets
-from fatbinkit.runtime import Device
+from fatbinkit.errors import NoBinaryForGpuError
+from fatbinkit.fatbin import FatbinContainer
+from fatbinkit.runtime import Device, Module
 from fatbinkit.slim import prune, recompress
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -70,3 +72,10 @@ def test_pruned_for_another_gpu_is_refused_as_predicted(gpu: Device, built: Path
     proc = _run(built, out)
     assert proc.returncode == 3
     assert f"cuda error {CUDA_ERROR_NO_KERNEL_IMAGE}" in proc.stdout
+
+
+def test_a_module_pruned_to_nothing_reads_as_no_binary(gpu: Device) -> None:
+    """A container whose every image was for other GPUs ends up empty: the driver answers as it
+    did before pruning, CUDA_ERROR_NO_BINARY_FOR_GPU (what lazy and eager loading skip)."""
+    with pytest.raises(NoBinaryForGpuError):
+        Module.load(FatbinContainer(()).to_bytes())

@@ -117,7 +117,7 @@ def shadow(site: Path, root: Path, archs: list[str], codec: str | None,
         shutil.rmtree(root)
     jobs = []
     for pkg in ("torch", "nvidia"):
-        for dirpath, dirnames, filenames in os.walk(site / pkg):
+        for dirpath, _dirs, filenames in os.walk(site / pkg):
             rel = Path(dirpath).relative_to(site)
             (root / rel).mkdir(parents=True, exist_ok=True)
             for name in filenames:
@@ -130,8 +130,9 @@ def shadow(site: Path, root: Path, archs: list[str], codec: str | None,
         return list(pool.map(_prune_one, jobs))
 
 
-def smoke(result: Path, pythonpath: str | None) -> dict[str, object]:
-    env = dict(os.environ)
+def smoke(result: Path, pythonpath: str | None,
+          extra: dict[str, str] | None = None) -> dict[str, object]:
+    env = dict(os.environ, **(extra or {}))
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
     t = time.perf_counter()
@@ -161,12 +162,20 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     base = smoke(args.out / "base.pt", None)
     slim = smoke(args.out / "slim.pt", str(root))
+    # every module loaded at start (modules pruned to no image at all included), as
+    # CUDA_MODULE_LOADING=EAGER does: the pruned torch must start and compute the same
+    eager = smoke(args.out / "eager.pt", str(root), {"CUDA_MODULE_LOADING": "EAGER"})
     compare: dict[str, object] = {}
     if "error" not in base and "error" not in slim:
-        a, b = torch.load(args.out / "base.pt"), torch.load(args.out / "slim.pt")
-        for k in a:
-            compare[k] = "equal" if torch.equal(a[k], b[k]) else \
-                f"differs (max abs {float((a[k].float() - b[k].float()).abs().max()):.3g})"
+        a = torch.load(args.out / "base.pt")
+        for run in ("slim", "eager"):
+            if not (args.out / f"{run}.pt").exists():
+                compare[run] = "did not run"
+                continue
+            b = torch.load(args.out / f"{run}.pt")
+            for k in a:
+                compare[f"{run}:{k}"] = "equal" if torch.equal(a[k], b[k]) else \
+                    f"differs (max abs {float((a[k].float() - b[k].float()).abs().max()):.3g})"
         shadowed = [p for p in slim["libs"] if str(p).startswith(str(root))]  # type: ignore[union-attr]
         slim["shadow_libs"] = len(shadowed)
     total_before = sum(int(r["before"]) for r in rows)  # type: ignore[call-overload]
@@ -174,6 +183,7 @@ def main() -> int:
     doc = {"archs": args.archs or ["sm_90"], "codec": args.codec, "level": args.level,
            "prune_seconds": prune_seconds, "total_before": total_before,
            "total_after": total_after, "libraries": rows, "base": base, "slim": slim,
+           "eager": eager,
            "compare": compare}
     (args.out / "torch_slim.json").write_text(json.dumps(doc, indent=1))
     print(f"pruned {len(rows)} libraries in {prune_seconds} s: {total_before:,} -> "
@@ -183,6 +193,7 @@ def main() -> int:
               f"{int(r['after']):>13,}  {r['seconds']} s  {r.get('refused', '')}")  # type: ignore[call-overload]
     print("base:", {k: v for k, v in base.items() if k != "libs"})
     print("slim:", {k: v for k, v in slim.items() if k != "libs"})
+    print("eager:", {k: v for k, v in eager.items() if k != "libs"})
     print("compare:", compare)
     ok = bool(compare) and all(v == "equal" for v in compare.values())
     print("RESULT:", "all equal" if ok else "NOT all equal")
