@@ -31,9 +31,11 @@ import dataclasses
 import mmap
 import os
 import struct
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import elf, elfedit
@@ -43,6 +45,7 @@ from .cubin import cubin_toolkit
 from .driver import CudaVersion, dotted
 from .errors import (
     CompatibilityError,
+    FatbinkitError,
     FormatError,
     InvalidArgumentError,
     UnsupportedError,
@@ -70,9 +73,11 @@ __all__ = [
     "WRAPPER_SECTION",
     "ArchReport",
     "SlimReport",
+    "WheelReport",
     "prune",
     "recompress",
     "slim",
+    "slim_wheel",
 ]
 
 PTX_POLICIES = ("keep", "floor", "none")
@@ -743,17 +748,152 @@ def _verify(path: os.PathLike[str], modules: Sequence[_Module], wrappers: Sequen
                 raise FormatError(f"wrapper slot {w.slot:#x} holds {value:#x} in the output")
 
 
+@dataclass(frozen=True)
+class WheelReport:
+    """The outcome of :func:`slim_wheel`: one row per ELF file with device code (its
+    :class:`SlimReport`, or why it was kept as it was), the wheel's sizes, the signature files
+    left out."""
+
+    input_size: int
+    output_size: int
+    files: tuple[tuple[str, SlimReport | str], ...]
+    dropped_signatures: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_size": self.input_size, "output_size": self.output_size,
+            "files": [{"member": name, **(r.to_dict() if isinstance(r, SlimReport)
+                                          else {"kept": r})} for name, r in self.files],
+            "dropped_signatures": list(self.dropped_signatures),
+        }
+
+    def __str__(self) -> str:
+        width = max((len(n) for n, _ in self.files), default=10)
+        lines = []
+        before = after = 0
+        for name, r in self.files:
+            if isinstance(r, SlimReport):
+                before += r.input_size
+                after += r.output_size
+                pct = 100 * r.saved / r.input_size if r.input_size else 0.0
+                lines.append(f"  {name:{width}}  {r.input_size:>14,} -> {r.output_size:>14,}  "
+                             f"-{pct:4.1f} %")
+            else:
+                lines.append(f"  {name:{width}}  kept as is: {r}")
+        pct = 100 * (before - after) / before if before else 0.0
+        lines.append(f"  {'libraries':{width}}  {before:>14,} -> {after:>14,}  -{pct:4.1f} %")
+        pct = 100 * (self.input_size - self.output_size) / self.input_size
+        lines.append(f"  {'wheel':{width}}  {self.input_size:>14,} -> {self.output_size:>14,}  "
+                     f"-{pct:4.1f} %")
+        checks: dict[str, list[ArchReport]] = {}
+        for _, r in self.files:
+            if isinstance(r, SlimReport):
+                for a in r.archs:
+                    checks.setdefault(a.device.sm, []).append(a)
+        for sm, rows in checks.items():
+            same = all(a.same for a in rows)
+            lines.append(f"{sm}: {'same image' if same else 'A DIFFERENT IMAGE'} in every "
+                         f"module of {len(rows)} libraries ({sum(a.modules for a in rows)} "
+                         "modules load)")
+        if self.dropped_signatures:
+            lines.append("left out (signatures over the old RECORD): "
+                         + ", ".join(self.dropped_signatures))
+        return "\n".join(lines)
+
+
+def _slim_member(job: tuple[str, str, dict[str, Any]]) -> SlimReport | str:
+    """One library of a wheel (in a worker process): its report, or why it stays as it was."""
+    src, dst, options = job
+    try:
+        return slim(Path(src), Path(dst), **options)
+    except UnsupportedError as e:
+        return f"refused: {e}"
+
+
+def _has_device_code(path: Path) -> bool:
+    with open_input(path) as f:
+        src = elf.FileSource(f.fileno(), os.fstat(f.fileno()).st_size)
+        head = elf.file_header(src)
+        return head.machine != elf.EM_CUDA and any(
+            s.name in _SECTIONS and s.header.size and s.header.type != elf.SHT_NOBITS
+            for s in elf.sections(src, head))
+
+
+def slim_wheel(source: os.PathLike[str], output_dir: os.PathLike[str], *,
+               progress: bool = False, **options: Any) -> WheelReport:
+    """:func:`slim` every ELF file with device code inside the wheel ``source`` (on all cores)
+    and write the wheel, ``RECORD`` made anew and its name (tags) kept, into ``output_dir``.
+
+    A library whose layout cannot be rewritten safely stays as it was (the report says why);
+    any other error fails the whole wheel, naming the member, with nothing written.
+    """
+    from . import wheel
+
+    src = Path(os.fspath(source))
+    out_dir = Path(os.fspath(output_dir))
+    if not wheel.is_wheel(src):
+        raise FormatError(f"{src} is not a wheel (a .whl zip file)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / src.name
+    if target.resolve() == src.resolve():
+        raise InvalidArgumentError(f"the output {target} is the input: choose another folder")
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".fatbinkit-") as work:
+        jobs: list[tuple[str, str, dict[str, Any]]] = []
+        names: list[str] = []
+        for k, name in enumerate(wheel.elf_members(src)):
+            path = Path(work) / f"{k}.in"
+            wheel.extract(src, name, path)
+            try:
+                if not _has_device_code(path):
+                    path.unlink()
+                    continue
+            except FatbinkitError as e:
+                raise type(e)(f"{name}: {e}") from e
+            names.append(name)
+            jobs.append((str(path), str(Path(work) / f"{k}.out"), options))
+        results: list[SlimReport | str] = [""] * len(jobs)
+        with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1) or 1) as pool:
+            futures = {pool.submit(_slim_member, job): i for i, job in enumerate(jobs)}
+            done = as_completed(futures)
+            if progress:
+                from tqdm import tqdm
+
+                done = tqdm(done, total=len(jobs), unit="lib", desc=src.name, leave=False)
+            for fut in done:
+                i = futures[fut]
+                try:
+                    results[i] = fut.result()
+                except FatbinkitError as e:
+                    raise type(e)(f"{names[i]}: {e}") from e
+        replaced = {name: Path(job[1]) for name, job, r in zip(names, jobs, results, strict=True)
+                    if isinstance(r, SlimReport)}
+        dropped = wheel.rewrite(src, target, replaced)
+    return WheelReport(src.stat().st_size, target.stat().st_size,
+                       tuple(zip(names, results, strict=True)), dropped)
+
+
 def prune(source: os.PathLike[str], output: os.PathLike[str], archs: Sequence[Arch],
-          **options: Any) -> SlimReport:
+          **options: Any) -> SlimReport | WheelReport:
     """Keep what devices of ``archs`` load (see :func:`slim` for ``options``), e.g.
-    ``prune(Path("libfoo.so"), Path("out.so"), [Arch(90)])``."""
+    ``prune(Path("libfoo.so"), Path("out.so"), [Arch(90)])``; a wheel goes into the folder
+    ``output`` (:func:`slim_wheel`)."""
     if not archs:
         raise InvalidArgumentError("prune needs at least one arch to keep")
-    return slim(source, output, archs=archs, **options)
+    return _dispatch(source, output, archs=archs, **options)
 
 
 def recompress(source: os.PathLike[str], output: os.PathLike[str], codec: str,
-               **options: Any) -> SlimReport:
+               **options: Any) -> SlimReport | WheelReport:
     """Store every entry as ``codec`` (``"none"``, ``"lz4"``, ``"zstd"``); see :func:`slim`."""
-    return slim(source, output, codec=codec, **options)
+    return _dispatch(source, output, codec=codec, **options)
+
+
+def _dispatch(source: os.PathLike[str], output: os.PathLike[str],
+              **options: Any) -> SlimReport | WheelReport:
+    from .wheel import is_wheel
+
+    if is_wheel(source):
+        return slim_wheel(source, output, **options)
+    options.pop("progress", None)
+    return slim(source, output, **options)
 

@@ -20,12 +20,14 @@ import shutil
 import struct
 import subprocess
 import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from fatbin_kernels import cuobjdump_extract, cuobjdump_list, system_tool
 from thirdparty import (
+    CACHE,
     CUDA_TOOLKIT_118,
     CUFFT11,
     CUPY12_RANDOM,
@@ -370,3 +372,46 @@ def test_cli(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit) as e:
         main(["prune", str(out), "-o", str(tmp_path / "x")])  # no --for
     assert e.value.code == 2
+
+
+# -- wheels ---------------------------------------------------------------------------------------
+
+
+def test_prune_wheel_installs_with_pip(tmp_path: Path) -> None:
+    """CuPy for CUDA 13: every library pruned, RECORD right by the wheel package's own check,
+    the tags kept, pip installs it, and the installed libraries hold what cuobjdump says."""
+    from wheel.wheelfile import WheelFile
+
+    fetch(CUPY13_RANDOM)  # downloads the wheel
+    src = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*.whl"))
+    report = prune(src, tmp_path / "dist", [Arch(90)], ptx="none")
+    out = tmp_path / "dist" / src.name
+    assert out.is_file() and report.output_size == out.stat().st_size < src.stat().st_size
+    assert len(report.files) == 3 and all(not isinstance(r, str) for _, r in report.files)
+    with WheelFile(out) as wf:  # reads every member, checking its hash and size in RECORD
+        names = wf.namelist()
+        for name in names:
+            wf.read(name)
+    with zipfile.ZipFile(src) as zf:
+        assert sorted(names) == sorted(zf.namelist())
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                    "--target", str(target), str(out)], check=True)
+    lib = target / CUPY13_RANDOM.member
+    assert listed_archs(lib) == {"ELF sm_90": 1}
+    readelf_ok(lib)
+    ctypes.CDLL(str(lib))
+
+
+def test_cli_wheel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fetch(CUPY13_RANDOM)
+    src = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*.whl"))
+    assert main(["recompress", str(src), "-o", str(tmp_path), "--codec", "zstd",
+                 "--level", "3", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [f["member"] for f in doc["files"]] == [
+        "cupy/cuda/cub.cpython-311-x86_64-linux-gnu.so",
+        "cupy/cuda/thrust.cpython-311-x86_64-linux-gnu.so",
+        "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so"]
+    assert main(["prune", str(src), "-o", str(src.parent), "--for", "sm_90"]) == 1
+    assert "is the input" in capsys.readouterr().err

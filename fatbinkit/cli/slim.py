@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from ..arch import Arch
 from ..errors import InvalidArgumentError
 from ..fatbin import DecompressionBudget
-from ..slim import CODECS, PTX_POLICIES, SlimReport, slim
+from ..slim import CODECS, PTX_POLICIES, SlimReport, WheelReport, slim, slim_wheel
+from ..wheel import is_wheel
 from .args import add_budget
 
 _PRUNE_EXAMPLES = """examples:
   fatbinkit prune libfoo.so -o libfoo-h100.so --for sm_90
   fatbinkit prune libfoo.so -o out.so --for sm_80 --for sm_90 --ptx floor --codec zstd
   fatbinkit prune model.fatbin -o small.fatbin --for sm_120 --ptx none
+  fatbinkit prune torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl -o dist/ --for sm_90
 """
 _RECOMPRESS_EXAMPLES = """examples:
   fatbinkit recompress libfoo.so -o libfoo-zstd.so --codec zstd --level 19 --allow-newer-driver
@@ -32,8 +35,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "loads (sm_86 keeps the sm_80 SASS it runs when there is no sm_86 SASS), plus PTX by "
         "--ptx; the freed bytes are cut out of the file.",
         epilog=_PRUNE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", type=Path, help="shared library, executable or fatbin")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT")
+    p.add_argument("file", type=Path, help="shared library, executable, fatbin or wheel")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
+                   help="the output file (a folder for a wheel)")
     p.add_argument("--for", dest="archs", action="append", required=True, metavar="ARCH",
                    help="a GPU arch to keep everything for (sm_90, 90, sm_100...); repeatable")
     p.add_argument("--ptx", choices=PTX_POLICIES, default="keep",
@@ -48,8 +52,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the file. zstd needs a CUDA 12.4 driver: a rise of the minimum driver is refused "
         "unless --allow-newer-driver.",
         epilog=_RECOMPRESS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", type=Path, help="shared library, executable or fatbin")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT")
+    p.add_argument("file", type=Path, help="shared library, executable, fatbin or wheel")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
+                   help="the output file (a folder for a wheel)")
     _common(p, codec_required=True)
     p.set_defaults(func=_recompress, archs=None, ptx="keep")
 
@@ -75,9 +80,14 @@ def _run(args: argparse.Namespace) -> int:
               if args.max_decompressed is not None else None)
     if args.output.resolve() == args.file.resolve():
         raise InvalidArgumentError(f"the output {args.output} is the input: write a new file")
-    report = slim(args.file, args.output, archs=archs, ptx=args.ptx, codec=args.codec,
-                  level=args.level, same_size=args.same_size,
-                  allow_newer_driver=args.allow_newer_driver, budget=budget)
+    options = dict(archs=archs, ptx=args.ptx, codec=args.codec, level=args.level,
+                   same_size=args.same_size, allow_newer_driver=args.allow_newer_driver,
+                   budget=budget)
+    report: SlimReport | WheelReport
+    if is_wheel(args.file):
+        report = slim_wheel(args.file, args.output, progress=sys.stderr.isatty(), **options)
+    else:
+        report = slim(args.file, args.output, **options)
     _print(report, args)
     return 0
 
@@ -85,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
 _prune = _recompress = _run
 
 
-def _print(report: SlimReport, args: argparse.Namespace) -> None:
+def _print(report: SlimReport | WheelReport, args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps({"input": str(args.file), "output": str(args.output),
                           **report.to_dict()}, indent=2))
