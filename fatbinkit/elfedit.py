@@ -19,6 +19,9 @@ does not fit, they refuse such a library ("not enough room for program headers",
 untouched), while a mapped table gets moved there over the first sections, which breaks the file.
 So strip before slimming; ``patchelf`` works on the output (tests/test_slim.py runs both).
 
+A relocatable object (:func:`rewrite_object`) has no segments: the cut only keeps the alignment of
+the sections after it.
+
 Nothing else in a linked file holds file offsets, so code, data, relocations and symbols (virtual
 addresses) are untouched: callers that move data inside the section (containers compacted to its
 start) pass the pointer updates as plain writes. Refused with :class:`UnsupportedError`: files
@@ -28,6 +31,7 @@ a non-load segment or another section that overlaps the freed bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from collections.abc import Callable, Sequence
@@ -36,7 +40,8 @@ from dataclasses import dataclass
 from . import elf
 from .errors import FormatError, UnsupportedError
 
-__all__ = ["PAGE_SIZE", "Cut", "Layout", "Resize", "load_segment", "rewrite", "vaddr_offset"]
+__all__ = ["PAGE_SIZE", "Cut", "Layout", "Resize", "load_segment", "rewrite", "rewrite_object",
+           "vaddr_offset"]
 
 #: the largest page size a loader may use per machine: cuts are multiples of it (AArch64 kernels
 #: run with 4, 16 or 64 KiB pages)
@@ -268,6 +273,77 @@ def rewrite(source: os.PathLike[str], output: os.PathLike[str], resizes: Sequenc
             size = os.fstat(ofd).st_size
     return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, x.split)
                                      for x in holes), moved(phoff), count)
+
+
+def rewrite_object(source: os.PathLike[str], output: os.PathLike[str],
+                   resizes: Sequence[Resize], writes: Sequence[tuple[int, bytes]] = (), *,
+                   shrink: bool = True) -> Layout:
+    """:func:`rewrite` for a relocatable object (``ET_REL``: sections, no segments): the
+    freed tail of each resized section is cut out in a multiple of the largest alignment of the
+    sections after it, so each keeps its alignment; section offsets and ``e_shoff`` follow."""
+    with open(source, "rb") as src_file:
+        fd = src_file.fileno()
+        total = os.fstat(fd).st_size
+        src = elf.FileSource(fd, total)
+        head = elf.file_header(src)
+        if head.type != elf.ET_REL or head.phnum:
+            raise UnsupportedError("not a relocatable object without segments")
+        if head.shentsize != _SHDR:
+            raise UnsupportedError(f"section header size {head.shentsize} is not {_SHDR}")
+        sections = elf.sections(src, head)
+        holes = []
+        for r in sorted(resizes, key=lambda r: r.section.header.offset):
+            h = r.section.header
+            if len(r.data) > h.size:
+                raise UnsupportedError(f"section {r.section.name}: {len(r.data)} new bytes "
+                                       f"exceed its {h.size}")
+            a, b = h.offset + len(r.data), h.offset + h.size
+            for s in sections:
+                sh = s.header
+                if s.index != r.section.index and sh.type not in (elf.SHT_NULL, elf.SHT_NOBITS) \
+                        and sh.size and sh.offset < b and sh.offset + sh.size > a:
+                    raise UnsupportedError(f"section {s.name} overlaps the freed end of "
+                                           f"{r.section.name}")
+            later = [s.header.addralign for s in sections
+                     if s.header.offset >= b and s.header.type != elf.SHT_NULL]
+            grain = max([8, *later])
+            if grain & (grain - 1) or grain > 1 << 16:
+                raise UnsupportedError(f"a section alignment of {grain} after "
+                                       f"{r.section.name}")
+            holes.append(_Hole(r.section, -1, a, b, (b - a) // grain * grain if shrink else 0))
+        cuts = [x for x in holes if x.size]
+
+        def moved(at: int) -> int:
+            return at - sum(x.size for x in cuts if x.resume <= at)
+
+        sizes = {r.section.index: len(r.data) for r in resizes}
+        table = b"".join(
+            elf.SectionHeader(h.name, h.type, h.flags, h.addr,
+                              moved(h.offset) if s.index else h.offset,
+                              sizes.get(s.index, h.size), h.link, h.info, h.addralign,
+                              h.entsize).pack()
+            for s in sections for h in (s.header,))
+        new_head = dataclasses.replace(head, shoff=moved(head.shoff))
+        patches = [(x.keep_end, bytes(x.resume - x.size - x.keep_end)) for x in holes]
+        patches += [(r.section.header.offset, r.data) for r in resizes]
+        for at, data in writes:
+            if any(x.keep_end < at + len(data) and at < x.resume for x in holes):
+                raise UnsupportedError(f"a write at {at:#x} lands in a freed range")
+            patches.append((at, data))
+        patches += [(head.shoff, table), (0, new_head.pack())]
+        with open(output, "r+b") as out:
+            out.truncate(0)
+            ofd = out.fileno()
+            pos = 0
+            for x in cuts:
+                _copy(fd, ofd, pos, x.resume - x.size - pos)
+                pos = x.resume
+            _copy(fd, ofd, pos, total - pos)
+            for at, data in patches:
+                os.pwrite(ofd, data, moved(at))
+            size = os.fstat(ofd).st_size
+    return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, False)
+                                     for x in holes), 0, 0)
 
 
 def _segments(phdrs: Sequence[elf.ProgramHeader], holes: Sequence[_Hole], page: int,

@@ -618,25 +618,13 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
               mode: int) -> SlimReport:
     head = elf.file_header(view)
     if head.type == elf.ET_REL:
-        raise UnsupportedError("relocatable objects (.o) are not supported yet: prune the "
-                               "linked library, or the fatbin before embedding it")
+        return _slim_object(source, view, head, output, devices, ptx, codec, level, same_size,
+                            allow_newer_driver, budget, mode)
     if head.type not in (elf.ET_DYN, elf.ET_EXEC):
         raise UnsupportedError(f"ELF type {head.type} is not a shared library or executable")
     sections = elf.sections(view, head)
     phdrs = elf.program_headers(view, head)
-    fat = [s for s in sections if s.name in _SECTIONS and s.header.type != elf.SHT_NOBITS
-           and s.header.size]
-    if not fat:
-        raise FormatError(f"{os.fspath(source)}: no device code to slim (no {FATBIN_SECTION} "
-                          f"or {RELFATBIN_SECTION} section)", offset=None)
-    modules: list[_Module] = []
-    by_section: dict[int, list[_Module]] = {}
-    for s in fat:
-        if not s.header.flags & elf.SHF_ALLOC:
-            raise UnsupportedError(f"section {s.name} is not loaded (not SHF_ALLOC)")
-        found = _modules_of(view, None, s.header.offset, s.header.size, s.name, len(modules))
-        by_section[s.index] = found
-        modules += found
+    fat, modules, by_section = _fat_sections(source, view, sections, alloc=True)
     ranges = [(s.name, s.header.addr, s.header.addr + s.header.size) for s in fat]
     wrappers = _wrappers(view, sections, phdrs)
     slots_of: dict[int, _Wrapper] = {}
@@ -659,36 +647,15 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
             + "; ".join(unsafe[:3]) + (f" (+{len(unsafe) - 3} more)" if len(unsafe) > 3 else "")
             + ("" if same_size else
                "; --same-size rewrites each container in place, moving none"))
-    referenced = {w.target for w in slots_of.values()}
-
     _plan(modules, devices, ptx, codec, level, budget)
     reports = _finish(modules, devices, codec, allow_newer_driver, budget)
 
-    resizes: list[elfedit.Resize] = []
+    resizes, moved = _pack(fat, by_section, same_size, {
+        s.index: {w.target - s.header.addr for w in slots_of.values()
+                  if s.header.addr <= w.target < s.header.addr + s.header.size} for s in fat})
+    moves = {s.header.addr + old: s.header.addr + at
+             for s in fat for old, at in moved[s.index].items()}
     writes: list[tuple[int, bytes]] = []
-    moves: dict[int, int] = {}  # old container vaddr -> new
-    for s in fat:
-        base = s.header.addr
-        parts = bytearray()
-        for m in by_section[s.index]:
-            assert m.new is not None
-            old = base + m.old_offset
-            pinned = same_size or old not in referenced
-            at = m.old_offset if pinned else align8(len(parts))
-            if at < len(parts):
-                raise UnsupportedError(f"{m.label} cannot stay at {old:#x}: the containers "
-                                       "before it grew")
-            parts += bytes(at - len(parts))
-            parts += m.data
-            m.new_offset = at
-            if base + at != old:
-                moves[old] = base + at
-        if len(parts) > s.header.size:
-            raise UnsupportedError(
-                f"{s.name}: the rewritten device code ({len(parts)} bytes) does not fit its "
-                f"{s.header.size} bytes, and a section of a linked file cannot grow: keep a "
-                "codec that stores it smaller")
-        resizes.append(elfedit.Resize(s, bytes(parts)))
     for w in slots_of.values():
         new = moves.get(w.target)
         if new is None:
@@ -702,6 +669,150 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
         layout = elfedit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
         _verify(tmp, modules, wrappers, moves)
     return _report(len(view), layout.output_size, modules, codec, reports, layout, same_size)
+
+
+#: the relocation types that store ``S + A`` in 64 bits (what a wrapper's pointer uses in a .o)
+_ABS64 = {elf.EM_X86_64: 1, elf.EM_AARCH64: 257}
+
+
+def _fat_sections(source: os.PathLike[str], view: memoryview, sections: Sequence[elf.Section],
+                  alloc: bool) -> tuple[list[elf.Section], list[_Module], dict[int, list[_Module]]]:
+    fat = [s for s in sections if s.name in _SECTIONS and s.header.type != elf.SHT_NOBITS
+           and s.header.size]
+    if not fat:
+        raise FormatError(f"{os.fspath(source)}: no device code to slim (no {FATBIN_SECTION} "
+                          f"or {RELFATBIN_SECTION} section)", offset=None)
+    modules: list[_Module] = []
+    by_section: dict[int, list[_Module]] = {}
+    for s in fat:
+        if alloc and not s.header.flags & elf.SHF_ALLOC:
+            raise UnsupportedError(f"section {s.name} is not loaded (not SHF_ALLOC)")
+        found = _modules_of(view, None, s.header.offset, s.header.size, s.name, len(modules))
+        by_section[s.index] = found
+        modules += found
+    return fat, modules, by_section
+
+
+def _slim_object(source: os.PathLike[str], view: memoryview, head: elf.FileHeader,
+                 output: os.PathLike[str], devices: list[Arch], ptx: str, codec: str | None,
+                 level: int | None, same_size: bool, allow_newer_driver: bool,
+                 budget: DecompressionBudget, mode: int) -> SlimReport:
+    """A relocatable object (``nvcc -c``): each wrapper's pointer is an ``R_X86_64_64``
+    relocation against the fatbin section (or a symbol in it); its addend follows the move."""
+    sections = elf.sections(view, head)
+    fat, modules, by_section = _fat_sections(source, view, sections, alloc=False)
+    fat_index = {s.index for s in fat}
+    starts = {(s.index, m.old_offset) for s in fat for m in by_section[s.index]}
+    wrapper = next((s for s in sections if s.name == WRAPPER_SECTION), None)
+    if wrapper is not None:
+        _wrappers(view, [wrapper], ())  # checks magic and version of each record
+    symtab = next((s for s in sections if s.header.type == elf.SHT_SYMTAB), None)
+    symbols: list[tuple[int, int]] = []
+    size = elf.Symbol.FORMAT.size
+    if symtab is not None:
+        h = symtab.header
+        raw = view[h.offset : h.offset + h.size - h.size % size]
+        symbols = [(shndx, value) for _n, _i, _o, shndx, value, _s in
+                   elf.Symbol.FORMAT.iter_unpack(raw)]
+    absolute = _ABS64.get(head.machine)
+    pointers: list[tuple[elf.Section, int, elf.Rela, int, int]] = []  # + section, offset
+    others: list[tuple[str, tuple[int, int]]] = []
+    for rs in sections:
+        h = rs.header
+        if h.type not in (elf.SHT_RELA, elf.SHT_REL) or not h.size:
+            continue
+        if h.type == elf.SHT_REL:
+            raise UnsupportedError(f"{rs.name}: REL relocations (no addend) are not supported")
+        if h.info in fat_index:
+            raise UnsupportedError(f"{rs.name} relocates the device code itself")
+        raw = view[h.offset : h.offset + h.size - h.size % elf.Rela.FORMAT.size]
+        for i, (offset, info, addend) in enumerate(elf.Rela.FORMAT.iter_unpack(raw)):
+            sym = info >> 32
+            if not 0 < sym < len(symbols) or symbols[sym][0] not in fat_index:
+                continue
+            shndx, value = symbols[sym]
+            target = (shndx, value + addend)
+            rela = elf.Rela(offset, info, addend)
+            is_slot = (wrapper is not None and h.info == wrapper.index
+                       and offset % WRAPPER.size == 8 and info & 0xFFFFFFFF == absolute)
+            if is_slot and target in starts:
+                pointers.append((rs, i, rela, shndx, value))
+            else:
+                others.append((f"{rs.name} entry {i} points into section {shndx} at "
+                               f"{value + addend:#x}", target))
+    unsafe = [what for what, target in others if not same_size or target not in starts]
+    if unsafe:
+        raise UnsupportedError(
+            "other references into the device code than the __fatbinwrap pointers: "
+            + "; ".join(unsafe[:3]) + ("" if same_size else
+                                       "; --same-size rewrites each container in place"))
+    _plan(modules, devices, ptx, codec, level, budget)
+    reports = _finish(modules, devices, codec, allow_newer_driver, budget)
+    referenced: dict[int, set[int]] = {s.index: set() for s in fat}
+    for _rs, _i, r, shndx, value in pointers:
+        referenced[shndx].add(value + r.addend)
+    resizes, moved = _pack(fat, by_section, same_size, referenced)
+    writes: list[tuple[int, bytes]] = []
+    for rs, i, r, shndx, value in pointers:
+        new = moved[shndx].get(value + r.addend)
+        if new is not None:
+            writes.append((rs.header.offset + i * elf.Rela.FORMAT.size,
+                           elf.Rela(r.offset, r.info, new - value).pack()))
+    if symtab is not None:
+        h = symtab.header
+        raw = view[h.offset : h.offset + h.size - h.size % size]
+        for i, (name, info, other, shndx, value, sz) in enumerate(
+                elf.Symbol.FORMAT.iter_unpack(raw)):
+            if shndx in fat_index and value in moved[shndx]:
+                writes.append((h.offset + i * size, elf.Symbol(
+                    name, info, other, shndx, moved[shndx][value], sz).pack()))
+    with atomic_path(output, mode) as tmp:
+        layout = elfedit.rewrite_object(source, tmp, resizes, writes, shrink=not same_size)
+        _verify_object(tmp, modules)
+    return _report(len(view), layout.output_size, modules, codec, reports, layout, same_size)
+
+
+def _verify_object(path: os.PathLike[str], modules: Sequence[_Module]) -> None:
+    """Every container where planned in the written object, byte for byte."""
+    with open(path, "rb") as f:
+        src = elf.FileSource(f.fileno(), os.fstat(f.fileno()).st_size)
+        sections = {s.name: s for s in elf.sections(src)}
+        for m in modules:
+            at = sections[m.section].header.offset + m.new_offset
+            if src.read(at, len(m.data)) != m.data:
+                raise FormatError(f"{m.label}: the output does not hold the planned bytes")
+
+
+def _pack(fat: Sequence[elf.Section], by_section: dict[int, list[_Module]], same_size: bool,
+          referenced: dict[int, set[int]]
+          ) -> tuple[list[elfedit.Resize], dict[int, dict[int, int]]]:
+    """Each fatbin section's new contents: referenced containers packed at its start (8-byte
+    aligned), the others (and all, with ``same_size``) where they were; and per section the
+    containers that moved (old offset -> new). ``referenced``: per section, the offsets of the
+    containers a wrapper points at."""
+    resizes: list[elfedit.Resize] = []
+    moved: dict[int, dict[int, int]] = {}
+    for s in fat:
+        parts = bytearray()
+        moved[s.index] = {}
+        for m in by_section[s.index]:
+            pinned = same_size or m.old_offset not in referenced[s.index]
+            at = m.old_offset if pinned else align8(len(parts))
+            if at < len(parts):
+                raise UnsupportedError(f"{m.label} cannot stay where it was: the containers "
+                                       "before it grew")
+            parts += bytes(at - len(parts))
+            parts += m.data
+            m.new_offset = at
+            if at != m.old_offset:
+                moved[s.index][m.old_offset] = at
+        if len(parts) > s.header.size:
+            raise UnsupportedError(
+                f"{s.name}: the rewritten device code ({len(parts)} bytes) does not fit its "
+                f"{s.header.size} bytes, and a section of a linked file cannot grow: keep a "
+                "codec that stores it smaller")
+        resizes.append(elfedit.Resize(s, bytes(parts)))
+    return resizes, moved
 
 
 def _symtab_writes(view: memoryview, sections: Sequence[elf.Section], fat: set[int],

@@ -199,6 +199,28 @@ def test_same_size_keeps_the_layout(built: Path, tmp_path: Path) -> None:
     assert run_program(built / "prog", out) == PROGRAM_OUTPUT
 
 
+@pytest.mark.parametrize("rdc", [False, True], ids=["whole", "rdc"])
+def test_prune_object_links_and_runs(tmp_path: Path, rdc: bool) -> None:
+    """``nvcc -c`` objects (``-rdc``: ``__nv_relfatbin``, device-linked after pruning): the
+    pruned object holds what cuobjdump says, links with nvcc, and the program runs."""
+    flags = ["-rdc=true"] if rdc else []
+    obj, out = tmp_path / "slim.o", tmp_path / "pruned.o"
+    subprocess.run([NVCC, *flags, "-c", "-Xcompiler", "-fPIC", "-o", str(obj),
+                    str(DATA / "slim_lib.cu"), *GENCODE], check=True)
+    report = prune(obj, out, [Arch(89)], ptx="none")
+    assert listed_archs(out, all=True) == {"ELF sm_86": 1}
+    assert report.output_size == out.stat().st_size < obj.stat().st_size
+    proc = subprocess.run(["readelf", "-SW", str(out)], capture_output=True, text=True,
+                          check=True)
+    assert "warning" not in (proc.stdout + proc.stderr).lower()
+    exe = tmp_path / "exe"
+    link = [*flags, "-gencode", "arch=compute_86,code=sm_86"] if rdc else []
+    subprocess.run([NVCC, *link, "-o", str(exe), str(out), str(DATA / "slim_main.cpp")],
+                   check=True)
+    assert run_program(exe) == PROGRAM_OUTPUT
+    assert "ELF sm_86" in listed_archs(exe)
+
+
 # -- real libraries -------------------------------------------------------------------------------
 
 # (library, --for, cuobjdump 11.8 needed): what cuobjdump lists of the output, by hand: every PTX

@@ -79,3 +79,15 @@ def test_a_module_pruned_to_nothing_reads_as_no_binary(gpu: Device) -> None:
     did before pruning, CUDA_ERROR_NO_BINARY_FOR_GPU (what lazy and eager loading skip)."""
     with pytest.raises(NoBinaryForGpuError):
         Module.load(FatbinContainer(()).to_bytes())
+
+
+def test_pruned_object_links_and_computes(gpu: Device, tmp_path: Path) -> None:
+    """``nvcc -c`` object pruned to this GPU, then linked: the kernel computes right."""
+    obj, out, exe = tmp_path / "slim.o", tmp_path / "pruned.o", tmp_path / "exe"
+    subprocess.run(["nvcc", "-c", "-o", str(obj), str(DATA / "slim_lib.cu"), *GENCODE],
+                   check=True)
+    prune(obj, out, [Arch(gpu.arch.number)], ptx="none")
+    subprocess.run(["nvcc", "-o", str(exe), str(out), str(DATA / "slim_main.cpp")], check=True)
+    proc = subprocess.run([str(exe), "gpu"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.endswith("kernel ok\n")
