@@ -381,6 +381,13 @@ def test_bad_inputs(built: Path, tmp_path: Path) -> None:
         ["libhost.so", "h.c", "trunc.so", "t.txt"])
 
 
+def test_cli_choices_are_the_library_s() -> None:
+    from fatbinkit.cli import slim as cli_slim
+    from fatbinkit.slim import CODECS, PTX_POLICIES
+
+    assert (cli_slim.PTX_POLICIES, cli_slim.CODECS) == (PTX_POLICIES, CODECS)
+
+
 def test_cli(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "o.so"
     assert main(["prune", str(built / "libslim.so"), "-o", str(out), "--for", "sm_86",

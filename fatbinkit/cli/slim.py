@@ -7,13 +7,21 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..arch import Arch
 from ..errors import InvalidArgumentError
-from ..fatbin import DecompressionBudget
-from ..slim import CODECS, PTX_POLICIES, SlimReport, WheelReport, slim, slim_wheel
-from ..wheel import is_wheel
+from ..fatbin import COMPRESSIONS, DecompressionBudget
 from .args import add_budget
+
+if TYPE_CHECKING:
+    from ..slim import SlimReport, WheelReport
+
+# fatbinkit.slim's PTX_POLICIES and CODECS (tests/test_slim.py checks that they agree): slim and
+# what it imports load only when a slimming command runs, so `fatbinkit ls` starts as fast as
+# before
+PTX_POLICIES = ("keep", "floor", "none")
+CODECS = ("none", *COMPRESSIONS)
 
 _PRUNE_EXAMPLES = """examples:
   fatbinkit prune libfoo.so -o libfoo-h100.so --for sm_90
@@ -75,6 +83,9 @@ def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..slim import slim, slim_wheel
+    from ..wheel import is_wheel
+
     archs = [Arch.parse(a) for a in args.archs] if args.archs else None
     budget = (DecompressionBudget(args.max_decompressed)
               if args.max_decompressed is not None else None)
