@@ -92,6 +92,7 @@ _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 _CODEC_BITS = 0x2000 | 0x8000
 _CODEC_FLAG = {"lz4": 0x2000, "zstd": 0x8000}
 _U64 = struct.Struct("<Q")
+_MODULE_SIGNATURE = b"~Module signature appended~\n"  # what Linux's sign-file appends
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ class SlimReport:
     archs: tuple[ArchReport, ...]
     layout: elfedit.Layout | None = field(default=None)
     same_size: bool = False
+    unreferenced: int = 0  # containers no wrapper points at: rewritten where they were
 
     @property
     def saved(self) -> int:
@@ -171,6 +173,7 @@ class SlimReport:
             "entries_after": self.entries_after,
             "dropped": [{"image": k, "count": n} for k, n in self.dropped],
             "codec": self.codec, "same_size": self.same_size,
+            "unreferenced_in_place": self.unreferenced,
             "archs": [a.to_dict() for a in self.archs],
             "cuts": [dataclasses.asdict(c) for c in self.layout.cuts] if self.layout else [],
         }
@@ -186,6 +189,9 @@ class SlimReport:
         ]
         if self.dropped:
             lines.append("dropped: " + ", ".join(f"{k} x{n}" for k, n in self.dropped))
+        if self.unreferenced:
+            lines.append(f"{self.unreferenced} containers no wrapper points at were rewritten "
+                         "where they were (not moved)")
         lines += [f"  {a}" for a in self.archs]
         return "\n".join(lines)
 
@@ -261,6 +267,7 @@ class _Module:
     new: FatbinContainer | None = None
     data: bytes = b""  # new.to_bytes(), made once
     new_offset: int = -1
+    unreferenced: bool = False  # no wrapper points at it: it stays where it was
 
     @property
     def label(self) -> str:
@@ -597,7 +604,7 @@ def _report(total: int, out_size: int, modules: list[_Module], codec: str | None
         sum(len(m.old.entries) for m in modules),
         sum(len(m.new.entries) for m in modules if m.new is not None),
         tuple(sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))), codec, reports, layout,
-        same_size)
+        same_size, sum(m.unreferenced for m in modules))
 
 
 def _slim_raw(view: memoryview, output: os.PathLike[str], devices: list[Arch], ptx: str,
@@ -617,6 +624,9 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
               same_size: bool, allow_newer_driver: bool, budget: DecompressionBudget,
               mode: int) -> SlimReport:
     head = elf.file_header(view)
+    if bytes(view[-len(_MODULE_SIGNATURE):]) == _MODULE_SIGNATURE:
+        raise UnsupportedError(f"{os.fspath(source)} is signed (an appended module signature): "
+                               "any rewrite invalidates the signature")
     if head.type == elf.ET_REL:
         return _slim_object(source, view, head, output, devices, ptx, codec, level, same_size,
                             allow_newer_driver, budget, mode)
@@ -796,7 +806,8 @@ def _pack(fat: Sequence[elf.Section], by_section: dict[int, list[_Module]], same
         parts = bytearray()
         moved[s.index] = {}
         for m in by_section[s.index]:
-            pinned = same_size or m.old_offset not in referenced[s.index]
+            m.unreferenced = m.old_offset not in referenced[s.index]
+            pinned = same_size or m.unreferenced
             at = m.old_offset if pinned else align8(len(parts))
             if at < len(parts):
                 raise UnsupportedError(f"{m.label} cannot stay where it was: the containers "

@@ -47,6 +47,7 @@ from fatbinkit.errors import (
     InvalidArgumentError,
     UnsupportedError,
 )
+from fatbinkit.fatbin import iter_containers
 from fatbinkit.slim import prune, recompress
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -353,6 +354,42 @@ def test_other_references_are_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedError, match="points into"):
         prune(inside, tmp_path / "out2.so", [Arch(90)], same_size=True)
     assert not (tmp_path / "out2.so").exists()
+
+
+def test_unreferenced_container_stays_in_place(built: Path, tmp_path: Path) -> None:
+    """libslim.so's second container made unreferenced (its wrapper pointer and RELATIVE
+    addend zeroed): pruned where it was; the first, referenced, one moves as usual."""
+    data = bytearray((built / "libslim.so").read_bytes())
+    secs = {s.name: s.header for s in elf.sections(data)}
+    seg = secs[".nvFatBinSegment"]
+    slot = seg.addr + 24 + 8  # the second wrapper record's data pointer
+    struct.pack_into("<Q", data, seg.offset + 24 + 8, 0)
+    rela = secs[".rela.dyn"]
+    for at in range(rela.offset, rela.offset + rela.size, 24):
+        off, _info, _ = struct.unpack_from("<QQq", data, at)
+        if off == slot:
+            struct.pack_into("<q", data, at + 16, 0)
+    src = tmp_path / "in.so"
+    src.write_bytes(data)
+    with open(src, "rb") as f:
+        fat = secs[".nv_fatbin"]
+        old = [off for off, _ in iter_containers(f.read()[fat.offset : fat.offset + fat.size])]
+    report = prune(src, tmp_path / "out.so", [Arch(90)], ptx="none")
+    assert report.unreferenced == 1 and "where they were" in str(report)
+    out = (tmp_path / "out.so").read_bytes()
+    fat = next(s.header for s in elf.sections(out) if s.name == ".nv_fatbin")
+    new = [off for off, _ in iter_containers(out[fat.offset : fat.offset + fat.size])]
+    assert new[1] == old[1] and new[0] == old[0] == 0
+    assert listed_archs(tmp_path / "out.so") == {"ELF sm_90": 2}
+
+
+def test_signed_module_is_refused(built: Path, tmp_path: Path) -> None:
+    src = tmp_path / "signed.so"
+    src.write_bytes((built / "libslim.so").read_bytes() + b"\0" * 40
+                    + b"~Module signature appended~\n")
+    with pytest.raises(UnsupportedError, match="signed"):
+        prune(src, tmp_path / "out.so", [Arch(90)])
+    assert not (tmp_path / "out.so").exists()
 
 
 def test_bad_inputs(built: Path, tmp_path: Path) -> None:
