@@ -222,6 +222,20 @@ def test_prune_object_links_and_runs(tmp_path: Path, rdc: bool) -> None:
     assert "ELF sm_86" in listed_archs(exe)
 
 
+def test_object_prune_matches_nvprune(tmp_path: Path) -> None:
+    """nvprune (CUDA 11.8, the tool users compare with) on an nvcc object: ``--for sm_90
+    --ptx none`` keeps the same entries, byte for byte, as ``nvprune -arch sm_90``."""
+    nvprune = debian_tool(CUDA_TOOLKIT_118, "nvprune")
+    obj = tmp_path / "slim.o"
+    subprocess.run([NVCC, "-c", "-o", str(obj), str(DATA / "slim_lib.cu"), *GENCODE],
+                   check=True)
+    ours, theirs = tmp_path / "ours.o", tmp_path / "theirs.o"
+    prune(obj, ours, [Arch(90)], ptx="none")
+    subprocess.run([str(nvprune), "-arch", "sm_90", str(obj), "-o", str(theirs)], check=True)
+    assert listed_archs(ours, all=True) == listed_archs(theirs, all=True) == {"ELF sm_90": 1}
+    assert images(ours, tmp_path / "a", all=True) == images(theirs, tmp_path / "b", all=True)
+
+
 # -- real libraries -------------------------------------------------------------------------------
 
 # (library, --for, cuobjdump 11.8 needed): what cuobjdump lists of the output, by hand: every PTX
