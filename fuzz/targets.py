@@ -1,4 +1,4 @@
-"""What each fuzz target feeds a mutant to: the public readers, the CLI and ``inject``.
+"""What each fuzz target feeds a mutant to: the public readers, the CLI, ``inject`` and ``prune``.
 
 A target returns normally (the input was read) or raises :class:`FatbinkitError` (it was refused
 with a clear error); anything else is a failure. Targets also assert properties an independent
@@ -131,6 +131,32 @@ def _inject(data: bytes, work: Path) -> None:
 
 
 
+def _slim(data: bytes, work: Path) -> None:
+    """prune (the mutant's first byte picks same-size or a recompression too): a refusal leaves
+    no output and the input as it was; an output scans and holds nothing but sm_90 SASS or
+    PTX."""
+    from fatbinkit.arch import Arch
+    from fatbinkit.scan import scan
+    from fatbinkit.slim import prune
+
+    src, out = work / "in.bin", work / "out.bin"
+    src.write_bytes(data)
+    with contextlib.suppress(FileNotFoundError):
+        out.unlink()
+    how = data[-1] % 3 if data else 0
+    try:
+        prune(src, out, [Arch(90)], same_size=how == 1, codec="zstd" if how == 2 else None,
+              allow_newer_driver=True)
+    except FatbinkitError:
+        assert not out.exists(), "a failed prune left its output"
+        assert src.read_bytes() == data, "a failed prune changed its input"
+        raise
+    for code in scan(out, all=True):
+        e = code.entry
+        assert e.header.kind != 2 or e.arch.number == 90, f"kept {e.arch} SASS"
+    out.unlink()
+
+
 @dataclass(frozen=True)
 class Target:
     """A fuzz target: its function, the seed families it mutates, and the largest mutant."""
@@ -149,4 +175,5 @@ TARGETS = {t.name: t for t in (
     Target("compat", _compat, ("fatbin", "host", "cubin", "ptx")),
     Target("cli", _cli, ("fatbin", "host", "cubin", "ptx")),
     Target("inject", _inject, ("library",)),
+    Target("slim", _slim, ("fatbin", "host")),
 )}
