@@ -274,17 +274,36 @@ class _Module:
         return f"{self.section or 'file'} container {self.index}"
 
 
-def _plan(modules: list[_Module], devices: Sequence[Arch], ptx: str, codec: str | None,
-          level: int | None, budget: DecompressionBudget) -> None:
+@dataclass(frozen=True)
+class _Request:
+    """What the caller asked for, checked."""
+
+    devices: list[Arch]
+    ptx: str
+    codec: str | None
+    level: int | None
+    same_size: bool
+    allow_newer_driver: bool
+    budget: DecompressionBudget
+    progress: bool
+
+
+def _plan(modules: list[_Module], req: _Request) -> None:
     for m in modules:
-        m.kept = _kept(m.old.entries, devices, ptx)
+        m.kept = _kept(m.old.entries, req.devices, req.ptx)
     work = [m.old.entries[i] for m in modules for i in m.kept]
-    if codec is not None:  # charged here, in order: the workers share no state
+    if req.codec is not None:  # charged here, in order: the workers share no state
         for e in work:
             if e.compression is not None:
-                budget.charge(e.data_size, e.offset)
+                req.budget.charge(e.data_size, e.offset)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        recoded = list(pool.map(lambda e: _recode(e, codec, level), work))
+        results = pool.map(lambda e: _recode(e, req.codec, req.level), work)
+        if req.progress and req.codec is not None:
+            from tqdm import tqdm
+
+            results = tqdm(results, total=len(work), unit="entry", leave=False,
+                           desc=f"recompressing as {req.codec}")
+        recoded = list(results)
     at = 0
     for m in modules:
         entries = tuple(recoded[at : at + len(m.kept)])
@@ -530,13 +549,14 @@ def _check_options(archs: Sequence[Arch] | None, ptx: str, codec: str | None,
 def slim(source: os.PathLike[str], output: os.PathLike[str], *,
          archs: Sequence[Arch] | None = None, ptx: str = "keep", codec: str | None = None,
          level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
-         budget: DecompressionBudget | None = None) -> SlimReport:
+         budget: DecompressionBudget | None = None, progress: bool = False) -> SlimReport:
     """Prune (``archs``) and/or recompress (``codec``) the fatbins of ``source`` into ``output``.
 
     ``source`` is a shared library, an executable or a raw fatbin file. Raises
     :class:`CompatibilityError` (nothing written) when a requested arch would load a different
     image than before, or, without ``allow_newer_driver``, when an arch would need a newer
     driver; :class:`UnsupportedError` for what cannot be rewritten safely (see the module).
+    ``progress`` shows a progress bar (on stderr) while entries are recompressed.
     """
     devices = _check_options(archs, ptx, codec, level)
     if not devices and codec is None:
@@ -548,17 +568,17 @@ def slim(source: os.PathLike[str], output: os.PathLike[str], *,
             budget = DecompressionBudget.for_input(total)
         view = _map(fd, total)
         mode = os.fstat(fd).st_mode & 0o777
+        req = _Request(devices, ptx, codec, level, same_size, allow_newer_driver, budget,
+                       progress)
         if is_fatbin(view):
-            return _slim_raw(view, output, devices, ptx, codec, level, allow_newer_driver,
-                             budget, mode)
+            return _slim_raw(view, output, req, mode)
         machine = elf.machine(view)
         if machine is None:
             raise FormatError(f"{os.fspath(source)}: not a fatbin or ELF file", offset=0)
         if machine == elf.EM_CUDA:
             raise UnsupportedError(f"{os.fspath(source)} is a cubin: nothing to prune in one "
                                    "image")
-        return _slim_elf(source, view, output, devices, ptx, codec, level, same_size,
-                         allow_newer_driver, budget, mode)
+        return _slim_elf(source, view, output, req, mode)
 
 
 def _map(fd: int, size: int) -> memoryview:
@@ -567,16 +587,16 @@ def _map(fd: int, size: int) -> memoryview:
     return memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
 
 
-def _finish(modules: list[_Module], devices: list[Arch], codec: str | None,
-            allow_newer_driver: bool, budget: DecompressionBudget) -> tuple[ArchReport, ...]:
-    reports = _arch_reports(modules, devices or _file_devices(modules), budget)
+def _finish(modules: list[_Module], req: _Request) -> tuple[ArchReport, ...]:
+    codec = req.codec
+    reports = _arch_reports(modules, req.devices or _file_devices(modules), req.budget)
     changed = [r for r in reports if r.changed]
     if changed:  # cannot happen by construction; the check is what proves it
         raise CompatibilityError("after pruning, " + "; ".join(
             f"{r.device.sm} would load a different image in {', '.join(r.changed[:5])}"
             for r in changed))
     raised = [r for r in reports if r.driver_raised]
-    if raised and not allow_newer_driver:
+    if raised and not req.allow_newer_driver:
         raise CompatibilityError(
             f"recompressing as {codec} raises the minimum driver: " + "; ".join(
                 f"{r.device.sm} {dotted(r.min_driver_before or (0, 0))} -> "
@@ -607,29 +627,26 @@ def _report(total: int, out_size: int, modules: list[_Module], codec: str | None
         same_size, sum(m.unreferenced for m in modules))
 
 
-def _slim_raw(view: memoryview, output: os.PathLike[str], devices: list[Arch], ptx: str,
-              codec: str | None, level: int | None, allow_newer_driver: bool,
-              budget: DecompressionBudget, mode: int) -> SlimReport:
+def _slim_raw(view: memoryview, output: os.PathLike[str], req: _Request,
+              mode: int) -> SlimReport:
     modules = _modules_of(view, None, 0, len(view), "", 0)
-    _plan(modules, devices, ptx, codec, level, budget)
-    reports = _finish(modules, devices, codec, allow_newer_driver, budget)
+    _plan(modules, req)
+    reports = _finish(modules, req)
     data = b"".join(m.data for m in modules)
     with atomic_path(output, mode) as tmp:
         tmp.write_bytes(data)
-    return _report(len(view), len(data), modules, codec, reports, None, False)
+    return _report(len(view), len(data), modules, req.codec, reports, None, False)
 
 
 def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[str],
-              devices: list[Arch], ptx: str, codec: str | None, level: int | None,
-              same_size: bool, allow_newer_driver: bool, budget: DecompressionBudget,
-              mode: int) -> SlimReport:
+              req: _Request, mode: int) -> SlimReport:
+    same_size = req.same_size
     head = elf.file_header(view)
     if bytes(view[-len(_MODULE_SIGNATURE):]) == _MODULE_SIGNATURE:
         raise UnsupportedError(f"{os.fspath(source)} is signed (an appended module signature): "
                                "any rewrite invalidates the signature")
     if head.type == elf.ET_REL:
-        return _slim_object(source, view, head, output, devices, ptx, codec, level, same_size,
-                            allow_newer_driver, budget, mode)
+        return _slim_object(source, view, head, output, req, mode)
     if head.type not in (elf.ET_DYN, elf.ET_EXEC):
         raise UnsupportedError(f"ELF type {head.type} is not a shared library or executable")
     sections = elf.sections(view, head)
@@ -657,8 +674,8 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
             + "; ".join(unsafe[:3]) + (f" (+{len(unsafe) - 3} more)" if len(unsafe) > 3 else "")
             + ("" if same_size else
                "; --same-size rewrites each container in place, moving none"))
-    _plan(modules, devices, ptx, codec, level, budget)
-    reports = _finish(modules, devices, codec, allow_newer_driver, budget)
+    _plan(modules, req)
+    reports = _finish(modules, req)
 
     resizes, moved = _pack(fat, by_section, same_size, {
         s.index: {w.target - s.header.addr for w in slots_of.values()
@@ -678,7 +695,7 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
     with atomic_path(output, mode) as tmp:
         layout = elfedit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
         _verify(tmp, modules, wrappers, moves)
-    return _report(len(view), layout.output_size, modules, codec, reports, layout, same_size)
+    return _report(len(view), layout.output_size, modules, req.codec, reports, layout, same_size)
 
 
 #: the relocation types that store ``S + A`` in 64 bits (what a wrapper's pointer uses in a .o)
@@ -704,11 +721,10 @@ def _fat_sections(source: os.PathLike[str], view: memoryview, sections: Sequence
 
 
 def _slim_object(source: os.PathLike[str], view: memoryview, head: elf.FileHeader,
-                 output: os.PathLike[str], devices: list[Arch], ptx: str, codec: str | None,
-                 level: int | None, same_size: bool, allow_newer_driver: bool,
-                 budget: DecompressionBudget, mode: int) -> SlimReport:
+                 output: os.PathLike[str], req: _Request, mode: int) -> SlimReport:
     """A relocatable object (``nvcc -c``): each wrapper's pointer is an ``R_X86_64_64``
     relocation against the fatbin section (or a symbol in it); its addend follows the move."""
+    same_size = req.same_size
     sections = elf.sections(view, head)
     fat, modules, by_section = _fat_sections(source, view, sections, alloc=False)
     fat_index = {s.index for s in fat}
@@ -756,8 +772,8 @@ def _slim_object(source: os.PathLike[str], view: memoryview, head: elf.FileHeade
             "other references into the device code than the __fatbinwrap pointers: "
             + "; ".join(unsafe[:3]) + ("" if same_size else
                                        "; --same-size rewrites each container in place"))
-    _plan(modules, devices, ptx, codec, level, budget)
-    reports = _finish(modules, devices, codec, allow_newer_driver, budget)
+    _plan(modules, req)
+    reports = _finish(modules, req)
     referenced: dict[int, set[int]] = {s.index: set() for s in fat}
     for _rs, _i, r, shndx, value in pointers:
         referenced[shndx].add(value + r.addend)
@@ -779,7 +795,7 @@ def _slim_object(source: os.PathLike[str], view: memoryview, head: elf.FileHeade
     with atomic_path(output, mode) as tmp:
         layout = elfedit.rewrite_object(source, tmp, resizes, writes, shrink=not same_size)
         _verify_object(tmp, modules)
-    return _report(len(view), layout.output_size, modules, codec, reports, layout, same_size)
+    return _report(len(view), layout.output_size, modules, req.codec, reports, layout, same_size)
 
 
 def _verify_object(path: os.PathLike[str], modules: Sequence[_Module]) -> None:
@@ -1016,6 +1032,5 @@ def _dispatch(source: os.PathLike[str], output: os.PathLike[str],
 
     if is_wheel(source):
         return slim_wheel(source, output, **options)
-    options.pop("progress", None)
     return slim(source, output, **options)
 

@@ -98,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
     if is_wheel(args.file):
         report = slim_wheel(args.file, args.output, progress=sys.stderr.isatty(), **options)
     else:
-        report = slim(args.file, args.output, **options)
+        report = slim(args.file, args.output, progress=sys.stderr.isatty(), **options)
     _print(report, args)
     return 0
 
