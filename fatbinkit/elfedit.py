@@ -210,6 +210,7 @@ def rewrite(source: os.PathLike[str], output: os.PathLike[str], resizes: Sequenc
         if page is None:
             raise UnsupportedError(f"ELF machine {head.machine} is not x86-64 or AArch64")
         phdrs = elf.program_headers(src, head)
+        _check_segments(phdrs, total)
         sections = elf.sections(src, head)
         if not sections:
             raise UnsupportedError("the file has no section headers")
@@ -344,6 +345,20 @@ def rewrite_object(source: os.PathLike[str], output: os.PathLike[str],
             size = os.fstat(ofd).st_size
     return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, False)
                                      for x in holes), 0, 0)
+
+
+def _check_segments(phdrs: Sequence[elf.ProgramHeader], total: int) -> None:
+    """Each segment's file bytes inside the file, a loaded one no larger in the file than in
+    memory, none past the end of the address space: what the rewrite computes with."""
+    for i, p in enumerate(phdrs):
+        if p.filesz and p.offset + p.filesz > total:
+            raise FormatError(f"segment {i} ({p.filesz} bytes at {p.offset:#x}) runs past the "
+                              f"end of the {total}-byte file", offset=p.offset)
+        if p.type == elf.PT_LOAD and p.memsz < p.filesz:
+            raise FormatError(f"loadable segment {i} is smaller in memory ({p.memsz}) than in "
+                              f"the file ({p.filesz})")
+        if max(p.vaddr + p.memsz, p.paddr + p.memsz) >> 64:
+            raise FormatError(f"segment {i} runs past the end of the address space")
 
 
 def _segments(phdrs: Sequence[elf.ProgramHeader], holes: Sequence[_Hole], page: int,

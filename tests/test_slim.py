@@ -455,6 +455,14 @@ def test_bad_inputs(built: Path, tmp_path: Path) -> None:
     bad.write_bytes(data)
     with pytest.raises(FormatError, match="past"):
         prune(bad, tmp_path / "o2", [Arch(90)])
+    data = bytearray((built / "libslim.so").read_bytes())  # found by the fuzz target
+    head = elf.file_header(data)
+    loads = [i for i, p in enumerate(elf.program_headers(data, head)) if p.type == elf.PT_LOAD]
+    struct.pack_into("<Q", data, head.phoff + loads[2] * 56 + 40, 3)  # p_memsz < p_filesz
+    odd = tmp_path / "memsz.so"
+    odd.write_bytes(data)
+    with pytest.raises(FormatError, match="smaller in memory"):
+        prune(odd, tmp_path / "o6", [Arch(90)])
     text = tmp_path / "t.txt"
     text.write_text("hello")
     with pytest.raises(FormatError, match="not a fatbin or ELF"):
@@ -464,7 +472,7 @@ def test_bad_inputs(built: Path, tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="level"):
         recompress(built / "libslim.so", tmp_path / "o5", "zstd", level=40)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["libhost.so", "h.c", "trunc.so", "t.txt"])
+        ["libhost.so", "h.c", "trunc.so", "t.txt", "memsz.so"])
 
 
 def test_cli_choices_are_the_library_s() -> None:
