@@ -100,8 +100,10 @@ class ArchReport:
     """What the output does on one device arch, beside the input.
 
     ``modules`` counts the modules that load an image on it; ``changed`` names those whose pick
-    differs from the input's (empty when pruning did its job); ``min_driver_before/after`` is the
-    lowest CUDA driver the picked images need (None: no module loads).
+    differs from the input's (empty when pruning did its job; with ``exact`` the price of the
+    literal list), ``lost`` the kernels those modules no longer have on this arch;
+    ``min_driver_before/after`` is the lowest CUDA driver the picked images need (None: no
+    module loads).
     """
 
     device: Arch
@@ -111,6 +113,7 @@ class ArchReport:
     changed: tuple[str, ...]
     min_driver_before: CudaVersion | None
     min_driver_after: CudaVersion | None
+    lost: tuple[str, ...] = ()
 
     @property
     def same(self) -> bool:
@@ -125,6 +128,7 @@ class ArchReport:
         return {
             "device": self.device.sm, "modules": self.modules, "sass": self.sass,
             "ptx": self.ptx, "same": self.same, "changed": list(self.changed),
+            "lost_kernels": list(self.lost),
             "min_driver_before": dotted(self.min_driver_before) if self.min_driver_before
             else None,
             "min_driver_after": dotted(self.min_driver_after) if self.min_driver_after else None,
@@ -136,7 +140,11 @@ class ArchReport:
 
         how = (f"same image in all {self.modules} loading modules ({self.sass} SASS, "
                f"{self.ptx} PTX JIT)" if self.same else
-               f"{len(self.changed)} modules load a different image: {', '.join(self.changed[:3])}")
+               f"{len(self.changed)} module(s) load a different image or none "
+               f"({', '.join(self.changed[:3])}{', ...' if len(self.changed) > 3 else ''}); "
+               f"{len(self.lost)} kernel(s) lost"
+               + (f": {', '.join(self.lost[:5])}{', ...' if len(self.lost) > 5 else ''}"
+                  if self.lost else ""))
         driver = f"min driver {drv(self.min_driver_before)}"
         if self.min_driver_after != self.min_driver_before:
             driver += f" -> {drv(self.min_driver_after)}"
@@ -220,11 +228,16 @@ def _picks(entries: Sequence[FatbinEntry], devices: Iterable[Arch]) -> dict[Arch
     return out
 
 
-def _kept(entries: Sequence[FatbinEntry], devices: Sequence[Arch], ptx: str) -> list[int]:
-    """Indexes of the entries pruning keeps (in their order)."""
+def _kept(entries: Sequence[FatbinEntry], devices: Sequence[Arch], ptx: str,
+          exact: bool = False) -> list[int]:
+    """Indexes of the entries pruning keeps (in their order): what each device picks, or with
+    ``exact`` the SASS of exactly the archs asked for (suffix included), as nvprune keeps it."""
     if not devices:  # recompression only
         return list(range(len(entries)))
-    keep = {i for i in _picks(entries, devices).values() if i is not None}
+    if exact:
+        keep = {i for i, e in enumerate(entries) if e.header.kind == _ELF and e.arch in devices}
+    else:
+        keep = {i for i in _picks(entries, devices).values() if i is not None}
     ptx_entries = [i for i, e in enumerate(entries) if e.header.kind == _PTX]
     if ptx == "keep":
         keep.update(ptx_entries)
@@ -286,11 +299,12 @@ class _Request:
     allow_newer_driver: bool
     budget: DecompressionBudget
     progress: bool
+    exact: bool = False
 
 
 def _plan(modules: list[_Module], req: _Request) -> None:
     for m in modules:
-        m.kept = _kept(m.old.entries, req.devices, req.ptx)
+        m.kept = _kept(m.old.entries, req.devices, req.ptx, req.exact)
     work = [m.old.entries[i] for m in modules for i in m.kept]
     if req.codec is not None:  # charged here, in order: the workers share no state
         for e in work:
@@ -362,11 +376,13 @@ def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
         changed: list[str] = []
         before: CudaVersion | None = None
         after: CudaVersion | None = None
+        lost: dict[str, None] = {}
         for m, old_pick, new_pick in picks[dev]:
             assert m.new is not None
             origin = None if new_pick is None else m.kept[new_pick]
             if origin != old_pick:
                 changed.append(m.label)
+                lost.update(dict.fromkeys(_lost_kernels(m, old_pick, new_pick, budget)))
             if new_pick is None or old_pick is None:
                 continue
             loading += 1
@@ -382,8 +398,20 @@ def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
             before = need_old if before is None or (need_old and need_old > before) else before
             after = need_new if after is None or (need_new and need_new > after) else after
         reports.append(ArchReport(Arch(dev.number, dev.suffix), loading, sass, jit,
-                                  tuple(changed), before, after))
+                                  tuple(changed), before, after, tuple(sorted(lost))))
     return tuple(reports)
+
+
+def _lost_kernels(m: _Module, old_pick: int | None, new_pick: int | None,
+                  budget: DecompressionBudget) -> list[str]:
+    """The kernels of the image the input loaded that the output's pick lacks."""
+    if old_pick is None:
+        return []
+    old = image_from_entry(m.old.entries[old_pick], budget=budget)
+    assert m.new is not None
+    new = None if new_pick is None else image_from_entry(m.new.entries[new_pick], budget=budget)
+    have: frozenset[str] = frozenset() if new is None else (new.kernels or frozenset())
+    return sorted(set(old.kernels or ()) - have) if old is not None else []
 
 
 def _file_devices(modules: Sequence[_Module]) -> list[Arch]:
@@ -549,14 +577,17 @@ def _check_options(archs: Sequence[Arch] | None, ptx: str, codec: str | None,
 def slim(source: os.PathLike[str], output: os.PathLike[str], *,
          archs: Sequence[Arch] | None = None, ptx: str = "keep", codec: str | None = None,
          level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
-         budget: DecompressionBudget | None = None, progress: bool = False) -> SlimReport:
+         budget: DecompressionBudget | None = None, progress: bool = False,
+         exact: bool = False) -> SlimReport:
     """Prune (``archs``) and/or recompress (``codec``) the fatbins of ``source`` into ``output``.
 
     ``source`` is a shared library, an executable or a raw fatbin file. Raises
     :class:`CompatibilityError` (nothing written) when a requested arch would load a different
     image than before, or, without ``allow_newer_driver``, when an arch would need a newer
     driver; :class:`UnsupportedError` for what cannot be rewritten safely (see the module).
-    ``progress`` shows a progress bar (on stderr) while entries are recompressed.
+    ``progress`` shows a progress bar (on stderr) while entries are recompressed. ``exact``
+    keeps the SASS of exactly ``archs`` (as ``nvprune -arch`` does) instead of what their devices
+    load; the report then names the modules and kernels that no longer load on them.
     """
     devices = _check_options(archs, ptx, codec, level)
     if not devices and codec is None:
@@ -569,7 +600,7 @@ def slim(source: os.PathLike[str], output: os.PathLike[str], *,
         view = _map(fd, total)
         mode = os.fstat(fd).st_mode & 0o777
         req = _Request(devices, ptx, codec, level, same_size, allow_newer_driver, budget,
-                       progress)
+                       progress, exact)
         if is_fatbin(view):
             return _slim_raw(view, output, req, mode)
         machine = elf.machine(view)
@@ -591,7 +622,7 @@ def _finish(modules: list[_Module], req: _Request) -> tuple[ArchReport, ...]:
     codec = req.codec
     reports = _arch_reports(modules, req.devices or _file_devices(modules), req.budget)
     changed = [r for r in reports if r.changed]
-    if changed:  # cannot happen by construction; the check is what proves it
+    if changed and not req.exact:  # cannot happen by construction; the check proves it
         raise CompatibilityError("after pruning, " + "; ".join(
             f"{r.device.sm} would load a different image in {', '.join(r.changed[:5])}"
             for r in changed))

@@ -239,6 +239,29 @@ def test_object_prune_matches_nvprune(tmp_path: Path) -> None:
     assert images(ours, tmp_path / "a", all=True) == images(theirs, tmp_path / "b", all=True)
 
 
+def test_exact_prunes_as_nvprune_and_names_what_is_lost(tmp_path: Path) -> None:
+    """``--exact`` keeps the literal list as ``nvprune -arch`` does (same entries, byte for
+    byte, on an object); where that changes what a GPU loads, the report names the kernels."""
+    nvprune = debian_tool(CUDA_TOOLKIT_118, "nvprune")
+    obj = tmp_path / "slim.o"
+    subprocess.run([NVCC, "-c", "-o", str(obj), str(DATA / "slim_lib.cu"), *GENCODE],
+                   check=True)
+    for arch in ("sm_80", "sm_89"):
+        ours, theirs = tmp_path / f"ours_{arch}.o", tmp_path / f"theirs_{arch}.o"
+        report = prune(obj, ours, [Arch.parse(arch)], ptx="none", exact=True)
+        subprocess.run([str(nvprune), "-arch", arch, str(obj), "-o", str(theirs)], check=True)
+        assert listed_archs(ours, all=True) == listed_archs(theirs, all=True)
+        assert images(ours, tmp_path / f"a{arch}", all=True) == images(
+            theirs, tmp_path / f"b{arch}", all=True)
+        r = report.archs[0]
+        if arch == "sm_80":
+            assert r.same and listed_archs(ours) == {"ELF sm_80": 1}
+        else:  # no sm_89 SASS: the module keeps nothing an 8.9 GPU loads
+            assert not listed_archs(ours, all=True)
+            assert r.changed and r.lost == ("_Z9slim_fillPfif",)
+            assert "_Z9slim_fillPfif" in str(report)
+
+
 # -- real libraries -------------------------------------------------------------------------------
 
 # (library, --for, cuobjdump 11.8 needed): what cuobjdump lists of the output, by hand: every PTX

@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--ptx", choices=PTX_POLICIES, default="keep",
                    help="keep every PTX (default), only the floor newer GPUs JIT, or none "
                    "beyond what --for archs load")
+    p.add_argument("--exact", action="store_true",
+                   help="keep the SASS of exactly the --for archs, as nvprune -arch does, not "
+                   "what their GPUs load; the report names the kernels that no longer load")
     _common(p, codec_required=False)
     p.set_defaults(func=_prune)
 
@@ -64,7 +67,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
                    help="the output file (a folder for a wheel)")
     _common(p, codec_required=True)
-    p.set_defaults(func=_recompress, archs=None, ptx="keep")
+    p.set_defaults(func=_recompress, archs=None, ptx="keep", exact=False)
 
 
 def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
@@ -93,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"the output {args.output} is the input: write a new file")
     options = dict(archs=archs, ptx=args.ptx, codec=args.codec, level=args.level,
                    same_size=args.same_size, allow_newer_driver=args.allow_newer_driver,
-                   budget=budget)
+                   budget=budget, exact=args.exact)
     report: SlimReport | WheelReport
     if is_wheel(args.file):
         report = slim_wheel(args.file, args.output, progress=sys.stderr.isatty(), **options)
