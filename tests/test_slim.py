@@ -262,6 +262,99 @@ def test_exact_prunes_as_nvprune_and_names_what_is_lost(tmp_path: Path) -> None:
             assert "_Z9slim_fillPfif" in str(report)
 
 
+# -- other linkers and machines: libraries made by gcc with the wrapper layout nvcc emits ---------
+
+# two containers: (ELF sm_75, sm_80, sm_90, a 300 KB PTX compute_80) and (ELF sm_80, sm_90a,
+# sm_100, PTX compute_90); pruned --for sm_90 --ptx none, a 9.0 GPU keeps sm_90 of the first
+# and sm_90a of the second (exact arch, `a` first)
+SYNTH_KEEP = [["sm_90"], ["sm_90a"]]
+SYNTH_C = """
+__attribute__((section(".nv_fatbin"), aligned(8), used)) static const unsigned char fat0[] = {%s};
+__attribute__((section(".nv_fatbin"), aligned(8), used)) static const unsigned char fat1[] = {%s};
+struct wrapper { int magic; int version; const void *data; void *filename_or_fatbins; };
+__attribute__((section(".nvFatBinSegment"), used)) static struct wrapper wraps[2] = {
+    {0x466243b1, 1, fat0, 0}, {0x466243b1, 1, fat1, 0}};
+const void *fatbin_pointer(int i) { return wraps[i].data; }
+int answer(void) { return 42; }
+"""
+LINKERS = {  # name: (compiler and flags, runs here)
+    "gcc-bfd": (["gcc", "-shared", "-fPIC", "-O1"], True),
+    "gcc-lld-relr": (["gcc", "-shared", "-fPIC", "-O1", "-fuse-ld=lld",
+                      "-Wl,--pack-dyn-relocs=relr"], True),
+    "aarch64-bfd": (["aarch64-linux-gnu-gcc", "-shared", "-fPIC", "-O1"], False),
+}
+
+
+@pytest.fixture(scope="module")
+def synth_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fatbin_kernels import kernels_in
+
+    from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+
+    k = kernels_in(tmp_path_factory)
+    big = k.ptx["sm_80"].read_bytes().rstrip(b"\0") + b"\n// " + b"x" * 300_000 + b"\n"
+    c0 = build_fatbin([*(make_entry(EntryKind.ELF, Arch.parse(a), k.cubins[a].read_bytes())
+                         for a in ("sm_75", "sm_80", "sm_90")),
+                       make_entry(EntryKind.PTX, Arch(80), big)])
+    c1 = build_fatbin([*(make_entry(EntryKind.ELF, Arch.parse(a), k.cubins[a].read_bytes())
+                         for a in ("sm_80", "sm_90a", "sm_100")),
+                       make_entry(EntryKind.PTX, Arch(90), k.ptx["sm_90"].read_bytes())])
+    src = tmp_path_factory.mktemp("synth") / "synth.c"
+    src.write_text(SYNTH_C % (",".join(map(str, c0)), ",".join(map(str, c1))))
+    return src
+
+
+def _container_at(data: bytes, offset: int) -> list[str]:
+    """The arch names of the entries of the container at ``offset`` of ``data``."""
+    from fatbinkit.fatbin import FatbinContainer
+
+    return [e.arch.sm for e in FatbinContainer.parse(memoryview(data), offset).entries]
+
+
+@pytest.mark.parametrize("linker", LINKERS)
+def test_prune_other_linkers_and_machines(synth_source: Path, tmp_path: Path,
+                                          linker: str) -> None:
+    """The wrapper pointers the loader relocates point at the pruned containers: read back from
+    the loaded library's memory (x86-64), or through pyelftools' view of the relocation and the
+    segments (AArch64, 64 KiB pages)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.relocation import RelocationSection
+
+    cmd, runs = LINKERS[linker]
+    src, out = tmp_path / "lib.so", tmp_path / "pruned.so"
+    subprocess.run([*cmd, "-o", str(src), str(synth_source)], check=True)
+    report = prune(src, out, [Arch(90)], ptx="none")
+    assert report.archs[0].same and report.archs[0].modules == 2
+    assert out.stat().st_size < src.stat().st_size - 200_000  # the PTX's pages are cut out
+    readelf_ok(out)
+    data = out.read_bytes()
+    with open(out, "rb") as f:
+        e = ELFFile(f)
+        if linker == "gcc-lld-relr":
+            assert e.get_section_by_name(".relr.dyn") is not None
+        seg = e.get_section_by_name(".nvFatBinSegment")
+        slots = [seg["sh_addr"] + 24 * i + 8 for i in range(2)]
+        targets = {}
+        for sec in e.iter_sections():
+            if isinstance(sec, RelocationSection) and sec.is_RELA():
+                for r in sec.iter_relocations():
+                    if r["r_offset"] in slots:
+                        targets[r["r_offset"]] = r["r_addend"]
+        for i, slot in enumerate(slots):
+            stored = struct.unpack_from("<Q", data, next(e.address_offsets(slot)))[0]
+            if slot in targets:  # RELA: the addend; RELR: the value in place
+                assert targets[slot] == stored
+            assert _container_at(data, next(e.address_offsets(stored))) == SYNTH_KEEP[i]
+    if runs:
+        lib = ctypes.CDLL(str(out))
+        lib.fatbin_pointer.restype = ctypes.c_void_p
+        assert lib.answer() == 42
+        for i, keep in enumerate(SYNTH_KEEP):
+            ptr = lib.fatbin_pointer(i)
+            size = 16 + struct.unpack("<Q", ctypes.string_at(ptr + 8, 8))[0]
+            assert _container_at(ctypes.string_at(ptr, size), 0) == keep
+
+
 # -- real libraries -------------------------------------------------------------------------------
 
 # (library, --for, cuobjdump 11.8 needed): what cuobjdump lists of the output, by hand: every PTX
