@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from fatbin import child  # noqa: E402  (benchmarks/fatbin.py: a child's time and peak RSS)
 from thirdparty import (  # noqa: E402
     CUBLASLT13,
     CUDA_TOOLKIT_118,
@@ -42,20 +43,6 @@ LIBRARIES = (CUPY12_RANDOM, CURAND13, CUFFT11, CUBLASLT13)
 GENCODE = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in ("75", "80", "86", "89", "90")]
 LEVELS = [("lz4", 1), ("lz4", 3), ("lz4", 9), ("zstd", 1), ("zstd", 3), ("zstd", 6),
           ("zstd", 9), ("zstd", 15), ("zstd", 19)]
-
-
-def child(argv: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS bytes) of one run of ``argv`` under GNU time."""
-    report = Path(tempfile.mkstemp(prefix="fatbinkit-rss-")[1])
-    start = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-o", str(report), "-f", "%M", *argv],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv} failed: {proc.stderr.decode()[-800:]}")
-    kib = int(report.read_text().split()[-1])
-    report.unlink()
-    return wall, kib * 1024
 
 
 def median(argv: list[str]) -> tuple[float, int]:

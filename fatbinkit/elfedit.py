@@ -251,27 +251,13 @@ def rewrite(source: os.PathLike[str], output: os.PathLike[str], resizes: Sequenc
             patches.append((x.keep_end, bytes(x.resume - x.size - x.keep_end)))
         for r in resizes:
             patches.append((r.section.header.offset, r.data))
-        for at, data in writes:
-            if any(x.keep_end < at + len(data) and at < x.resume for x in holes):
-                raise UnsupportedError(f"a write at {at:#x} lands in a freed range")
-            patches.append((at, data))
+        patches += _checked(writes, holes)
         patches.append((phoff, b"".join(p.pack() for p in new_phdrs)))
         if head.shentsize != _SHDR:
             raise UnsupportedError(f"section header size {head.shentsize} is not {_SHDR}")
         patches.append((head.shoff, zero + b"".join(new_sections)))
         patches.append((0, new_head.pack()))
-
-        with open(output, "r+b") as out:
-            out.truncate(0)
-            ofd = out.fileno()
-            pos = 0
-            for x in cuts:
-                _copy(fd, ofd, pos, x.resume - x.size - pos)
-                pos = x.resume
-            _copy(fd, ofd, pos, total - pos)
-            for at, data in patches:
-                os.pwrite(ofd, data, moved(at))
-            size = os.fstat(ofd).st_size
+        size = _emit(fd, total, output, cuts, patches, moved)
     return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, x.split)
                                      for x in holes), moved(phoff), count)
 
@@ -327,24 +313,37 @@ def rewrite_object(source: os.PathLike[str], output: os.PathLike[str],
         new_head = dataclasses.replace(head, shoff=moved(head.shoff))
         patches = [(x.keep_end, bytes(x.resume - x.size - x.keep_end)) for x in holes]
         patches += [(r.section.header.offset, r.data) for r in resizes]
-        for at, data in writes:
-            if any(x.keep_end < at + len(data) and at < x.resume for x in holes):
-                raise UnsupportedError(f"a write at {at:#x} lands in a freed range")
-            patches.append((at, data))
+        patches += _checked(writes, holes)
         patches += [(head.shoff, table), (0, new_head.pack())]
-        with open(output, "r+b") as out:
-            out.truncate(0)
-            ofd = out.fileno()
-            pos = 0
-            for x in cuts:
-                _copy(fd, ofd, pos, x.resume - x.size - pos)
-                pos = x.resume
-            _copy(fd, ofd, pos, total - pos)
-            for at, data in patches:
-                os.pwrite(ofd, data, moved(at))
-            size = os.fstat(ofd).st_size
+        size = _emit(fd, total, output, cuts, patches, moved)
     return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, False)
                                      for x in holes), 0, 0)
+
+
+def _checked(writes: Sequence[tuple[int, bytes]],
+             holes: Sequence[_Hole]) -> list[tuple[int, bytes]]:
+    """``writes``, none of which may land in the bytes a resize frees."""
+    for at, data in writes:
+        if any(x.keep_end < at + len(data) and at < x.resume for x in holes):
+            raise UnsupportedError(f"a write at {at:#x} lands in a freed range")
+    return list(writes)
+
+
+def _emit(fd: int, total: int, output: os.PathLike[str], cuts: Sequence[_Hole],
+          patches: Sequence[tuple[int, bytes]], moved: Callable[[int], int]) -> int:
+    """Write the input (``fd``, ``total`` bytes) to ``output`` without the cut ranges, then the
+    patches (at input offsets) where they moved; returns the output's size."""
+    with open(output, "r+b") as out:
+        out.truncate(0)
+        ofd = out.fileno()
+        pos = 0
+        for x in cuts:
+            _copy(fd, ofd, pos, x.resume - x.size - pos)
+            pos = x.resume
+        _copy(fd, ofd, pos, total - pos)
+        for at, data in patches:
+            os.pwrite(ofd, data, moved(at))
+        return os.fstat(ofd).st_size
 
 
 def _check_segments(phdrs: Sequence[elf.ProgramHeader], total: int) -> None:

@@ -458,6 +458,17 @@ def test_recompress_raw_fatbin_round_trip(tmp_path: Path) -> None:
 # -- refusals -------------------------------------------------------------------------------------
 
 
+def assert_refused(data: bytes, tmp_path: Path, error: type[Exception], match: str,
+                   **options: object) -> None:
+    """``data`` as a library, pruned --for sm_90: refused with ``error``, no output left."""
+    src, out = tmp_path / "refused.so", tmp_path / "refused-out.so"
+    src.write_bytes(data)
+    with pytest.raises(error, match=match):
+        prune(src, out, [Arch(90)], **options)  # type: ignore[arg-type]
+    assert not out.exists()
+    src.unlink()
+
+
 def _wrapper_offset(data: bytes) -> int:
     return next(s for s in elf.sections(data) if s.name == ".nvFatBinSegment").header.offset
 
@@ -465,11 +476,7 @@ def _wrapper_offset(data: bytes) -> int:
 def test_unknown_wrapper_version_is_refused(tmp_path: Path) -> None:
     data = bytearray(fetch(CUPY12_RANDOM).read_bytes())
     struct.pack_into("<i", data, _wrapper_offset(data) + 4, 3)
-    src = tmp_path / "in.so"
-    src.write_bytes(data)
-    with pytest.raises(UnsupportedError, match="version 3"):
-        prune(src, tmp_path / "out.so", [Arch(90)])
-    assert not (tmp_path / "out.so").exists()
+    assert_refused(data, tmp_path, UnsupportedError, "version 3")
 
 
 def _relocated(tmp_path: Path, delta: int) -> Path:
@@ -533,12 +540,8 @@ def test_unreferenced_container_stays_in_place(built: Path, tmp_path: Path) -> N
 
 
 def test_signed_module_is_refused(built: Path, tmp_path: Path) -> None:
-    src = tmp_path / "signed.so"
-    src.write_bytes((built / "libslim.so").read_bytes() + b"\0" * 40
-                    + b"~Module signature appended~\n")
-    with pytest.raises(UnsupportedError, match="signed"):
-        prune(src, tmp_path / "out.so", [Arch(90)])
-    assert not (tmp_path / "out.so").exists()
+    assert_refused((built / "libslim.so").read_bytes() + b"\0" * 40
+                   + b"~Module signature appended~\n", tmp_path, UnsupportedError, "signed")
 
 
 def test_stripped_and_headerless_inputs(built: Path, tmp_path: Path) -> None:
@@ -555,11 +558,7 @@ def test_stripped_and_headerless_inputs(built: Path, tmp_path: Path) -> None:
     data = bytearray(stripped.read_bytes())
     struct.pack_into("<QHHH", data, 0x28, 0, 64, 0, 0)  # e_shoff, (ehsize), shentsize, shnum
     struct.pack_into("<H", data, 0x3E, 0)  # e_shstrndx
-    headless = tmp_path / "headless.so"
-    headless.write_bytes(data)
-    with pytest.raises(FormatError, match="no device code"):
-        prune(headless, tmp_path / "out2.so", [Arch(86)])
-    assert not (tmp_path / "out2.so").exists()
+    assert_refused(data, tmp_path, FormatError, "no device code")
 
 
 def test_bad_inputs(built: Path, tmp_path: Path) -> None:

@@ -43,9 +43,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "loads (sm_86 keeps the sm_80 SASS it runs when there is no sm_86 SASS), plus PTX by "
         "--ptx; the freed bytes are cut out of the file.",
         epilog=_PRUNE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", type=Path, help="shared library, executable, fatbin or wheel")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
-                   help="the output file (a folder for a wheel)")
     p.add_argument("--for", dest="archs", action="append", required=True, metavar="ARCH",
                    help="a GPU arch to keep everything for (sm_90, 90, sm_100...); repeatable")
     p.add_argument("--ptx", choices=PTX_POLICIES, default="keep",
@@ -63,14 +60,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the file. zstd needs a CUDA 12.4 driver: a rise of the minimum driver is refused "
         "unless --allow-newer-driver.",
         epilog=_RECOMPRESS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", type=Path, help="shared library, executable, fatbin or wheel")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
-                   help="the output file (a folder for a wheel)")
     _common(p, codec_required=True)
     p.set_defaults(func=_recompress, archs=None, ptx="keep", exact=False)
 
 
 def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
+    p.add_argument("file", type=Path, help="shared library, executable, object, fatbin or wheel")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
+                   help="the output file (a folder for a wheel)")
     p.add_argument("--codec", choices=CODECS, required=codec_required,
                    help="store entries as none, lz4 or zstd" +
                    ("" if codec_required else " (default: as they are)"))
