@@ -1,5 +1,5 @@
 """Slim the device code of shipped binaries: prune GPU architectures and recompress fatbins inside
-linked libraries, executables and raw fatbin files.
+linked libraries, executables, relocatable objects, raw fatbin files and wheels.
 
 **Pruning** keeps, in every fatbin container (module), what a device of each requested arch
 could load: the image the driver picks for it (:func:`fatbinkit.compat.decide`: exact SASS,
@@ -8,7 +8,8 @@ sm_80 SASS it runs when no sm_86 SASS exists. PTX is kept by policy: ``keep`` (e
 the forward compatibility the input had), ``floor`` (the one plain PTX a GPU newer than any in the
 file would JIT: the highest ``compute_XY``), ``none``. Kinds the driver never loads (LTO-IR and
 unknown ones) stay. Every requested arch then picks the same image per module as before, which the
-report shows per arch, computed again on the output's containers.
+report shows per arch, computed again on the output's containers. ``exact`` keeps instead the SASS
+of exactly the archs given, as ``nvprune -arch`` does, and the report names what no longer loads.
 
 **Recompression** re-encodes every kept entry (``none``, ``lz4``, ``zstd`` at a level), on all
 cores (the codecs release the GIL), keeping an entry uncompressed where compressing does not make
@@ -22,7 +23,11 @@ pointers rewritten, and the freed tail cut out of the file by :mod:`fatbinkit.el
 reference into a fatbin section (a relocation elsewhere, a dynamic symbol) is refused, naming it;
 ``same_size`` then rewrites each container where it was and zero-fills the rest, moving nothing
 (the file keeps its size; the zeros compress in a wheel). Unknown wrapper versions are refused.
-The output is read back and checked before it replaces the target.
+In a relocatable object the wrapper's pointer is an ``R_X86_64_64`` relocation whose addend
+follows its container. A non-PIE executable has no relocations for absolute addresses: there the
+wrapper records are the only references nvcc's registration code makes. The output is read back
+and checked before it replaces the target. A wheel's libraries are slimmed in parallel and the
+wheel written again with its ``RECORD`` (:mod:`fatbinkit.wheel`).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from .errors import (
 from .fatbin import (
     COMPRESSIONS,
     DecompressionBudget,
+    EntryFlags,
     EntryKind,
     FatbinContainer,
     FatbinEntry,
@@ -89,8 +95,8 @@ WRAPPER = struct.Struct("<IiQQ")
 WRAPPER_VERSIONS = (1, 2)
 _SECTIONS = (FATBIN_SECTION, RELFATBIN_SECTION)
 _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
-_CODEC_BITS = 0x2000 | 0x8000
-_CODEC_FLAG = {"lz4": 0x2000, "zstd": 0x8000}
+_CODEC_FLAG = {"lz4": int(EntryFlags.COMPRESSED_LZ4), "zstd": int(EntryFlags.COMPRESSED_ZSTD)}
+_CODEC_BITS = _CODEC_FLAG["lz4"] | _CODEC_FLAG["zstd"]
 _U64 = struct.Struct("<Q")
 _MODULE_SIGNATURE = b"~Module signature appended~\n"  # what Linux's sign-file appends
 
