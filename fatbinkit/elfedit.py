@@ -219,6 +219,8 @@ def rewrite(source: os.PathLike[str], output: os.PathLike[str], resizes: Sequenc
         phoff, table_hole = _place_table(head, holes, head.phnum + splits, page, sections)
         if not any(p.type == elf.PT_PHDR for p in phdrs):
             table_hole = None  # the table stays out of every segment: see the module notes
+        elif table_hole is not None:
+            _check_phdr_mapping(phdrs, table_hole)
         splits = sum(h.split for h in holes)  # placing the table may have shrunk a cut to 0
         for x in holes:
             if x.split and x.size == 0:
@@ -318,6 +320,18 @@ def rewrite_object(source: os.PathLike[str], output: os.PathLike[str],
         size = _emit(fd, total, output, cuts, patches, moved)
     return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, False)
                                      for x in holes), 0, 0)
+
+
+def _check_phdr_mapping(phdrs: Sequence[elf.ProgramHeader], hole: _Hole) -> None:
+    """A table that ``PT_PHDR`` names must be found where kernels before Linux 5.18 look for it:
+    the first ``PT_LOAD``'s base plus ``e_phoff``, so its segment must map file offsets to
+    addresses as the first one does."""
+    loads = [p for p in phdrs if p.type == elf.PT_LOAD]
+    seg = phdrs[hole.segment]
+    if seg.vaddr - seg.offset != loads[0].vaddr - loads[0].offset:
+        raise UnsupportedError(
+            "this file has PT_PHDR, and the program header table, which grows, can only go "
+            "into a segment that older kernels do not map it from: --same-size keeps the layout")
 
 
 def _checked(writes: Sequence[tuple[int, bytes]],

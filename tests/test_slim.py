@@ -40,7 +40,7 @@ from thirdparty import (
     fetch,
 )
 
-from fatbinkit import elf
+from fatbinkit import elf, elfedit
 from fatbinkit.arch import Arch
 from fatbinkit.cli import main
 from fatbinkit.compat import file_verdict, image_sets
@@ -172,6 +172,29 @@ def test_pruned_executable_runs(built: Path, tmp_path: Path) -> None:
     readelf_ok(out)
     assert out.stat().st_size < (built / "exe").stat().st_size
     assert run_program(out) == PROGRAM_OUTPUT
+
+
+def test_phdr_table_where_old_kernels_would_not_find_it_is_refused(built: Path,
+                                                                    tmp_path: Path) -> None:
+    """The executable with its device code's segment moved to another address-to-offset
+    relation than the first PT_LOAD's: the grown table cannot go where kernels before 5.18
+    look for it (base + e_phoff), so the layout change is refused; --same-size still works."""
+    data = bytearray((built / "exe").read_bytes())
+    head = elf.file_header(data)
+    phdrs = elf.program_headers(data, head)
+    fat = next(s for s in elf.sections(data) if s.name == ".nv_fatbin")
+    seg = elfedit.load_segment(phdrs, fat)
+    assert seg is not None and phdrs[seg].vaddr - phdrs[seg].offset == 0
+    at = head.phoff + seg * 56
+    for field_at in (at + 16, at + 24):  # p_vaddr, p_paddr
+        struct.pack_into("<Q", data, field_at,
+                         struct.unpack_from("<Q", data, field_at)[0] + 0x100000)
+    sh = elf.file_header(data).shoff + fat.index * 64 + 16  # sh_addr
+    struct.pack_into("<Q", data, sh, fat.header.addr + 0x100000)
+    assert_refused(data, tmp_path, UnsupportedError, "PT_PHDR", ptx="none")
+    src = tmp_path / "moved.so"
+    src.write_bytes(data)
+    prune(src, tmp_path / "same.so", [Arch(90)], ptx="none", same_size=True)
 
 
 def test_strip_refuses_and_patchelf_works(built: Path, tmp_path: Path) -> None:
