@@ -85,6 +85,13 @@ class Layout:
     cuts: tuple[Cut, ...]
     phdr_offset: int
     phdr_count: int
+    phdr_mapped: bool = False  # the grown table moved into a segment (a file with PT_PHDR)
+
+    @property
+    def strip_breaks(self) -> bool:
+        """Whether GNU strip run on the output would corrupt it: it moves a table that a segment
+        maps back behind the ELF header, over the first sections (see the module notes)."""
+        return self.phdr_mapped
 
     def __str__(self) -> str:
         cuts = "; ".join(map(str, self.cuts)) or "no bytes cut"
@@ -261,7 +268,7 @@ def rewrite(source: os.PathLike[str], output: os.PathLike[str], resizes: Sequenc
         patches.append((0, new_head.pack()))
         size = _emit(fd, total, output, cuts, patches, moved)
     return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, x.split)
-                                     for x in holes), moved(phoff), count)
+                                     for x in holes), moved(phoff), count, table_hole is not None)
 
 
 def rewrite_object(source: os.PathLike[str], output: os.PathLike[str],

@@ -190,6 +190,7 @@ class SlimReport:
             "unreferenced_in_place": self.unreferenced,
             "archs": [a.to_dict() for a in self.archs],
             "cuts": [dataclasses.asdict(c) for c in self.layout.cuts] if self.layout else [],
+            "strip_breaks": bool(self.layout and self.layout.strip_breaks),
         }
 
     def __str__(self) -> str:
@@ -206,6 +207,10 @@ class SlimReport:
         if self.unreferenced:
             lines.append(f"{self.unreferenced} containers no wrapper points at were rewritten "
                          "where they were (not moved)")
+        if self.layout is not None and self.layout.strip_breaks:
+            lines.append("warning: GNU strip run on this output would corrupt it (it moves the "
+                         "grown program header table over the first sections): strip before "
+                         "pruning, not after")
         lines += [f"  {a}" for a in self.archs]
         return "\n".join(lines)
 

@@ -167,11 +167,17 @@ def test_prune_own_library(built: Path, tmp_path: Path, archs: str, ptx: str) ->
 def test_pruned_executable_runs(built: Path, tmp_path: Path) -> None:
     """An nvcc executable (PIE, with PT_PHDR and PT_INTERP): the table must stay mapped."""
     out = tmp_path / "exe"
-    prune(built / "exe", out, [Arch(90)], ptx="none")
+    report = prune(built / "exe", out, [Arch(90)], ptx="none")
     assert listed_archs(out) == {"ELF sm_90": 2}
     readelf_ok(out)
     assert out.stat().st_size < (built / "exe").stat().st_size
     assert run_program(out) == PROGRAM_OUTPUT
+    # the hazard the report warns of: strip moves the mapped table over the first sections
+    assert "strip before pruning" in str(report)
+    stripped = tmp_path / "stripped"
+    subprocess.run(["strip", "-o", str(stripped), str(out)], capture_output=True, check=False)
+    proc = subprocess.run([str(stripped)], capture_output=True, text=True, check=False)
+    assert (proc.returncode, proc.stdout) != (0, PROGRAM_OUTPUT)
 
 
 def test_phdr_table_where_old_kernels_would_not_find_it_is_refused(built: Path,
@@ -199,7 +205,8 @@ def test_phdr_table_where_old_kernels_would_not_find_it_is_refused(built: Path,
 
 def test_strip_refuses_and_patchelf_works(built: Path, tmp_path: Path) -> None:
     out = tmp_path / "libslim.so"
-    prune(built / "libslim.so", out, [Arch(90)])
+    report = prune(built / "libslim.so", out, [Arch(90)])
+    assert "strip" not in str(report)  # a library's table is in no segment: strip refuses
     before = out.read_bytes()
     proc = subprocess.run(["strip", str(out)], capture_output=True, text=True, check=False)
     assert proc.returncode != 0 and "not enough room for program headers" in proc.stderr
