@@ -7,7 +7,9 @@
 4. ``fatbinkit embed`` writes an ELF object with ``__<name>_start/_end/_size`` symbols (no ld, no
    objcopy), gcc links it into a shared library, and ``ls --resources`` finds the kernels there;
 5. ``fatbinkit inject`` adds the fatbin to an already linked library instead;
-6. ``fatbinkit load`` loads it from the library's symbol on the GPU, when there is one.
+6. ``fatbinkit load`` loads it from the library's symbol on the GPU, when there is one;
+7. ``fatbinkit prune`` slims device code for one GPU generation: the fatbin, and (where nvcc is
+   found) a CUDA library built for four, whose file really shrinks.
 
 Everything lands in ``out/demo/``.
 """
@@ -125,6 +127,25 @@ def main() -> int:
             fatbinkit("load", str(target), "--symbol", "add_kernel")
         else:
             fatbinkit("load", str(fat))
+    step("7. Slim for one GPU generation: keep what sm_90 GPUs load")
+    fatbinkit("prune", str(fat), "-o", str(OUT / "add_kernel.sm_90.fatbin"), "--for", "sm_90",
+              "--ptx", "none")
+    cuda_lib = OUT / "libslim.so"
+    nvcc = shutil.which("nvcc")
+    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in ("75", "80", "86")]
+    gencode.append("-gencode=arch=compute_90,code=[sm_90,compute_90]")
+    built = nvcc is not None and subprocess.run(
+        [nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", str(cuda_lib),
+         str(ROOT / "tests" / "data" / "slim_lib.cu"), *gencode],
+        capture_output=True, check=False).returncode == 0
+    if built:
+        print(f"$ nvcc -shared -o {cuda_lib.relative_to(ROOT)} tests/data/slim_lib.cu "
+              "(sm_75, sm_80, sm_86, sm_90 + PTX)")
+        fatbinkit("prune", str(cuda_lib), "-o", str(OUT / "libslim.sm_90.so"), "--for", "sm_90")
+        fatbinkit("ls", str(OUT / "libslim.sm_90.so"))
+    else:
+        print("   (no working nvcc here: the library step is skipped; docs/slim.md shows torch's "
+              "libraries pruned)")
     print(f"\nDone: files in {OUT.relative_to(ROOT)}/")
     return 0
 
