@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import struct
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -87,8 +88,15 @@ def rewrite(source: os.PathLike[str], output: os.PathLike[str],
                 zout.writestr(new, b"")
                 continue
             path = replaced.get(name)
-            size = os.path.getsize(path) if path is not None else info.file_size
             digest = hashlib.sha256()
+            if path is None and _RAW_COPY:  # as stored: hashed by inflating, not deflated again
+                with zin.open(info) as src:
+                    while chunk := src.read(_CHUNK):
+                        digest.update(chunk)
+                _copy_stored(zin, info, zout)
+                lines.append(f"{name},sha256={_b64(digest.digest())},{info.file_size}")
+                continue
+            size = os.path.getsize(path) if path is not None else info.file_size
             with (open(path, "rb") if path is not None else zin.open(info)) as src, \
                     zout.open(new, "w", force_zip64=size > zipfile.ZIP64_LIMIT) as dst:
                 while chunk := src.read(_CHUNK):
@@ -101,6 +109,47 @@ def rewrite(source: os.PathLike[str], output: os.PathLike[str],
         info.compress_type = zipfile.ZIP_DEFLATED
         zout.writestr(info, "\n".join(lines) + "\n")
     return tuple(dropped)
+
+
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name and extra field lengths
+# Copying a member's compressed bytes as they are needs what ZipFile keeps for itself (its file,
+# where the central directory starts, its member list): CPython 3.10 to 3.13 have them; else
+# members are inflated and deflated again.
+_RAW_COPY = hasattr(zipfile.ZipFile, "_writecheck") and hasattr(zipfile.ZipInfo, "FileHeader")
+
+
+def _copy_stored(zin: zipfile.ZipFile, info: zipfile.ZipInfo, zout: zipfile.ZipFile) -> None:
+    """Append ``info``'s member of ``zin`` to ``zout`` with its compressed bytes copied, as
+    ``ZipFile.open(.., "w")`` would lay it out (local header with sizes and CRC, no descriptor)."""
+    src, dst = zin.fp, zout.fp
+    if src is None or dst is None:
+        raise InputError("a wheel's zip file is closed")
+    src.seek(info.header_offset)
+    magic, name_len, extra_len = _LOCAL_HEADER.unpack(src.read(_LOCAL_HEADER.size))
+    if magic != b"PK\x03\x04":
+        raise FormatError(f"wheel member {info.filename}: no local header at "
+                          f"{info.header_offset:#x}")
+    new = zipfile.ZipInfo(info.filename, info.date_time)
+    new.compress_type, new.external_attr = info.compress_type, info.external_attr
+    new.create_system, new.flag_bits = info.create_system, info.flag_bits & ~0x08
+    new.file_size, new.compress_size, new.CRC = info.file_size, info.compress_size, info.CRC
+    zout._writecheck(new)  # type: ignore[attr-defined]
+    dst.seek(zout.start_dir)
+    new.header_offset = dst.tell()
+    zip64 = max(info.file_size, info.compress_size) > zipfile.ZIP64_LIMIT
+    dst.write(new.FileHeader(zip64))
+    src.seek(info.header_offset + _LOCAL_HEADER.size + name_len + extra_len)
+    left = info.compress_size
+    while left:
+        chunk = src.read(min(_CHUNK, left))
+        if not chunk:
+            raise FormatError(f"wheel member {info.filename} ends early")
+        dst.write(chunk)
+        left -= len(chunk)
+    zout.start_dir = dst.tell()
+    zout.filelist.append(new)
+    zout.NameToInfo[new.filename] = new
+    zout._didModify = True  # type: ignore[attr-defined]
 
 
 def _b64(digest: bytes) -> str:

@@ -651,8 +651,9 @@ def test_cli(built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_prune_wheel_installs_with_pip(tmp_path: Path) -> None:
-    """CuPy for CUDA 13: every library pruned, RECORD right by the wheel package's own check,
-    the tags kept, pip installs it, and the installed libraries hold what cuobjdump says."""
+    """CuPy for CUDA 13: every library pruned, the other members copied as stored; Info-ZIP's
+    unzip finds every CRC right, the wheel package every RECORD hash; the tags kept, pip installs
+    it, and the installed libraries hold what cuobjdump says."""
     from wheel.wheelfile import WheelFile
 
     fetch(CUPY13_RANDOM)  # downloads the wheel
@@ -661,6 +662,7 @@ def test_prune_wheel_installs_with_pip(tmp_path: Path) -> None:
     out = tmp_path / "dist" / src.name
     assert out.is_file() and report.output_size == out.stat().st_size < src.stat().st_size
     assert len(report.files) == 3 and all(not isinstance(r, str) for _, r in report.files)
+    subprocess.run(["unzip", "-tq", str(out)], check=True)  # Info-ZIP: every member's CRC
     with WheelFile(out) as wf:  # reads every member, checking its hash and size in RECORD
         names = wf.namelist()
         for name in names:
