@@ -1,7 +1,8 @@
 """Slimming benchmark, side by side in one run: ``fatbinkit prune`` on real libraries beside
 ``cp`` of the same file (the I/O floor: nothing else prunes a linked library; nvprune refuses
-one, "not relocatable"), ``fatbinkit prune`` beside ``nvprune`` (CUDA 11.8, Debian's non-free
-package) on an nvcc object, and codec/level against size and time for recompression.
+one, "not relocatable"), torch's CUDA wheel beside ``unzip`` of it, ``fatbinkit prune`` beside
+``nvprune`` (CUDA 11.8, Debian's non-free package) on an nvcc object, and codec/level against size
+and time for recompression.
 
 Usage: python benchmarks/slim.py [--write docs/benchmarks-slim.md]
 
@@ -70,6 +71,25 @@ def libraries(work: Path) -> list[str]:
     return rows
 
 
+#: torch's CUDA wheel where this machine keeps it (pip's cap on this workplace's machines);
+#: elsewhere the row is left out
+TORCH_WHEEL = Path("/opt/pypi-more/files/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
+
+
+def wheel(work: Path) -> list[str]:
+    if not TORCH_WHEEL.is_file():
+        return [f"(no {TORCH_WHEEL.name} on this machine: the wheel row is left out)"]
+    out = work / "dist"
+    t, mem = median([*FATBINKIT, "prune", str(TORCH_WHEEL), "-o", str(out), "--for", "sm_90"])
+    unzip, _ = median(["unzip", "-q", "-o", str(TORCH_WHEEL), "-d", str(work / "unz")])
+    before, after = TORCH_WHEEL.stat().st_size, (out / TORCH_WHEEL.name).stat().st_size
+    return ["| wheel | size | pruned `--for sm_90` | prune time, memory | `unzip -q` alone |",
+            "|---|---:|---:|---:|---:|",
+            f"| {TORCH_WHEEL.name} | {mib(before)} | {mib(after)} "
+            f"(-{100 * (before - after) / before:.1f} %) | {t:.1f} s, {mib(mem)} | "
+            f"{unzip:.1f} s |"]
+
+
 def levels(work: Path) -> list[str]:
     from fatbinkit.slim import recompress
 
@@ -111,7 +131,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        body = [*libraries(work), "", *objects(work), "", *levels(work)]
+        body = [*libraries(work), "", *wheel(work), "", *objects(work), "", *levels(work)]
     head = (f"# Slimming benchmark\n\n`python benchmarks/slim.py`, "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.machine()}, "
             f"{os.cpu_count()} CPUs, Python {platform.python_version()}. Process times are "
