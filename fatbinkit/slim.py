@@ -442,8 +442,7 @@ class _Wrapper:
     target: int  # vaddr it points at
 
 
-def _wrappers(view: memoryview, sections: Sequence[elf.Section],
-              phdrs: Sequence[elf.ProgramHeader]) -> list[_Wrapper]:
+def _wrappers(view: memoryview, sections: Sequence[elf.Section]) -> list[_Wrapper]:
     """The ``__fatbinwrap`` records: each one's data pointer slot and target."""
     sec = next((s for s in sections if s.name == WRAPPER_SECTION), None)
     if sec is None or sec.header.type == elf.SHT_NOBITS:
@@ -558,9 +557,9 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
     return by_slot, others
 
 
-def _modules_of(view: memoryview, fd: int | None, base: int, size: int, section: str,
+def _modules_of(view: memoryview, base: int, size: int, section: str,
                 first: int) -> list[_Module]:
-    src = Reader(view[base : base + size], fd, base)
+    src = Reader(view[base : base + size], None, base)
     out = []
     for k, (off, head) in enumerate(iter_containers(src)):
         out.append(_Module(section, first + k, off, FatbinContainer.parse(src, off, head), []))
@@ -671,7 +670,7 @@ def _report(total: int, out_size: int, modules: list[_Module], codec: str | None
 
 def _slim_raw(view: memoryview, output: os.PathLike[str], req: _Request,
               mode: int) -> SlimReport:
-    modules = _modules_of(view, None, 0, len(view), "", 0)
+    modules = _modules_of(view, 0, len(view), "", 0)
     _plan(modules, req)
     reports = _finish(modules, req)
     data = b"".join(m.data for m in modules)
@@ -695,7 +694,7 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
     phdrs = elf.program_headers(view, head)
     fat, modules, by_section = _fat_sections(source, view, sections, alloc=True)
     ranges = [(s.name, s.header.addr, s.header.addr + s.header.size) for s in fat]
-    wrappers = _wrappers(view, sections, phdrs)
+    wrappers = _wrappers(view, sections)
     slots_of: dict[int, _Wrapper] = {}
     for w in wrappers:
         if any(lo <= w.target < hi for _, lo, hi in ranges):
@@ -756,7 +755,7 @@ def _fat_sections(source: os.PathLike[str], view: memoryview, sections: Sequence
     for s in fat:
         if alloc and not s.header.flags & elf.SHF_ALLOC:
             raise UnsupportedError(f"section {s.name} is not loaded (not SHF_ALLOC)")
-        found = _modules_of(view, None, s.header.offset, s.header.size, s.name, len(modules))
+        found = _modules_of(view, s.header.offset, s.header.size, s.name, len(modules))
         by_section[s.index] = found
         modules += found
     return fat, modules, by_section
@@ -773,7 +772,7 @@ def _slim_object(source: os.PathLike[str], view: memoryview, head: elf.FileHeade
     starts = {(s.index, m.old_offset) for s in fat for m in by_section[s.index]}
     wrapper = next((s for s in sections if s.name == WRAPPER_SECTION), None)
     if wrapper is not None:
-        _wrappers(view, [wrapper], ())  # checks magic and version of each record
+        _wrappers(view, [wrapper])  # checks magic and version of each record
     symtab = next((s for s in sections if s.header.type == elf.SHT_SYMTAB), None)
     symbols: list[tuple[int, int]] = []
     size = elf.Symbol.FORMAT.size
