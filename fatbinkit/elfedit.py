@@ -170,35 +170,37 @@ def _holes(head: elf.FileHeader, phdrs: Sequence[elf.ProgramHeader],
         load = phdrs[hole.segment]
         at_end = b == load.offset + load.filesz and load.memsz == load.filesz
         hole.split = hole.size > 0 and not at_end
-    if head.phoff + head.phnum * head.phentsize > 0 and any(
-            x.keep_end < head.phoff + head.phnum * head.phentsize and head.phoff < x.resume
-            for x in holes):
+    table_end = head.phoff + head.phnum * head.phentsize
+    if head.phnum and any(x.keep_end < table_end and head.phoff < x.resume for x in holes):
         raise UnsupportedError("the program header table lies in a resized section")
     return holes
 
 
-def _place_table(head: elf.FileHeader, holes: list[_Hole], count: int, page: int,
-                 sections: Sequence[elf.Section]) -> tuple[int, _Hole | None]:
-    """Where the table of ``count`` headers goes (an input offset), and the hole whose slack
-    holds it (None: it stays where it is)."""
-    need = count * _PHDR
-    if count <= head.phnum:
-        return head.phoff, None
+def _place_table(head: elf.FileHeader, holes: list[_Hole], page: int,
+                 sections: Sequence[elf.Section]) -> tuple[int, int, _Hole | None]:
+    """Where the program header table goes (an input offset), how many headers it holds (one
+    more per split), and the hole whose slack holds it (None: it stays where it is). A split
+    whose slack cannot hold the table and still cut a page is given up (zero-filled, not cut)."""
     after = head.phoff + head.phnum * head.phentsize
     used = [s.header.offset for s in sections
             if s.header.type not in (elf.SHT_NULL, elf.SHT_NOBITS) and s.header.size
             and s.header.offset >= after]
-    if head.phentsize == _PHDR and head.phoff + need <= min(used, default=0):
-        return head.phoff, None  # room in place (rare: linkers pack the first section)
     for hole in holes:
+        count = head.phnum + sum(x.split for x in holes)
+        need = count * _PHDR
+        if count == head.phnum:
+            break
+        if head.phentsize == _PHDR and head.phoff + need <= min(used, default=0):
+            return head.phoff, count, None  # room in place (rare: linkers pack the first section)
         if not hole.split:
             continue
         at = -(-hole.keep_end // 8) * 8
-        while at + need > hole.resume - hole.size and hole.size >= page:
+        while at + need > hole.resume - hole.size and hole.size > page:
             hole.size -= page  # keep one more page of slack for the table
         if at + need <= hole.resume - hole.size:
-            return at, hole
-    raise UnsupportedError(f"no room for a program header table of {count} entries")
+            return at, count, hole
+        hole.size, hole.split = 0, False
+    return head.phoff, head.phnum, None
 
 
 def rewrite(source: os.PathLike[str], output: os.PathLike[str], resizes: Sequence[Resize],
@@ -221,51 +223,23 @@ def rewrite(source: os.PathLike[str], output: os.PathLike[str], resizes: Sequenc
         sections = elf.sections(src, head)
         if not sections:
             raise UnsupportedError("the file has no section headers")
+        if head.shentsize != _SHDR:
+            raise UnsupportedError(f"section header size {head.shentsize} is not {_SHDR}")
         holes = _holes(head, phdrs, sections, resizes, page, shrink)
-        splits = sum(h.split for h in holes)
-        phoff, table_hole = _place_table(head, holes, head.phnum + splits, page, sections)
+        phoff, count, table_hole = _place_table(head, holes, page, sections)
         if not any(p.type == elf.PT_PHDR for p in phdrs):
             table_hole = None  # the table stays out of every segment: see the module notes
         elif table_hole is not None:
             _check_phdr_mapping(phdrs, table_hole)
-        splits = sum(h.split for h in holes)  # placing the table may have shrunk a cut to 0
-        for x in holes:
-            if x.split and x.size == 0:
-                x.split = False
-        count = head.phnum + splits
         cuts = [x for x in holes if x.size]
-
-        def moved(at: int) -> int:
-            """The output offset of input offset ``at`` (not inside a cut range)."""
-            return at - sum(x.size for x in cuts if x.resume <= at)
-
+        moved = _mover(cuts)
         new_phdrs = _segments(phdrs, holes, page, moved, phoff, count, table_hole)
-        new_sections = []
-        sizes = {r.section.index: len(r.data) for r in resizes}
-        for s in sections[1:]:
-            h = s.header
-            size = sizes.get(s.index, h.size)
-            new_sections.append(elf.SectionHeader(
-                h.name, h.type, h.flags, h.addr, moved(h.offset), size, h.link, h.info,
-                h.addralign, h.entsize).pack())
-        zero = elf.SectionHeader(*elf.SectionHeader.FORMAT.unpack(
-            src.read(head.shoff, _SHDR))).pack()
-        shoff = moved(head.shoff)
-        new_head = elf.FileHeader(
-            head.ident, head.type, head.machine, head.version, head.entry, moved(phoff),
-            shoff, head.flags, head.ehsize, _PHDR, count, _SHDR, head.shnum, head.shstrndx)
-
-        patches: list[tuple[int, bytes]] = []
-        for x in holes:
-            patches.append((x.keep_end, bytes(x.resume - x.size - x.keep_end)))
-        for r in resizes:
-            patches.append((r.section.header.offset, r.data))
-        patches += _checked(writes, holes)
-        patches.append((phoff, b"".join(p.pack() for p in new_phdrs)))
-        if head.shentsize != _SHDR:
-            raise UnsupportedError(f"section header size {head.shentsize} is not {_SHDR}")
-        patches.append((head.shoff, zero + b"".join(new_sections)))
-        patches.append((0, new_head.pack()))
+        new_head = dataclasses.replace(head, phoff=moved(phoff), shoff=moved(head.shoff),
+                                       phentsize=_PHDR, phnum=count)
+        patches = _patches(holes, resizes, writes)
+        patches += [(phoff, b"".join(p.pack() for p in new_phdrs)),
+                    (head.shoff, _section_table(sections, resizes, moved)),
+                    (0, new_head.pack())]
         size = _emit(fd, total, output, cuts, patches, moved)
     return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, x.split)
                                      for x in holes), moved(phoff), count, table_hole is not None)
@@ -308,22 +282,11 @@ def rewrite_object(source: os.PathLike[str], output: os.PathLike[str],
                                        f"{r.section.name}")
             holes.append(_Hole(r.section, -1, a, b, (b - a) // grain * grain if shrink else 0))
         cuts = [x for x in holes if x.size]
-
-        def moved(at: int) -> int:
-            return at - sum(x.size for x in cuts if x.resume <= at)
-
-        sizes = {r.section.index: len(r.data) for r in resizes}
-        table = b"".join(
-            elf.SectionHeader(h.name, h.type, h.flags, h.addr,
-                              moved(h.offset) if s.index else h.offset,
-                              sizes.get(s.index, h.size), h.link, h.info, h.addralign,
-                              h.entsize).pack()
-            for s in sections for h in (s.header,))
+        moved = _mover(cuts)
         new_head = dataclasses.replace(head, shoff=moved(head.shoff))
-        patches = [(x.keep_end, bytes(x.resume - x.size - x.keep_end)) for x in holes]
-        patches += [(r.section.header.offset, r.data) for r in resizes]
-        patches += _checked(writes, holes)
-        patches += [(head.shoff, table), (0, new_head.pack())]
+        patches = _patches(holes, resizes, writes)
+        patches += [(head.shoff, _section_table(sections, resizes, moved)),
+                    (0, new_head.pack())]
         size = _emit(fd, total, output, cuts, patches, moved)
     return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, False)
                                      for x in holes), 0, 0)
@@ -341,13 +304,35 @@ def _check_phdr_mapping(phdrs: Sequence[elf.ProgramHeader], hole: _Hole) -> None
             "into a segment that older kernels do not map it from: --same-size keeps the layout")
 
 
-def _checked(writes: Sequence[tuple[int, bytes]],
-             holes: Sequence[_Hole]) -> list[tuple[int, bytes]]:
-    """``writes``, none of which may land in the bytes a resize frees."""
+def _mover(cuts: Sequence[_Hole]) -> Callable[[int], int]:
+    """The output offset of an input offset (not inside a cut range)."""
+    def moved(at: int) -> int:
+        return at - sum(x.size for x in cuts if x.resume <= at)
+
+    return moved
+
+
+def _patches(holes: Sequence[_Hole], resizes: Sequence[Resize],
+             writes: Sequence[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """What is written over the copied bytes (at input offsets): zeros over each freed range
+    that stays, each section's new contents, and ``writes``, none of which may land in the
+    bytes a resize frees."""
     for at, data in writes:
         if any(x.keep_end < at + len(data) and at < x.resume for x in holes):
             raise UnsupportedError(f"a write at {at:#x} lands in a freed range")
-    return list(writes)
+    return [*((x.keep_end, bytes(x.resume - x.size - x.keep_end)) for x in holes),
+            *((r.section.header.offset, r.data) for r in resizes), *writes]
+
+
+def _section_table(sections: Sequence[elf.Section], resizes: Sequence[Resize],
+                   moved: Callable[[int], int]) -> bytes:
+    """The section header table with offsets moved and the resized sections' new sizes."""
+    sizes = {r.section.index: len(r.data) for r in resizes}
+    return b"".join(
+        elf.SectionHeader(h.name, h.type, h.flags, h.addr, moved(h.offset) if s.index else h.offset,
+                          sizes.get(s.index, h.size), h.link, h.info, h.addralign,
+                          h.entsize).pack()
+        for s in sections for h in (s.header,))
 
 
 def _emit(fd: int, total: int, output: os.PathLike[str], cuts: Sequence[_Hole],
@@ -406,11 +391,10 @@ def _segments(phdrs: Sequence[elf.ProgramHeader], holes: Sequence[_Hole], page: 
             piece = elf.ProgramHeader(p.type, p.flags, moved(start), p.vaddr + start - p.offset,
                                       p.paddr + start - p.offset, end - start, end - start,
                                       p.align)
+            out.append(_realigned(piece, piece.offset, page))
             if not h.split:  # the section ended the segment: it only gets shorter
-                out.append(_realigned(piece, piece.offset, page))
                 start = -1
                 break
-            out.append(_realigned(piece, piece.offset, page))
             start = h.resume
         if start >= 0:
             skip = start - p.offset

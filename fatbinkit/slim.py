@@ -45,7 +45,7 @@ from typing import Any
 
 from . import elf, elfedit
 from .arch import Arch
-from .compat import PTX, SASS, Image, decide, device_floor, image_floors, image_from_entry
+from .compat import PTX, SASS, Image, decide, image_from_entry
 from .cubin import cubin_toolkit
 from .driver import CudaVersion, dotted
 from .errors import (
@@ -80,6 +80,7 @@ __all__ = [
     "ArchReport",
     "SlimReport",
     "WheelReport",
+    "has_device_code",
     "prune",
     "recompress",
     "slim",
@@ -354,23 +355,27 @@ def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> Image | Non
 
 
 def _floors_need(img: Image | None, device: Arch, codec: str | None) -> CudaVersion | None:
-    """The lowest CUDA driver that loads ``img`` on ``device`` (stored as ``codec``)."""
+    """The lowest CUDA driver that loads ``img`` on ``device`` (stored as ``codec``), as
+    :func:`fatbinkit.compat.decide` computes it for the image it picks."""
     if img is None:
         return None
-    floors, _ = image_floors(dataclasses.replace(img, compression=codec))
-    dfloor = device_floor(Arch(device.number))
-    needs = [f.need for f in (*floors, *((dfloor,) if dfloor else ()))]
-    if any(n is None for n in needs):
-        return None
-    return max((n for n in needs if n is not None), default=None)
+    return decide([dataclasses.replace(img, compression=codec)], device).min_driver
+
+
+def _later(a: CudaVersion | None, b: CudaVersion | None) -> CudaVersion | None:
+    return b if a is None or (b is not None and b > a) else a
 
 
 def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
                   budget: DecompressionBudget) -> tuple[ArchReport, ...]:
     # (module, old pick, new pick) per device, then each picked entry's image read once, on
     # all cores (decompression releases the GIL)
-    picks = {dev: [(m, _picks(m.old.entries, [dev])[dev], _picks(m.new.entries, [dev])[dev])
-                   for m in modules if m.new is not None] for dev in devices}
+    picks: dict[Arch, list[tuple[_Module, int | None, int | None]]] = {d: [] for d in devices}
+    for m in modules:
+        assert m.new is not None
+        old, new = _picks(m.old.entries, devices), _picks(m.new.entries, devices)
+        for dev in devices:
+            picks[dev].append((m, old[dev], new[dev]))
     wanted = {id(e): e for rows in picks.values()
               for m, old, new in rows if old is not None and new is not None
               for e in (m.old.entries[old],)}
@@ -404,10 +409,8 @@ def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
                 jit += 1
             old_entry = m.old.entries[old_pick]
             img = full[id(old_entry)]
-            need_old = _floors_need(img, dev, old_entry.compression)
-            need_new = _floors_need(img, dev, new_entry.compression)
-            before = need_old if before is None or (need_old and need_old > before) else before
-            after = need_new if after is None or (need_new and need_new > after) else after
+            before = _later(before, _floors_need(img, dev, old_entry.compression))
+            after = _later(after, _floors_need(img, dev, new_entry.compression))
         reports.append(ArchReport(Arch(dev.number, dev.suffix), loading, sass, jit,
                                   tuple(changed), before, after, tuple(sorted(lost))))
     return tuple(reports)
@@ -517,18 +520,19 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
     def inside(target: int) -> str | None:
         return next((name for name, lo, hi in ranges if lo <= target < hi), None)
 
+    low = min(lo for _, lo, _ in ranges)
+    high = max(hi for _, _, hi in ranges)
     dynsym = next((s for s in sections if s.header.type == elf.SHT_DYNSYM), None)
     values: list[int] = []
     if dynsym is not None:
         h = dynsym.header
         raw = view[h.offset : h.offset + h.size - h.size % elf.Symbol.FORMAT.size]
         for _n, _i, _o, shndx, value, _s in elf.Symbol.FORMAT.iter_unpack(raw):
-            values.append(value if shndx != elf.SHN_UNDEF else -1)
-            name = inside(value) if shndx != elf.SHN_UNDEF else None
+            defined = shndx != elf.SHN_UNDEF
+            values.append(value if defined else -1)
+            name = inside(value) if defined and low <= value < high else None
             if name:
                 others.append((f"a dynamic symbol points into {name} at {value:#x}", value))
-    low = min(lo for _, lo, _ in ranges)
-    high = max(hi for _, _, hi in ranges)
     for s, i, (offset, info, addend) in _relocations(view, sections):
         kind, sym = info & 0xFFFFFFFF, info >> 32
         if offset in slots:
@@ -658,12 +662,10 @@ def _report(total: int, out_size: int, modules: list[_Module], codec: str | None
                        f"PTX {e.arch.compute}" if e.header.kind == _PTX else
                        f"kind {e.header.kind:#x} {e.arch.sm}")
                 dropped[key] = dropped.get(key, 0) + 1
-    assert all(m.new is not None for m in modules)
     return SlimReport(
-        total, out_size, sum(len(m.old) for m in modules),
-        sum(len(m.new) for m in modules if m.new is not None), len(modules),
-        sum(len(m.old.entries) for m in modules),
-        sum(len(m.new.entries) for m in modules if m.new is not None),
+        total, out_size, sum(len(m.old) for m in modules), sum(len(m.data) for m in modules),
+        len(modules), sum(len(m.old.entries) for m in modules),
+        sum(len(m.kept) for m in modules),
         tuple(sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))), codec, reports, layout,
         same_size, sum(m.unreferenced for m in modules))
 
@@ -989,7 +991,9 @@ def _slim_member(job: tuple[str, str, dict[str, Any]]) -> SlimReport | str:
         return f"refused: {e}"
 
 
-def _has_device_code(path: Path) -> bool:
+def has_device_code(path: os.PathLike[str]) -> bool:
+    """Whether the ELF file at ``path`` (not a cubin) holds a fatbin section to slim; its section
+    table is read, nothing else."""
     with open_input(path) as f:
         src = elf.FileSource(f.fileno(), os.fstat(f.fileno()).st_size)
         head = elf.file_header(src)
@@ -1019,17 +1023,15 @@ def slim_wheel(source: os.PathLike[str], output_dir: os.PathLike[str], *,
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".fatbinkit-") as work:
         jobs: list[tuple[str, str, dict[str, Any]]] = []
         names: list[str] = []
-        for k, name in enumerate(wheel.elf_members(src)):
-            path = Path(work) / f"{k}.in"
-            wheel.extract(src, name, path)
+        for name, path in wheel.extract_elf(src, Path(work)):
             try:
-                if not _has_device_code(path):
+                if not has_device_code(path):
                     path.unlink()
                     continue
             except FatbinkitError as e:
                 raise type(e)(f"{name}: {e}") from e
             names.append(name)
-            jobs.append((str(path), str(Path(work) / f"{k}.out"), options))
+            jobs.append((str(path), str(path.with_suffix(".out")), options))
         results: list[SlimReport | str] = [""] * len(jobs)
         with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1) or 1) as pool:
             futures = {pool.submit(_slim_member, job): i for i, job in enumerate(jobs)}

@@ -10,17 +10,19 @@ says so.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import struct
 import zipfile
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from .errors import FormatError, InputError
+from .errors import FatbinkitError, FormatError, InputError
 from .outfile import atomic_path
 
-__all__ = ["SIGNATURES", "elf_members", "is_wheel", "record_name", "rewrite"]
+__all__ = ["SIGNATURES", "extract_elf", "is_wheel", "record_name", "rewrite"]
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 _CHUNK = 1 << 20
@@ -31,11 +33,24 @@ def is_wheel(path: os.PathLike[str]) -> bool:
     return os.fspath(path).endswith(".whl") and zipfile.is_zipfile(path)
 
 
-def _open(path: os.PathLike[str]) -> zipfile.ZipFile:
+@contextlib.contextmanager
+def _reading(path: os.PathLike[str], member: str = "") -> Iterator[None]:
+    """Errors of the zip archive (a bad header, a CRC mismatch, corrupt deflate data, a short
+    file) as a :class:`FormatError` that names the wheel and the member."""
+    where = f"{os.fspath(path)}" + (f": {member}" if member else "")
     try:
+        yield
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
+        raise FormatError(f"corrupt wheel {where}: {e}") from e
+    except OSError as e:
+        if isinstance(e, FatbinkitError):
+            raise
+        raise InputError(f"cannot read wheel {where}: {e.strerror or e}") from e
+
+
+def _open(path: os.PathLike[str]) -> zipfile.ZipFile:
+    with _reading(path):
         return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise InputError(f"cannot read wheel {os.fspath(path)}: {e}") from e
 
 
 def record_name(zf: zipfile.ZipFile) -> str:
@@ -47,22 +62,25 @@ def record_name(zf: zipfile.ZipFile) -> str:
     return found[0]
 
 
-def elf_members(path: os.PathLike[str]) -> Iterator[str]:
-    """The names of the members that are ELF files (by their first bytes)."""
+def extract_elf(path: os.PathLike[str], folder: Path) -> list[tuple[str, Path]]:
+    """Every member that is an ELF file (by its first bytes), written to ``folder`` as
+    ``<n>.elf``: (member name, file), in one pass over the archive."""
+    out: list[tuple[str, Path]] = []
     with _open(path) as zf:
         for info in zf.infolist():
             if info.is_dir() or info.file_size < 64:
                 continue
-            with zf.open(info) as f:
-                if f.read(4) == b"\x7fELF":
-                    yield info.filename
-
-
-def extract(path: os.PathLike[str], member: str, target: Path) -> None:
-    """Write one member to ``target``."""
-    with _open(path) as zf, zf.open(member) as src, open(target, "wb") as dst:
-        while chunk := src.read(_CHUNK):
-            dst.write(chunk)
+            with _reading(path, info.filename), zf.open(info) as src:
+                head = src.read(4)
+                if head != b"\x7fELF":
+                    continue
+                target = folder / f"{len(out)}.elf"
+                with open(target, "wb") as dst:
+                    dst.write(head)
+                    while chunk := src.read(_CHUNK):
+                        dst.write(chunk)
+            out.append((info.filename, target))
+    return out
 
 
 def rewrite(source: os.PathLike[str], output: os.PathLike[str],
@@ -89,19 +107,20 @@ def rewrite(source: os.PathLike[str], output: os.PathLike[str],
                 continue
             path = replaced.get(name)
             digest = hashlib.sha256()
-            if path is None and _RAW_COPY:  # as stored: hashed by inflating, not deflated again
-                with zin.open(info) as src:
-                    while chunk := src.read(_CHUNK):
-                        digest.update(chunk)
-                _copy_stored(zin, info, zout)
-                lines.append(f"{name},sha256={_b64(digest.digest())},{info.file_size}")
-                continue
-            size = os.path.getsize(path) if path is not None else info.file_size
-            with (open(path, "rb") if path is not None else zin.open(info)) as src, \
-                    zout.open(new, "w", force_zip64=size > zipfile.ZIP64_LIMIT) as dst:
-                while chunk := src.read(_CHUNK):
-                    digest.update(chunk)
-                    dst.write(chunk)
+            with _reading(source, name):
+                if path is None and _RAW_COPY:  # as stored: hashed by inflating, not deflated
+                    with zin.open(info) as src:
+                        while chunk := src.read(_CHUNK):
+                            digest.update(chunk)
+                    _copy_stored(zin, info, zout)
+                    size = info.file_size
+                else:
+                    size = os.path.getsize(path) if path is not None else info.file_size
+                    with (open(path, "rb") if path is not None else zin.open(info)) as src, \
+                            zout.open(new, "w", force_zip64=size > zipfile.ZIP64_LIMIT) as dst:
+                        while chunk := src.read(_CHUNK):
+                            digest.update(chunk)
+                            dst.write(chunk)
             lines.append(f"{name},sha256={_b64(digest.digest())},{size}")
         lines.append(f"{record},,")
         info = zipfile.ZipInfo(record, zin.getinfo(record).date_time)

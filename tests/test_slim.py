@@ -678,6 +678,23 @@ def test_prune_wheel_installs_with_pip(tmp_path: Path) -> None:
     ctypes.CDLL(str(lib))
 
 
+def test_corrupt_wheel_is_refused(tmp_path: Path) -> None:
+    """A wheel whose library member's deflate data is damaged: a FormatError naming the member,
+    no wheel written."""
+    fetch(CUPY13_RANDOM)
+    src = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*.whl"))
+    data = bytearray(src.read_bytes())
+    with zipfile.ZipFile(src) as zf:
+        info = zf.getinfo(CUPY13_RANDOM.member)
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[start + 1000 : start + 1100] = bytes(100)
+    bad = tmp_path / src.name
+    bad.write_bytes(data)
+    with pytest.raises(FormatError, match=r"corrupt wheel .*_generator_api"):
+        prune(bad, tmp_path / "dist", [Arch(90)])
+    assert not list((tmp_path / "dist").rglob("*"))
+
+
 def test_cli_wheel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fetch(CUPY13_RANDOM)
     src = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*.whl"))

@@ -73,18 +73,12 @@ print(json.dumps({"torch": torch.__file__, "device": torch.cuda.get_device_name(
 
 
 def _has_device_code(path: Path) -> bool:
-    from fatbinkit import elf
     from fatbinkit.errors import FatbinkitError
+    from fatbinkit.slim import has_device_code
 
     try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-            if elf.machine(head) != elf.EM_X86_64:
-                return False
-            src = elf.FileSource(f.fileno(), os.fstat(f.fileno()).st_size)
-            return any(s.name in (".nv_fatbin", "__nv_relfatbin") and s.header.size
-                       for s in elf.sections(src))
-    except (FatbinkitError, OSError):
+        return has_device_code(path)
+    except FatbinkitError:  # not an ELF file, or not one to slim
         return False
 
 
