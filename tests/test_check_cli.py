@@ -153,7 +153,7 @@ def test_ls_resources_json_equals_cuobjdump(which: str, mix: Path) -> None:
         CUPY12_RANDOM if which == "cupy12" else CUPY13_RANDOM)
     proc = fatbinkit("ls", path, "--resources", "--json")
     assert proc.returncode == 0, proc.stderr
-    elves = [e for e in json.loads(proc.stdout)["entries"] if e["kind"] == "elf"]
+    elves = [e for e in json.loads(proc.stdout)["entries"] if e["kind"] == "sass"]
     oracle = res_usage_blocks(path)
     assert len(elves) == len(oracle) > 0
     for entry, (arch, usage) in zip(elves, oracle, strict=True):
@@ -299,5 +299,9 @@ def test_file_verdict_api_agrees_with_the_cli() -> None:
         v = file_verdict(sets, Arch(90), driver)
         _, doc = check_json(so, "--arch", "sm_90", "--driver", "{}.{}".format(*driver))
         assert v.status == status == doc["verdicts"]["sm_90"]["status"]
-        assert v.to_dict() == doc["verdicts"]["sm_90"]
+        row = doc["verdicts"]["sm_90"]
+        assert v.to_dict() == {k: row[k] for k in v.to_dict()}
+        # the counts beside the verdict: every counted module in exactly one of them
+        assert row["sass"] + row["jit"] + row["cannot"] + row["other_gpus"] == v.modules
+        assert (row["cannot"] > 0) == (status == "fails")
     assert str(file_verdict(sets, Arch(90), (12, 8))).startswith("sm_90 with driver 12.8: fails")

@@ -35,16 +35,24 @@ def test_build_then_ls_json(
     rows = json.loads(capsys.readouterr().out)["entries"]
     codec = None if compress == "none" else compress
     assert [(r["kind"], r["arch"], r["compression"], r["identifier"]) for r in rows] == [
-        ("elf", "sm_90", codec, "k.cu"), ("elf", "sm_100f", codec, "k.cu"),
-        ("ptx", "sm_120", codec, "k.cu"),
+        ("sass", "sm_90", codec, "k.cu"), ("sass", "sm_100f", codec, "k.cu"),
+        ("ptx", "compute_120", codec, "k.cu"),
     ]
-    assert rows[0]["data_size"] == kernels.cubins["sm_90"].stat().st_size
+    assert rows[0]["uncompressed"] == kernels.cubins["sm_90"].stat().st_size
     ptx_size = kernels.ptx["sm_120"].stat().st_size + 1  # NUL added
     # compressed: the exact recorded size; plain: the stored size, padded to 8
-    assert rows[2]["data_size"] == (ptx_size if codec else align8(ptx_size))
-    assert all(r["section"] is None and r["container"] == 0 for r in rows)
+    assert rows[2]["uncompressed"] == (ptx_size if codec else align8(ptx_size))
+    assert all(r["section"] is None and r["symbol"] is None and r["container"] == 0
+               for r in rows)
     assert main(["ls", str(out)]) == 0
-    assert capsys.readouterr().out.splitlines() == cuobjdump_list(out)
+    listing = capsys.readouterr().out.splitlines()
+    assert listing == cuobjdump_list(out)
+    # the JSON row names what the text lists, and its offset is the entry header's
+    assert [f"{'ELF' if r['kind'] == 'sass' else 'PTX'} file {r['number']:4d}: {r['name']}"
+            for r in rows] == listing
+    data = out.read_bytes()
+    assert all(int.from_bytes(data[r["offset"] + 8 : r["offset"] + 16], "little")
+               == r["stored"] for r in rows)
 
 
 def test_extract_selection(kernels: Kernels, tmp_path: Path) -> None:

@@ -76,13 +76,14 @@ def test_json_listing(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(rows) == len(blocks)
     for row, block in zip(rows, blocks, strict=True):
         assert set(row) == {
-            "section", "container", "kind", "arch", "compression", "size", "data_size",
-            "identifier",
+            "number", "name", "kind", "arch", "section", "symbol", "container", "offset",
+            "compression", "stored", "uncompressed", "identifier", "ptx_version",
         }
-        assert row["section"] == ".nv_fatbin"
-        assert (row["kind"], row["arch"]) == (block["kind"], block["arch"])
+        assert row["section"] == ".nv_fatbin" and row["symbol"] is None
+        kind = "elf" if row["kind"] == "sass" else row["kind"]
+        assert (kind, row["arch"].replace("compute_", "sm_")) == (block["kind"], block["arch"])
         assert row["compression"] in ("zstd", None)
-        assert row["size"] % 8 == 0 and row["data_size"] > 0
+        assert row["stored"] % 8 == 0 and row["uncompressed"] > 0
     assert [r["container"] for r in rows] == sorted(r["container"] for r in rows)
 
 

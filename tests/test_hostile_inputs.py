@@ -74,7 +74,8 @@ def test_predict_load_of_a_file_without_device_code(tmp_path: Path) -> None:
         predict_load(src.read_bytes(), Arch(90))
     proc = _cli("check", obj, "--arch", "sm_90")  # it answered "0 module(s)" and exit 0
     assert proc.returncode == 1
-    assert proc.stderr == f"fatbinkit: error: {obj}: no device code (no fatbin, cubin or PTX)\n"
+    assert proc.stderr == (f"fatbinkit: error: {obj}: does not contain device code (no "
+                           ".nv_fatbin, __nv_relfatbin or embedded fatbin, cubin or PTX)\n")
 
 
 @pytest.mark.parametrize("command", [["ls"], ["extract", "-o", "out"], ["check", "--arch", "sm_90"],

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from ..binary import ArchFilter, KernelFilter
 
 _SIZE_RE = re.compile(r"^([0-9]{1,15})([KMGT]?)(i?B)?$", re.I)
 
@@ -34,3 +38,23 @@ def key_path(spec: str, key: str, *, option: str = "", example: str = "") -> tup
         hint = f", e.g. {example}" if example else ""
         raise InvalidArgumentError(f"{where}expected {key}=PATH, got {spec!r}{hint}")
     return name, Path(path)
+
+
+def arch_filter(text: str) -> ArchFilter:
+    """``--arch`` of ls, extract and check: see :class:`fatbinkit.binary.ArchFilter`."""
+    from ..binary import ArchFilter
+
+    try:
+        return ArchFilter.parse(text)
+    except InvalidArgumentError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def kernel_filter(text: str) -> KernelFilter:
+    """``--kernel PATTERN``: a glob, or ``re:REGEX``."""
+    from ..binary import KernelFilter
+
+    try:
+        return KernelFilter.parse(text)
+    except InvalidArgumentError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e

@@ -6,8 +6,9 @@ cost) or why nothing fits, the driver floor that failed and the CUDA error that 
 verdict per arch for the whole file (:class:`fatbinkit.compat.ArchVerdict`): exit status 1 when an
 arch fails (a module the driver would pick an image for cannot load, or no module with kernels
 loads at all), or, with ``--strict``, when some module holds no image for it or a data-only
-module cannot load. ``--min-driver`` prints the lowest
-driver each arch needs instead. A thin layer over :mod:`fatbinkit.compat`.
+module cannot load. The text gives the verdicts first (modules as SASS, by PTX JIT, that cannot
+load), then the tables of the modules that need a look; ``--min-driver`` prints the lowest
+driver each arch needs instead. A thin layer over :meth:`fatbinkit.binary.Binary.check`.
 """
 
 from __future__ import annotations
@@ -21,17 +22,19 @@ from typing import TYPE_CHECKING, Any
 from ..arch import Arch
 from ..driver import DEVICE_SUPPORT, CudaVersion, cuda_name, dotted, parse_driver
 from ..errors import FormatError, InvalidArgumentError
-from ..fatbin import DecompressionBudget
-from .args import add_budget
+from .args import add_budget, kernel_filter
 
 if TYPE_CHECKING:  # the engine is imported by the handler: `fatbinkit ls` starts faster
+    from collections.abc import Sequence
+
+    from ..binary import Check
     from ..compat import ArchVerdict, Decision, ImageSet
 
 JIT_NOTE = ("PTX-JIT: the driver compiles the PTX at first load (cold start: ~0.1-1 s per kernel, "
             "cached in ~/.nv/ComputeCache unless CUDA_CACHE_DISABLE=1)")
 NOT_CHECKED = ("driver floors not checked (no --driver): the device, toolkit, compression and "
                "PTX ISA minimums are shown as 'needs'")
-TABLES_SHOWN = 4  # module tables printed without --verbose: all for small files, else failures
+TABLES_SHOWN = 8  # module tables printed without --verbose (modules that fail or need JIT)
 
 # (image set, [(kernel, [decision per arch])])
 Rows = list[tuple["ImageSet", list[tuple[str | None, list["Decision"]]]]]
@@ -58,7 +61,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="every module must load: one built for other GPUs only, or a data-only "
                    "module that cannot load, fails the arch")
     p.add_argument("-v", "--verbose", action="store_true",
-                   help="every module's table, and the modules restricted to other archs")
+                   help="every module's table with untruncated kernel names, and the modules "
+                   "restricted to other archs")
+    p.add_argument("--kernel", type=kernel_filter, metavar="PATTERN",
+                   help="judge only kernels matching PATTERN: a glob on the mangled or "
+                   "demangled name, or re:REGEX")
+    p.add_argument("--demangle", action="store_true",
+                   help="print C++ kernel names demangled (as c++filt)")
     p.add_argument("--min-driver", action="store_true",
                    help="print the minimum driver per arch (all known archs without --arch)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -81,7 +90,7 @@ def _driver(text: str) -> CudaVersion:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from ..compat import ArchVerdict, image_sets
+    from .fatbin import _open
 
     if args.min_driver and args.driver:
         args.parser.error("--min-driver computes the driver a file needs: it takes no --driver")
@@ -89,30 +98,28 @@ def _check(args: argparse.Namespace) -> int:
         args.parser.error("the following arguments are required: --arch (or --min-driver)")
     archs: list[Arch] = list(dict.fromkeys(
         Arch(a.number) for a in args.arch or [Arch(n) for n in DEVICE_SUPPORT]))
-    sets = image_sets(args.file, budget=None if args.max_decompressed is None else
-                      DecompressionBudget(args.max_decompressed))
-    if not sets:  # nothing can load: not "every requested arch is fine"
-        raise FormatError(f"{args.file}: no device code (no fatbin, cubin or PTX)")
-    rows: Rows = []  # per set: (kernel, [decision per arch])
-    for s in sets:
-        by_arch = [s.decisions(a, args.driver) for a in archs]  # [arch][kernel]: (kernel, d)
-        rows.append((s, [(pairs[0][0], [d for _, d in pairs])
-                         for pairs in zip(*by_arch, strict=True)]))
-    verdicts = [ArchVerdict.of(a, args.driver, [(s, [ds[i] for _, ds in kernels])
-                                                for s, kernels in rows])
-                for i, a in enumerate(archs)]
+    binary = _open(args)
+    result = binary.check(archs, args.driver, args.kernel,
+                          budget=binary.budget(args.max_decompressed))
+    if not result.rows:
+        if args.kernel is not None:
+            raise FormatError(f"{args.file}: no kernel matches {args.kernel}")
+        raise FormatError(f"{args.file}: does not contain device code the driver loads "
+                          "(no SASS or PTX)")
+    rows: Rows = list(result.rows)
+    verdicts = list(result.verdicts)
     if args.min_driver:
         if args.json:
-            _dump({"file": str(args.file), "modules": len(sets),
+            _dump({"file": str(args.file), "modules": len(rows),
                    "min_driver": {v.device.sm: _min_driver_dict(v) for v in verdicts}})
         else:
-            _print_min_driver(args.file, len(sets), verdicts)
+            _print_min_driver(args.file, len(rows), verdicts)
         return 0
-    ok = all(v.ok(args.strict) for v in verdicts)
+    ok = result.ok(args.strict)
     if args.json:
-        _dump(_json(args, archs, rows, verdicts, ok))
+        _dump(_json(args, result, ok))
     else:
-        _print(args, archs, rows, verdicts)
+        _print(args, result)
     return 0 if ok else 1
 
 
@@ -159,8 +166,8 @@ def _print_min_driver(file: Path, modules: int, verdicts: list[ArchVerdict]) -> 
         print(f"warning: {w}")
 
 
-def _json(args: argparse.Namespace, archs: list[Arch], rows: Rows,
-          verdicts: list[ArchVerdict], ok: bool) -> dict[str, Any]:
+def _json(args: argparse.Namespace, result: Check, ok: bool) -> dict[str, Any]:
+    archs = result.archs
     return {
         "file": str(args.file),
         "driver": dotted(args.driver) if args.driver else None,
@@ -168,7 +175,8 @@ def _json(args: argparse.Namespace, archs: list[Arch], rows: Rows,
         "strict": args.strict,
         "archs": [a.sm for a in archs],
         "ok": ok,
-        "verdicts": {v.device.sm: v.to_dict() for v in verdicts},
+        "verdicts": {v.device.sm: {**v.to_dict(), **result.counts(i)}
+                     for i, v in enumerate(result.verdicts)},
         "modules": [
             {
                 "module": s.label,
@@ -184,7 +192,7 @@ def _json(args: argparse.Namespace, archs: list[Arch], rows: Rows,
                                                   zip(archs, ds, strict=True)}}
                             for k, ds in kernels],
             }
-            for s, kernels in rows
+            for s, kernels in result.rows
         ],
     }
 
@@ -197,60 +205,97 @@ def _cell(d: Decision) -> str:
     return f"PTX-JIT {d.image.arch.compute} *"
 
 
-def _print(args: argparse.Namespace, archs: list[Arch], rows: Rows,
-           verdicts: list[ArchVerdict]) -> None:
+def _print(args: argparse.Namespace, result: Check) -> None:
+    """The verdict first (one line per arch), then the modules a user has to look at: those
+    that cannot load or need PTX JIT (every module with --verbose)."""
+    archs, rows, verdicts = result.archs, result.rows, result.verdicts
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
     empty = sum(s.empty for s, _ in rows)
+    kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
     print(f"{args.file}: {len(rows)} module(s)" + (f" ({empty} empty)" if empty else "")
-          + driver)
+          + kernels + driver)
     if not args.driver:
         print(NOT_CHECKED)
-    # the modules that make an arch fail (with --strict also the ones that make it partial)
-    bad = {m for v in verdicts for m, _ in v.failed + (v.data_only_failed if args.strict else ())}
-    bad |= {m for v in verdicts if args.strict for m in v.restricted}
-    few = len(rows) <= TABLES_SHOWN or args.verbose
-    shown = [r for r in rows if few or r[0].label in bad]
-    jit = False
-    for s, kernels in shown if few else shown[:TABLES_SHOWN]:
-        jit = _print_module(s, kernels, archs) or jit
-    if not few and len(shown) > TABLES_SHOWN:
-        print(f"\n... {len(shown) - TABLES_SHOWN} more failing module(s) (--verbose shows all)")
-    print("\nverdict" + (" (--strict)" if args.strict else "") + ":")
+    print("verdict" + (" (--strict)" if args.strict else "") + ":")
     width = max(len(a.sm) for a in archs) + 2
-    for v in verdicts:
+    for i, v in enumerate(verdicts):
         status = v.status.upper() if not v.ok(args.strict) else v.status
+        n = result.counts(i)
+        counts = f"{n['sass']} SASS, {n['jit']} PTX JIT, {n['cannot']} cannot load" + (
+            f", {n['other_gpus']} for other GPUs only" if n["other_gpus"] else "")
         needs = _needs(v)
-        print(f"  {v.device.sm.ljust(width)}{status.ljust(9)}{v.reason}"
+        print(f"  {v.device.sm.ljust(width)}{status.ljust(9)}{counts}"
               + (f"; {needs}" if needs else ""))
+        print(f"  {''.ljust(width)}{''.ljust(9)}{v.reason}")
         if (args.verbose or args.strict) and v.restricted:
             print("    built for other GPUs: " + ", ".join(v.restricted))
         if (args.verbose or args.strict) and v.missing:
             print("    kernels not in this arch's image: " + ", ".join(
-                f"{k} ({m})" for m, k in v.missing[:20]) + (" ..." if len(v.missing) > 20 else ""))
+                f"{_name(k, args.demangle)} ({m})" for m, k in v.missing[:20])
+                + (" ..." if len(v.missing) > 20 else ""))
         if (args.verbose or args.strict) and v.data_only_failed:
             print("    data-only, cannot load: " + ", ".join(m for m, _ in v.data_only_failed))
     if empty:
         print(f"{empty} empty module(s) (no kernels, no variables: never loaded) not counted")
     for w in dict.fromkeys(w for v in verdicts for w in v.warnings):
         print(f"warning: {w}")
+    # the modules to look at: cannot load, or load by JIT (with --strict also the restricted)
+    shown = [r for r in rows if args.verbose or _attention(r, args.strict)]
+    limit = len(shown) if args.verbose else TABLES_SHOWN
+    jit = False
+    for s, ks in shown[:limit]:
+        jit = _print_module(s, ks, archs, args.verbose, args.demangle) or jit
+    if len(shown) > limit:
+        print(f"\n... {len(shown) - limit} more module(s) that cannot load or need PTX JIT "
+              "(--verbose shows every module)")
+    if not shown and not args.verbose:
+        print("no module needs PTX JIT or fails to load an image the driver picks (--verbose "
+              "shows every module)")
     if jit:
         print(f"\n* {JIT_NOTE}")
 
 
+def _attention(row: tuple[ImageSet, list[tuple[str | None, list[Decision]]]],
+               strict: bool) -> bool:
+    """Whether a module needs a look: some arch JITs its PTX or cannot load it (a module built
+    for other GPUs only counts with --strict)."""
+    s, kernels = row
+    if s.empty:
+        return False
+    for i in range(len(kernels[0][1]) if kernels else 0):
+        ds = [d[i] for _, d in kernels]
+        if any(d.how == "ptx-jit" for d in ds):
+            return True
+        if not any(d.loadable for d in ds) and (strict or not all(d.restricted for d in ds)):
+            return True
+    return False
+
+
+def _name(kernel: str, demangled: bool) -> str:
+    if not demangled:
+        return kernel
+    from ..binary import demangle
+
+    return demangle(kernel)
+
+
 def _print_module(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
-                  archs: list[Arch]) -> bool:
+                  archs: Sequence[Arch], verbose: bool, demangled: bool) -> bool:
     names = ", ".join(i.name for i in s.images) or "no loadable images"
     print(f"\n{s.label}: {names}")
     # kernels with the same decisions on every arch share one row
     grouped: dict[tuple[str, ...], list[str]] = {}
     for k, ds in kernels:
-        grouped.setdefault(tuple(_cell(d) for d in ds), []).append(k or "(no kernels)")
-    width = max(8, *(len(_label(v)) for v in grouped.values())) + 2
+        grouped.setdefault(tuple(_cell(d) for d in ds), []).append(
+            _name(k, demangled) if k else "(no kernels)")
+    limit = 1 << 30 if verbose else 60
+    width = max(8, *(len(_label(v, limit)) for v in grouped.values())) + 2
     cw = max(10, *(len(c) for cells in grouped for c in cells)) + 2
     print("  " + "KERNEL".ljust(width) + "".join(a.sm.ljust(cw) for a in archs).rstrip())
     jit = False
     for cells, ks in grouped.items():
-        print("  " + _label(ks).ljust(width) + "".join(c.ljust(cw) for c in cells).rstrip())
+        print("  " + _label(ks, limit).ljust(width)
+              + "".join(c.ljust(cw) for c in cells).rstrip())
         jit = jit or any(c.startswith("PTX-JIT") for c in cells)
     reasons: dict[str, None] = {}
     for _, ds in kernels:
@@ -263,6 +308,6 @@ def _print_module(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
     return jit
 
 
-def _label(kernels: list[str], limit: int = 40) -> str:
+def _label(kernels: list[str], limit: int) -> str:
     first = kernels[0] if len(kernels[0]) <= limit else kernels[0][:limit - 3] + "..."
     return first if len(kernels) == 1 else f"{first} (+{len(kernels) - 1} more)"

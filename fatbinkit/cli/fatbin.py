@@ -8,47 +8,85 @@ trailing NULs, as cuobjdump writes it).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError, OutputError
-from ..fatbin import DecompressionBudget, EntryKind
-from ..outfile import atomic_files, atomic_path
-from .args import add_budget, key_path
+from ..errors import FormatError, InvalidArgumentError
+from ..fatbin import EntryKind
+from ..outfile import atomic_path
+from .args import add_budget, arch_filter, kernel_filter, key_path
 
 if TYPE_CHECKING:
+    from ..binary import Binary, Item
     from ..cubin import CubinFunction
-
-
-# cuobjdump's words for ELF and PTX; `ls --all` also lists what cuobjdump -all skips
-_LABELS = {int(EntryKind.ELF): "ELF", int(EntryKind.PTX): "PTX", int(EntryKind.LTOIR): "LTO"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``ls``, ``extract`` and ``build``."""
-    p = sub.add_parser("ls", help="list the device code in a fatbin, cubin or ELF file")
-    p.add_argument("file", type=Path)
-    p.add_argument("--all", action="store_true", help="include __nv_relfatbin and other kinds")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument(
-        "--resources", action="store_true", help="per-function resource usage of ELF entries"
-    )
+    p = sub.add_parser(
+        "ls", help="list the device code in a file (cuobjdump -lelf -lptx), summarise it, or "
+        "give per-function resources (cuobjdump -res-usage)",
+        description="List the SASS (cubin) and PTX images in FILE: a fatbin, cubin, PTX, or an "
+        "ELF file (.so, .o, executable) holding fatbins. Names and numbers are cuobjdump's.",
+        epilog="examples:\n"
+        "  fatbinkit ls libtorch_cuda.so --summary          # per arch and GPU generation\n"
+        "  fatbinkit ls libtorch_cuda.so --arch sm_90 --json\n"
+        "  fatbinkit ls libcublasLt.so.13 --resources --sort registers --top 20 --demangle\n"
+        "  fatbinkit ls model.so --kernel '*gemm*' --resources\n"
+        "  fatbinkit ls libfoo.so --summary --kernels       # also count kernels (reads all)\n"
+        "\n--arch: sm_90 (or 90) selects SASS and PTX of SM 9.0 with any a/f suffix, as\n"
+        "cuobjdump -arch; sm_90a / sm_100f that suffix only; compute_90 PTX only.\n"
+        "--kernel: a glob on the mangled or demangled name, or re:REGEX (searched).",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _input(p)
+    p.add_argument("--all", action="store_true",
+                   help="also __nv_relfatbin sections and LTO-IR entries, as cuobjdump -all")
+    p.add_argument("--json", action="store_true",
+                   help="machine-readable output (schema: docs/json.md)")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--summary", action="store_true",
+                      help="per arch: images, bytes, codecs; per GPU arch: modules that load "
+                      "as SASS, by PTX JIT, or not at all (entry headers only: fast)")
+    view.add_argument("--resources", action="store_true",
+                      help="per-function resources of each cubin, as cuobjdump -res-usage")
+    p.add_argument("--kernels", action="store_true",
+                   help="with --summary: also count each arch's kernels and name the toolkits "
+                   "that built its cubins (reads every image)")
+    p.add_argument("--sort", choices=_SORT_KEYS,
+                   help="with --resources: one table of functions, largest first")
+    p.add_argument("--top", type=_positive, metavar="N",
+                   help="with --resources: only the N largest functions (by --sort, default "
+                   "registers)")
+    p.add_argument("--demangle", action="store_true",
+                   help="print C++ kernel names demangled (as c++filt)")
+    _filters(p)
     add_budget(p)
-    p.set_defaults(func=_ls)
+    p.set_defaults(func=_ls, parser=p)
 
-    p = sub.add_parser("extract", help="write each cubin/PTX image to a file, as cuobjdump -x")
-    p.add_argument("file", type=Path)
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR")
+    p = sub.add_parser(
+        "extract", help="write cubins and PTX to files, as cuobjdump -xelf all -xptx all",
+        description="Write the SASS (cubin) and PTX images of FILE into a folder, under "
+        "cuobjdump's names and with its bytes (PTX without trailing NULs). All or nothing: an "
+        "error half-way leaves the folder as it was.",
+        epilog="examples:\n"
+        "  fatbinkit extract libtorch_cuda.so -o out/ --arch sm_90   # as cuobjdump -arch sm_90\n"
+        "  fatbinkit extract model.so -o out/ --elf --kernel 're:^triton_'\n"
+        "  fatbinkit extract k.fatbin -o out/ --ptx",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _input(p)
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
+                   help="folder to write into (created if missing)")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--elf", action="store_true", help="cubins only")
-    which.add_argument("--ptx", action="store_true", help="PTX only")
-    p.add_argument("--all", action="store_true", help="include __nv_relfatbin sections")
+    which.add_argument("--elf", action="store_true", help="cubins only (cuobjdump -xelf)")
+    which.add_argument("--ptx", action="store_true", help="PTX only (cuobjdump -xptx)")
+    p.add_argument("--all", action="store_true",
+                   help="also __nv_relfatbin sections, as cuobjdump -all")
+    _filters(p)
     add_budget(p)
-    p.set_defaults(func=_extract)
+    p.set_defaults(func=_extract, parser=p)
 
     p = sub.add_parser("build", help="build a fatbin from cubins and PTX")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.fatbin")
@@ -62,6 +100,42 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_build)
 
 
+_SORT_KEYS = ("registers", "shared", "stack", "local")
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return int(text)
+
+
+def _input(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=Path,
+                   help="a fatbin, cubin, PTX, or an ELF file (.so, .o, executable) with fatbins")
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    """``--arch`` and ``--kernel``, shared by ls, extract and check."""
+    p.add_argument("--arch", action="append", type=arch_filter, metavar="ARCH", dest="arch",
+                   help="only images for ARCH: sm_90 (any a/f), sm_90a, sm_100f, compute_90 "
+                   "(PTX only); repeat for several")
+    p.add_argument("--kernel", type=kernel_filter, metavar="PATTERN",
+                   help="only images (and functions) with a kernel matching PATTERN: a glob on "
+                   "the mangled or demangled name, or re:REGEX")
+
+
+def _open(args: argparse.Namespace) -> Binary:
+    """The input, with one documented behaviour when it holds no device code (cuobjdump: "does
+    not contain device code", exit 255): an error, exit 1, for every command."""
+    from ..binary import open as open_binary
+
+    binary = open_binary(args.file, all=getattr(args, "all", False))
+    if not binary.codes:
+        raise FormatError(f"{args.file}: does not contain device code (no .nv_fatbin, "
+                          "__nv_relfatbin or embedded fatbin, cubin or PTX)")
+    return binary
+
+
 def _ls(args: argparse.Namespace) -> int:
     # A listing makes tens of thousands of small objects and no cycles: the cyclic collector,
     # which would walk them every few hundred allocations, has nothing to find (10 % of the time).
@@ -73,103 +147,111 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from ..scan import extract_names, kind_name, listed, scan
-
-    codes = listed(scan(args.file, all=args.all), all=args.all)
-    budget = _budget(args)
-    if args.json:
-        rows: list[dict[str, Any]] = []
-        for c in codes:
-            e = c.entry
-            row: dict[str, Any] = {
-                "section": c.source or None,
-                "container": c.container if c.container >= 0 else None,
-                "kind": kind_name(e.header.kind),
-                "arch": e.arch.sm,
-                "compression": e.compression,
-                "size": e.size,
-                "data_size": e.data_size,
-                "identifier": e.identifier,
-            }
-            if args.resources and e.header.kind == EntryKind.ELF:
-                from ..cubin import Cubin
-
-                row["functions"] = [f.to_dict() for f in
-                                    Cubin.from_bytes(e.data(budget=budget)).functions]
-            rows.append(row)
-        # One compact row per line: json's C encoder (indent= falls back to pure Python, 3x slower
-        # on libraries with thousands of entries) and still greppable.
-        body = ",\n".join(f"  {json.dumps(r)}" for r in rows)
-        sys.stdout.write(f'{{"entries": [\n{body}\n]}}\n' if rows else '{"entries": []}\n')
+    if args.kernels and not args.summary:
+        args.parser.error("--kernels goes with --summary")
+    if (args.sort or args.top) and not args.resources:
+        args.parser.error("--sort and --top go with --resources")
+    binary = _open(args)
+    budget = binary.budget(args.max_decompressed)
+    if args.summary:
+        if args.arch or args.kernel:
+            args.parser.error("--summary covers the whole file: it takes no --arch or --kernel")
+        summary = binary.summary(kernels=args.kernels, budget=budget)
+        if args.json:
+            _dump(summary.to_dict())
+        else:
+            sys.stdout.write("".join(f"{line}\n" for line in summary.lines()))
         return 0
-    names = extract_names(codes, args.file.name)
-    counters: dict[int, int] = {}
+    items = binary.select(args.arch, args.kernel, budget=budget)
+    functions: list[tuple[CubinFunction, ...]] = (
+        binary.functions(items, budget=budget) if args.resources else [()] * len(items))
+    if args.kernel is not None:  # only the matching functions
+        functions = [tuple(f for f in fs if args.kernel.matches(f.name)) for fs in functions]
+    if args.sort or args.top:
+        return _table(args, items, functions)
+    if args.json:
+        rows = []
+        for it, fs in zip(items, functions, strict=True):
+            row = it.to_dict()
+            if args.resources and it.kind == "sass":
+                row["functions"] = [_function(f, args.demangle) for f in fs]
+            rows.append(row)
+        _dump_rows("entries", rows)
+        return 0
     lines: list[str] = []
-    for c, name in zip(codes, names, strict=True):
-        kind = c.entry.header.kind
-        n = counters[kind] = counters.get(kind, 0) + 1
-        label = _LABELS.get(kind) or f"Kind {kind:#x}"
-        lines.append(f"{label} file {n:4d}: {name}\n")
-        if args.resources and kind == EntryKind.ELF:
-            from ..cubin import Cubin
-
-            for f in Cubin.from_bytes(c.entry.data(budget=budget)).functions:
-                lines.append(f"    {_usage(f)}\n")
+    for it, fs in zip(items, functions, strict=True):
+        lines.append(f"{it}\n")
+        lines += [f"    {_usage(f, args.demangle)}\n" for f in fs]
     sys.stdout.write("".join(lines))  # one write: thousands of lines, stdout may be unbuffered
     return 0
 
 
-def _budget(args: argparse.Namespace) -> DecompressionBudget:
-    """The command's decompression budget (its input is known to exist: scan read it)."""
-    return DecompressionBudget.for_input(args.file.stat().st_size, args.max_decompressed)
+def _function(f: CubinFunction, demangled: bool) -> dict[str, Any]:
+    row = f.to_dict()
+    if demangled:
+        from ..binary import demangle
+
+        row["demangled"] = demangle(f.name)
+    return row
 
 
-def _usage(f: CubinFunction) -> str:
+def _table(args: argparse.Namespace, items: tuple[Item, ...],
+           functions: list[tuple[CubinFunction, ...]]) -> int:
+    """``--sort``/``--top``: every function of the selected cubins in one table."""
+    from ..binary import demangle
+
+    key = args.sort or "registers"
+    rows = [(it, f) for it, fs in zip(items, functions, strict=True) for f in fs]
+    rows.sort(key=lambda r: (-getattr(r[1], key), r[0].number, r[1].name))
+    if args.top:
+        rows = rows[: args.top]
+    if args.json:
+        _dump_rows("functions", [{**_function(f, args.demangle), "arch": it.arch,
+                                  "file": it.name, "number": it.number} for it, f in rows])
+        return 0
+    out = [f"{'REG':>4} {'STACK':>6} {'SHARED':>7} {'LOCAL':>6}  {'ARCH':<8} FUNCTION (FILE)\n"]
+    for it, f in rows:
+        name = demangle(f.name) if args.demangle else f.name
+        out.append(f"{f.registers:>4} {f.stack:>6} {f.shared:>7} {f.local:>6}  {it.arch:<8} "
+                   f"{name} ({it.name})\n")
+    sys.stdout.write("".join(out))
+    return 0
+
+
+def _dump(doc: dict[str, Any]) -> None:
+    json.dump(doc, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def _dump_rows(key: str, rows: list[dict[str, Any]]) -> None:
+    # One compact row per line: json's C encoder (indent= falls back to pure Python, 3x slower
+    # on libraries with thousands of entries) and still greppable.
+    body = ",\n".join(f"  {json.dumps(r)}" for r in rows)
+    sys.stdout.write(f'{{"{key}": [\n{body}\n]}}\n' if rows else f'{{"{key}": []}}\n')
+
+
+def _usage(f: CubinFunction, demangled: bool = False) -> str:
     """One function in ``cuobjdump -res-usage``'s words, plus its parameters."""
     banks = "".join(f" CONSTANT[{bank}]:{size}" for bank, size in f.constant.items())
     kind = "Kernel" if f.entry else "Function"
     params = (f" PARAMS:{len(f.params)} ({f.param_size} bytes)"
               if f.entry and f.param_size is not None else "")
-    return (f"{kind} {f.name}: REG:{f.registers} STACK:{f.stack} SHARED:{f.shared} "
+    name = f.name
+    if demangled:
+        from ..binary import demangle
+
+        name = demangle(name)
+    return (f"{kind} {name}: REG:{f.registers} STACK:{f.stack} SHARED:{f.shared} "
             f"LOCAL:{f.local}{banks} TEXTURE:{f.texture} SURFACE:{f.surface} "
             f"SAMPLER:{f.sampler}{params}")
 
 
 def _extract(args: argparse.Namespace) -> int:
-    from ..scan import extract_names, listed, scan
-
-    codes = listed(scan(args.file, all=args.all))
-    budget = _budget(args)
-    names = extract_names(codes, args.file.name)
-    wanted = {EntryKind.ELF, EntryKind.PTX}
-    if args.elf:
-        wanted = {EntryKind.ELF}
-    elif args.ptx:
-        wanted = {EntryKind.PTX}
-    out_dir: Path = args.output
-    created = not out_dir.exists()
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise OutputError(f"cannot create {out_dir}: {e.strerror or e}") from e
-    try:
-        with atomic_files() as batch:  # a corrupt entry half-way changes no file in out_dir
-            for c, name in zip(codes, names, strict=True):
-                kind = c.entry.header.kind
-                if kind not in wanted:
-                    continue
-                if name in ("", ".", ".."):  # extract's names never contain a separator
-                    raise OutputError(f"refusing to write outside the output folder: {name}")
-                data = c.entry.data(budget=budget)
-                if kind == EntryKind.PTX:
-                    data = data.rstrip(b"\0")
-                batch.write(out_dir / name, data)
-    except BaseException:
-        if created:
-            with contextlib.suppress(OSError):
-                out_dir.rmdir()
-        raise
-    sys.stdout.write("".join(f"{path}\n" for path in dict.fromkeys(batch.targets)))
+    binary = _open(args)
+    kinds = ("sass",) if args.elf else ("ptx",) if args.ptx else ("sass", "ptx")
+    written = binary.extract(args.output, args.arch, args.kernel, kinds=kinds,
+                             budget=binary.budget(args.max_decompressed))
+    sys.stdout.write("".join(f"{path}\n" for path in written))
     return 0
 
 

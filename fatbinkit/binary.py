@@ -1,0 +1,646 @@
+"""The front door: ``fatbinkit.open(path)`` reads an input once and answers what users ask of it.
+
+What :func:`open` returns, a :class:`Binary`, lists (``cuobjdump -lelf -lptx``), filters by arch
+and kernel, summarises per arch and GPU generation, gives per-function resources
+(``cuobjdump -res-usage``), extracts (``cuobjdump -xelf -xptx``) and checks loadability
+(:mod:`fatbinkit.compat`). The CLI's ``ls``, ``extract`` and ``check`` are thin layers over it::
+
+    import fatbinkit
+    lib = fatbinkit.open("libtorch_cuda.so")
+    print(lib.summary())                          # per arch, per GPU generation
+    for item in lib.select(arch="sm_90"):         # SASS and PTX for SM 9.0 (any a/f)
+        print(item.name, item.arch, item.uncompressed)
+    lib.extract("out/", arch=["sm_90a"], kernel="*gemm*")
+
+Arch filters (:class:`ArchFilter`) follow ``cuobjdump -arch`` where it has a rule: ``sm_90``
+selects SASS and PTX of SM 9.0 with any suffix; fatbinkit adds ``sm_90a`` / ``sm_100f`` (that
+suffix only) and ``compute_90`` (PTX only), which cuobjdump refuses. Listing names are
+cuobjdump's, counted over the selected images as ``cuobjdump -arch`` counts them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .arch import Arch
+from .errors import InputError, InvalidArgumentError
+from .fatbin import DecompressionBudget, EntryKind
+from .outfile import atomic_files
+from .scan import DeviceCode, extract_names, kind_name, listed, scan
+
+if TYPE_CHECKING:
+    from .compat import ImageSet
+    from .cubin import CubinFunction
+
+__all__ = [
+    "GENERATIONS",
+    "ArchFilter",
+    "ArchSummary",
+    "Binary",
+    "Check",
+    "DeviceSummary",
+    "Item",
+    "KernelFilter",
+    "Summary",
+    "demangle",
+    "open",
+]
+
+_ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
+
+# NVIDIA's generation name per compute capability ("CUDA GPUs - Compute Capability",
+# developer.nvidia.com/cuda-gpus, and the CUDA C++ Programming Guide's "Compute Capabilities"
+# table): Blackwell covers data-centre (10.x), Thor (11.0, once 10.1) and GeForce/RTX (12.x).
+GENERATIONS: dict[int, str] = {
+    20: "Fermi", 21: "Fermi", 30: "Kepler", 32: "Kepler", 35: "Kepler", 37: "Kepler",
+    50: "Maxwell", 52: "Maxwell", 53: "Maxwell", 60: "Pascal", 61: "Pascal", 62: "Pascal",
+    70: "Volta", 72: "Volta", 75: "Turing", 80: "Ampere", 86: "Ampere", 87: "Ampere",
+    88: "Ampere", 89: "Ada", 90: "Hopper", 100: "Blackwell", 101: "Blackwell",
+    103: "Blackwell", 110: "Blackwell", 120: "Blackwell", 121: "Blackwell",
+}
+_OLDEST_SHOWN = 50  # Fermi and Kepler appear only when the file has code for them
+_DEMANGLE_LIMIT = 16384  # longer names stay mangled: the demangler is native code
+
+
+def _kind(kind: int) -> str:
+    """The one word for an entry kind: ``sass`` (cuobjdump's "ELF"), ``ptx``, ``ltoir``."""
+    return "sass" if kind == _ELF else kind_name(kind)
+
+
+def _arch_name(kind: int, arch: Arch) -> str:
+    """``sm_90a`` for SASS (and other kinds), ``compute_90a`` for PTX: NVIDIA's names."""
+    return arch.compute if kind == _PTX else arch.sm
+
+
+@dataclass(frozen=True)
+class ArchFilter:
+    """One ``--arch`` value: SM ``number``, ``suffix`` (None: any of ``""``, ``a``, ``f``) and
+    whether SASS and/or PTX match. ``sm_90`` and ``90``: SASS and PTX of SM 9.0, any suffix (as
+    ``cuobjdump -arch sm_90``); ``sm_90a``: that suffix only; ``compute_90``: PTX only."""
+
+    number: int
+    suffix: str | None
+    sass: bool = True
+    ptx: bool = True
+
+    @classmethod
+    def parse(cls, text: str | Arch) -> ArchFilter:
+        if isinstance(text, Arch):
+            return cls(text.number, text.suffix)
+        if not isinstance(text, str):
+            raise InvalidArgumentError(f"an arch filter is a str like 'sm_90', not "
+                                       f"{type(text).__name__}")
+        arch = Arch.parse(text)
+        spelled = text.strip().lower()
+        suffix = arch.suffix if spelled.endswith(("a", "f")) else None
+        return cls(arch.number, suffix, sass=not spelled.startswith("compute"),
+                   ptx=not spelled.startswith("lto"))
+
+    def matches(self, kind: int, arch: Arch) -> bool:
+        if arch.number != self.number or (self.suffix is not None and arch.suffix != self.suffix):
+            return False
+        return self.ptx if kind == _PTX else self.sass
+
+    def __str__(self) -> str:
+        prefix = "sm" if self.sass else "compute"
+        return f"{prefix}_{self.number}{self.suffix or ''}"
+
+
+def demangle(name: str) -> str:
+    """The C++ name of a mangled (Itanium ABI) symbol, as ``c++filt`` prints it; other names
+    (``extern "C"`` kernels, names the demangler refuses or longer than 16 KiB) unchanged."""
+    if not name.startswith("_Z") or len(name) > _DEMANGLE_LIMIT:
+        return name
+    import cxxfilt
+
+    try:
+        return str(cxxfilt.demangle(name))
+    except (cxxfilt.Error, UnicodeError):
+        return name
+
+
+@dataclass(frozen=True)
+class KernelFilter:
+    """A ``--kernel`` pattern: a glob (``*gemm*``, case-sensitive) or, after ``re:``, a regular
+    expression searched for; it matches a kernel's mangled or its demangled name."""
+
+    pattern: str
+    regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def parse(cls, pattern: str) -> KernelFilter:
+        if not isinstance(pattern, str) or not pattern:
+            raise InvalidArgumentError("a kernel pattern is a non-empty str (a glob, or re:REGEX)")
+        if pattern.startswith("re:"):
+            try:
+                return cls(pattern, re.compile(pattern[3:]))
+            except re.error as e:
+                raise InvalidArgumentError(f"bad kernel regex {pattern[3:]!r}: {e}") from e
+        return cls(pattern, re.compile(fnmatch.translate(pattern)))
+
+    def matches(self, name: str) -> bool:
+        assert self.regex is not None
+        search = self.regex.search if self.pattern.startswith("re:") else self.regex.match
+        return bool(search(name)) or (name.startswith("_Z") and bool(search(demangle(name))))
+
+    def __str__(self) -> str:
+        return self.pattern
+
+
+@dataclass(frozen=True)
+class Item:
+    """One image of a listing: cuobjdump's ``number`` (per kind, from 1) and file ``name``,
+    and the :class:`~fatbinkit.scan.DeviceCode` found in the input."""
+
+    number: int
+    name: str
+    code: DeviceCode
+
+    @property
+    def kind(self) -> str:
+        """``sass``, ``ptx``, ``ltoir`` (or ``kind_0x..``)."""
+        return _kind(self.code.entry.header.kind)
+
+    @property
+    def arch(self) -> str:
+        """``sm_90a`` for SASS, ``compute_90a`` for PTX, with ``a``/``f`` as the entry says."""
+        return _arch_name(self.code.entry.header.kind, self.code.entry.arch)
+
+    @property
+    def stored(self) -> int:
+        """Bytes the payload takes in the file (compressed, padded)."""
+        return self.code.entry.size
+
+    @property
+    def uncompressed(self) -> int:
+        return self.code.entry.data_size
+
+    def to_dict(self) -> dict[str, Any]:
+        """The listing row of the JSON vocabulary (docs/json.md)."""
+        c = self.code
+        e = c.entry
+        symbol = c.source if c.source.startswith("__") and c.source.endswith("_start") else None
+        row: dict[str, Any] = {
+            "number": self.number,
+            "name": self.name,
+            "kind": self.kind,
+            "arch": self.arch,
+            "section": None if symbol or not c.source else c.source,
+            "symbol": symbol,
+            "container": c.container if c.container >= 0 else None,
+            "offset": c.offset,
+            "compression": e.compression,
+            "stored": e.size,
+            "uncompressed": e.data_size,
+            "identifier": e.identifier or None,
+            "ptx_version": (f"{e.header.major}.{e.header.minor}"
+                            if e.header.kind == _PTX else None),
+        }
+        return row
+
+    def __str__(self) -> str:
+        label = {"sass": "ELF", "ptx": "PTX", "ltoir": "LTO"}.get(self.kind, self.kind)
+        return f"{label} file {self.number:4d}: {self.name}"
+
+
+@dataclass(frozen=True)
+class ArchSummary:
+    """One (kind, arch) row of a summary: entries, bytes stored and uncompressed, codecs;
+    ``kernels`` (distinct kernel names) and ``toolkits`` (CUDA releases that built the cubins)
+    are None unless the summary read the images (``kernels=True``); ``ptx_versions`` are the
+    PTX ISA versions the entry headers record."""
+
+    kind: str
+    arch: str
+    entries: int
+    stored: int
+    uncompressed: int
+    compression: tuple[str, ...]
+    ptx_versions: tuple[str, ...] = ()
+    kernels: int | None = None
+    toolkits: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "arch": self.arch, "entries": self.entries,
+                "stored": self.stored, "uncompressed": self.uncompressed,
+                "compression": list(self.compression), "ptx_versions": list(self.ptx_versions),
+                "kernels": self.kernels,
+                "toolkits": None if self.toolkits is None else list(self.toolkits)}
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.arch}: {self.entries} entries, {_size(self.uncompressed)}"
+
+
+@dataclass(frozen=True)
+class DeviceSummary:
+    """What a GPU of compute capability ``device`` does with each module (fatbin container) of
+    the file, by :func:`fatbinkit.compat.decide` on the entry headers (no driver floors: ``check
+    --driver`` adds them): ``sass`` modules load an image built for it, ``jit`` ones compile PTX
+    at load, ``none`` hold nothing it can use."""
+
+    device: str
+    generation: str
+    sass: int
+    jit: int
+    none: int
+    images: tuple[str, ...]  # the archs of the images picked, most used first
+
+    @property
+    def verdict(self) -> str:
+        """``native``, ``jit`` (every module loads, some by PTX JIT), ``partial`` or ``none``."""
+        if not self.sass and not self.jit:
+            return "none"
+        if self.none:
+            return "partial"
+        return "jit" if self.jit else "native"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "generation": self.generation, "verdict": self.verdict,
+                "sass": self.sass, "jit": self.jit, "none": self.none,
+                "images": list(self.images)}
+
+    def __str__(self) -> str:
+        return f"{self.device} ({self.generation}): {self.verdict}"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A file at a glance: per (kind, arch) rows, totals, and per GPU arch what loads."""
+
+    file: str
+    modules: int
+    archs: tuple[ArchSummary, ...]
+    devices: tuple[DeviceSummary, ...]
+
+    @property
+    def entries(self) -> int:
+        return sum(a.entries for a in self.archs)
+
+    @property
+    def stored(self) -> int:
+        return sum(a.stored for a in self.archs)
+
+    @property
+    def uncompressed(self) -> int:
+        return sum(a.uncompressed for a in self.archs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "modules": self.modules, "entries": self.entries,
+                "stored": self.stored, "uncompressed": self.uncompressed,
+                "archs": [a.to_dict() for a in self.archs],
+                "devices": [d.to_dict() for d in self.devices]}
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def lines(self) -> Iterator[str]:
+        """The text the CLI prints: one screen even for libtorch."""
+        yield (f"{self.file}: {self.entries} images in {self.modules} modules, "
+               f"{_size(self.stored)} stored, {_size(self.uncompressed)} uncompressed")
+        if not self.archs:
+            return
+        read = any(a.kernels is not None for a in self.archs)
+        head = f"  {'KIND':<5} {'ARCH':<13} {'ENTRIES':>7} {'STORED':>10} {'UNCOMPR.':>10}"
+        head += f"  {'CODEC':<9}" + (f" {'KERNELS':>7}  BUILT BY" if read else "  PTX ISA")
+        yield head
+        for a in self.archs:
+            row = (f"  {a.kind:<5} {a.arch:<13} {a.entries:>7} {_size(a.stored):>10} "
+                   f"{_size(a.uncompressed):>10}  {'+'.join(a.compression) or 'none':<9}")
+            if read:
+                built = ", ".join(a.toolkits or ()) or (
+                    "PTX " + ", ".join(a.ptx_versions) if a.ptx_versions else "-")
+                row += f" {a.kernels if a.kernels is not None else '-':>7}  {built}"
+            else:
+                row += "  " + (", ".join(a.ptx_versions) or "-")
+            yield row.rstrip()
+        yield "loads on (per module; driver floors not checked, see `fatbinkit check`):"
+        for d in self.devices:
+            parts = [f"{d.sass} SASS" if d.sass else "", f"{d.jit} PTX JIT" if d.jit else "",
+                     f"{d.none} no image" if d.none else ""]
+            what = ", ".join(p for p in parts if p)
+            images = f" [{', '.join(d.images)}]" if d.images else ""
+            yield f"  {d.device:<8} {d.generation:<10} {d.verdict:<8} {what}{images}"
+
+
+def _size(n: int) -> str:
+    """``512 B``, ``33.2 MiB``, ``5.00 GiB``: binary units, as du -h."""
+    if n < 1024:
+        return f"{n} B"
+    for unit, scale in (("KiB", 1 << 10), ("MiB", 1 << 20)):
+        if n < scale << 10:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n / (1 << 30):.2f} GiB"
+
+
+def _as_filters(values: Iterable[str | Arch | ArchFilter] | str | Arch | None,
+                ) -> tuple[ArchFilter, ...]:
+    if values is None:
+        return ()
+    if isinstance(values, (str, Arch, ArchFilter)):
+        values = [values]
+    return tuple(v if isinstance(v, ArchFilter) else ArchFilter.parse(v) for v in values)
+
+
+@dataclass(frozen=True)
+class Binary:
+    """Device code found in one input; see the module docstring. ``all`` as ``cuobjdump -all``:
+    ``__nv_relfatbin`` sections and entry kinds other than SASS and PTX (LTO-IR) too."""
+
+    path: Path | None
+    size: int
+    codes: tuple[DeviceCode, ...] = field(repr=False)
+    all: bool = False
+    data: memoryview | None = field(default=None, repr=False, compare=False)  # bytes given
+
+    @property
+    def name(self) -> str:
+        """The input's file name (``input`` for bytes): the stem of extracted files' names."""
+        return self.path.name if self.path else "input"
+
+    def __str__(self) -> str:
+        kinds: dict[str, int] = {}
+        for c in self.codes:
+            k = _kind(c.entry.header.kind)
+            kinds[k] = kinds.get(k, 0) + 1
+        what = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no device code"
+        return f"{self.path or 'input'}: {what}"
+
+    def budget(self, limit: int | None = None) -> DecompressionBudget:
+        """A decompression budget for one operation on this input (``limit`` bytes, default
+        :meth:`DecompressionBudget.for_input`)."""
+        return DecompressionBudget.for_input(self.size, limit)
+
+    def select(self, arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
+               kernel: str | KernelFilter | None = None, *,
+               budget: DecompressionBudget | None = None) -> tuple[Item, ...]:
+        """The listed images (cuobjdump's selection) that match ``arch`` (any of several) and
+        hold a kernel matching ``kernel``, numbered and named as cuobjdump names them. The kernel
+        filter reads each image (decompressing it; charged to ``budget``)."""
+        filters = _as_filters(arch)
+        codes = listed(self.codes, all=self.all)
+        if filters:
+            codes = tuple(c for c in codes if any(
+                f.matches(c.entry.header.kind, c.entry.arch) for f in filters))
+        if kernel is not None:
+            kf = kernel if isinstance(kernel, KernelFilter) else KernelFilter.parse(kernel)
+            spend = budget or self.budget()
+            codes = tuple(c for c in codes
+                          if any(kf.matches(k) for k in _kernel_names(c, spend)))
+        names = extract_names(codes, self.name)
+        counters: dict[int, int] = {}
+        items: list[Item] = []
+        for c, name in zip(codes, names, strict=True):
+            kind = c.entry.header.kind
+            n = counters[kind] = counters.get(kind, 0) + 1
+            items.append(Item(n, name, c))
+        return tuple(items)
+
+    def summary(self, *, kernels: bool = False,
+                budget: DecompressionBudget | None = None) -> Summary:
+        """Per (kind, arch): entries, bytes, codecs (headers only, fast); with ``kernels``, also
+        each arch's distinct kernels and the toolkits that built its cubins (reads every image).
+        Then, per GPU arch, how many modules load as SASS, by PTX JIT, or not at all."""
+        items = self.select()
+        groups: dict[tuple[int, int, str], list[DeviceCode]] = {}
+        for it in items:
+            e = it.code.entry
+            groups.setdefault((e.header.kind, e.arch.number, e.arch.suffix), []).append(it.code)
+        rows: list[ArchSummary] = []
+        spend = budget or self.budget()
+        for (kind, number, suffix), codes in sorted(groups.items()):
+            arch = Arch(number, suffix)
+            ptx = sorted({(c.entry.header.major, c.entry.header.minor) for c in codes}
+                         ) if kind == _PTX else []
+            row = ArchSummary(
+                _kind(kind), _arch_name(kind, arch), len(codes),
+                sum(c.entry.size for c in codes), sum(c.entry.data_size for c in codes),
+                tuple(sorted({c.entry.compression or "none" for c in codes})),
+                tuple(f"{a}.{b}" for a, b in ptx))
+            if kernels:
+                names: set[str] = set()
+                toolkits: set[tuple[int, int]] = set()
+                for c in codes:
+                    names.update(_kernel_names(c, spend))
+                    if kind == _ELF:
+                        from .cubin import cubin_toolkit
+
+                        tk = cubin_toolkit(c.entry.data(budget=spend))
+                        if tk:
+                            toolkits.add(tk)
+                row = ArchSummary(row.kind, row.arch, row.entries, row.stored, row.uncompressed,
+                                  row.compression, row.ptx_versions, len(names),
+                                  tuple(f"CUDA {a}.{b}" for a, b in sorted(toolkits)))
+            rows.append(row)
+        sets = _header_sets(items)
+        return Summary(str(self.path or "input"), len(sets), tuple(rows), _devices(sets))
+
+    def functions(self, items: Sequence[Item] | None = None, *,
+                  budget: DecompressionBudget | None = None,
+                  ) -> list[tuple[CubinFunction, ...]]:
+        """Per-function resources (:class:`fatbinkit.cubin.CubinFunction`) of each SASS item
+        (``()`` for PTX), in order: what ``cuobjdump -res-usage`` prints."""
+        from .cubin import Cubin
+
+        spend = budget or self.budget()
+        return [Cubin.from_bytes(it.code.entry.data(budget=spend)).functions
+                if it.code.entry.header.kind == _ELF else () for it in
+                (self.select() if items is None else items)]
+
+    def extract(self, directory: str | os.PathLike[str],
+                arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
+                kernel: str | KernelFilter | None = None, *, kinds: Sequence[str] = ("sass", "ptx"),
+                budget: DecompressionBudget | None = None) -> list[Path]:
+        """Write the selected images into ``directory`` under cuobjdump's names (PTX without its
+        trailing NULs, as cuobjdump writes it); all or nothing: a corrupt entry half-way leaves
+        the folder as it was. Returns the paths written (a name written twice, as with cuobjdump
+        for equal identifiers, once)."""
+        out = as_path(directory, "output folder")
+        spend = budget or self.budget()
+        items = [it for it in self.select(arch, kernel, budget=spend) if it.kind in kinds]
+        from .errors import OutputError
+
+        created = not out.exists()
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OutputError(f"cannot create {out}: {e.strerror or e}") from e
+        try:
+            with atomic_files() as batch:
+                for it in items:
+                    if it.name in ("", ".", ".."):
+                        raise OutputError(f"refusing to write outside the output folder: "
+                                          f"{it.name}")
+                    data = it.code.entry.data(budget=spend)
+                    if it.code.entry.header.kind == _PTX:
+                        data = data.rstrip(b"\0")
+                    batch.write(out / it.name, data)
+        except BaseException:
+            if created:
+                import contextlib
+
+                with contextlib.suppress(OSError):
+                    out.rmdir()
+            raise
+        return list(dict.fromkeys(batch.targets))
+
+    def check(self, archs: Iterable[str | Arch], driver: Any = None,
+              kernel: str | KernelFilter | None = None, *,
+              budget: DecompressionBudget | None = None) -> Check:
+        """What the CUDA driver does with each module on each of ``archs`` (with ``driver``, a
+        CUDA version, when given): per module and kernel the decision, per arch the verdict
+        (:class:`fatbinkit.compat.ArchVerdict`). With ``kernel``, only the matching kernels are
+        judged (and modules without one are left out)."""
+        from .compat import ArchVerdict, image_sets
+
+        wanted = list(dict.fromkeys(Arch(a.number) if isinstance(a, Arch) else
+                                    Arch(Arch.parse(a).number) for a in archs))
+        if not wanted:
+            raise InvalidArgumentError("check needs at least one GPU arch")
+        kf = None if kernel is None or isinstance(kernel, KernelFilter) else \
+            KernelFilter.parse(kernel)
+        source = self.path if self.path is not None else self.data
+        assert source is not None
+        sets = image_sets(source, budget=budget or self.budget()) if self.codes else ()
+        rows: list[tuple[ImageSet, list[tuple[str | None, list[Any]]]]] = []
+        for s in sets:
+            by_arch = [s.decisions(a, driver) for a in wanted]
+            kernels = [(pairs[0][0], [d for _, d in pairs])
+                       for pairs in zip(*by_arch, strict=True)]
+            if kf is not None:
+                kernels = [(k, ds) for k, ds in kernels if k is not None and kf.matches(k)]
+                if not kernels:
+                    continue
+            rows.append((s, kernels))
+        verdicts = tuple(ArchVerdict.of(a, driver, [(s, [ds[i] for _, ds in ks])
+                                                    for s, ks in rows])
+                         for i, a in enumerate(wanted))
+        return Check(str(self.path or "input"), tuple(wanted), driver, tuple(rows), verdicts)
+
+
+@dataclass(frozen=True)
+class Check:
+    """The result of :meth:`Binary.check`: ``rows`` are (module, [(kernel, [decision per
+    arch])]), ``verdicts`` one :class:`~fatbinkit.compat.ArchVerdict` per arch."""
+
+    file: str
+    archs: tuple[Arch, ...]
+    driver: Any
+    rows: tuple[tuple[ImageSet, list[tuple[str | None, list[Any]]]], ...] = field(repr=False)
+    verdicts: tuple[Any, ...]
+
+    def ok(self, strict: bool = False) -> bool:
+        return all(v.ok(strict) for v in self.verdicts)
+
+    def counts(self, index: int) -> dict[str, int]:
+        """For ``archs[index]``: modules loading as SASS, by PTX JIT, that cannot load (a
+        floor, bad PTX), and restricted to other GPUs (no image for this arch)."""
+        out = {"sass": 0, "jit": 0, "cannot": 0, "other_gpus": 0}
+        for s, kernels in self.rows:
+            if s.empty:
+                continue
+            ds = [d[index] for _, d in kernels]
+            if any(d.how == "sass" for d in ds):
+                out["sass"] += 1
+            elif any(d.how == "ptx-jit" for d in ds):
+                out["jit"] += 1
+            elif all(d.restricted for d in ds):
+                out["other_gpus"] += 1
+            else:
+                out["cannot"] += 1
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(str(v) for v in self.verdicts)
+
+
+def as_path(value: object, what: str) -> Path:  # TODO(merge): fatbinkit.infile.as_path
+    if isinstance(value, (str, os.PathLike)):
+        return Path(value)
+    raise InvalidArgumentError(f"{what} is a path (str or os.PathLike), not {type(value).__name__}")
+
+
+def _kernel_names(code: DeviceCode, budget: DecompressionBudget) -> list[str]:
+    """Kernel (entry function) names of a SASS or PTX image; [] for other kinds."""
+    kind = code.entry.header.kind
+    if kind == _ELF:
+        from .cubin import Cubin
+
+        return [f.name for f in Cubin.from_bytes(code.entry.data(budget=budget)).functions
+                if f.entry]
+    if kind == _PTX:
+        from .ptx import Ptx
+
+        return [e.name for e in Ptx.from_bytes(code.entry.data(budget=budget)).entries]
+    return []
+
+
+def _header_sets(items: Sequence[Item]) -> list[tuple[tuple[int, Arch, tuple[int, int]], ...]]:
+    """Per module (container, or a bare image), its loadable images as the headers say."""
+    sets: dict[tuple[str, int, int], list[tuple[int, Arch, tuple[int, int]]]] = {}
+    for i, it in enumerate(items):
+        c = it.code
+        h = c.entry.header
+        if h.kind not in (_ELF, _PTX):
+            continue
+        key = (c.source, c.container, i if c.container < 0 else -1)
+        sets.setdefault(key, []).append((h.kind, c.entry.arch, (h.major, h.minor)))
+    return [tuple(v) for v in sets.values()]
+
+
+def _devices(sets: Sequence[tuple[tuple[int, Arch, tuple[int, int]], ...]],
+             ) -> tuple[DeviceSummary, ...]:
+    """Per known GPU arch (and any older one the file has code for), what each module loads."""
+    from .compat import PTX, SASS, decide
+    from .compat import Image as ImageInfo
+    from .driver import DEVICE_SUPPORT
+
+    present = {a.number for s in sets for _, a, _ in s}
+    devices = sorted(n for n in DEVICE_SUPPORT if n >= _OLDEST_SHOWN or n in present)
+    cache: dict[tuple[tuple[int, Arch, tuple[int, int]], ...], list[tuple[str, str]]] = {}
+    out: list[DeviceSummary] = []
+    for key in sets:
+        if key not in cache:
+            images = tuple(ImageInfo(SASS, a, None) if k == _ELF else ImageInfo(PTX, a, v)
+                           for k, a, v in key)
+            picks: list[tuple[str, str]] = []
+            for n in devices:
+                d = decide(images, Arch(n))
+                picks.append((d.how, d.image.name.split(" ")[0] if d.image else ""))
+            cache[key] = picks
+    for i, n in enumerate(devices):
+        counts = {"sass": 0, "ptx-jit": 0, "none": 0}
+        used: dict[str, int] = {}
+        for key in sets:
+            how, img = cache[key][i]
+            counts[how if how in counts else "none"] += 1
+            if img:
+                used[img] = used.get(img, 0) + 1
+        out.append(DeviceSummary(Arch(n).sm, GENERATIONS.get(n, "?"), counts["sass"],
+                                 counts["ptx-jit"], counts["none"],
+                                 tuple(sorted(used, key=lambda a: (-used[a], a)))))
+    return tuple(out)
+
+
+def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
+         all: bool = False) -> Binary:
+    """Read ``source`` (a path, or the bytes of a file): a fatbin, cubin, PTX, or a host ELF
+    file (``.so``, ``.o``, executable) holding device code. The file is memory-mapped; images
+    are read when asked for. A host ELF file without device code gives a :class:`Binary` with
+    no ``codes`` (the CLI then says "does not contain device code", as cuobjdump does); input
+    that is none of these raises :class:`~fatbinkit.errors.FormatError`."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        view = memoryview(source).cast("B")
+        return Binary(None, len(view), scan(view, all=all), all, view)
+    path = as_path(source, "input")
+    codes = scan(path, all=all)
+    try:
+        size = path.stat().st_size
+    except OSError as e:  # scan read it a moment ago: removed since
+        raise InputError(f"{path}: {e.strerror or e}") from e
+    return Binary(path, size, codes, all)
