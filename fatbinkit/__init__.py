@@ -1,7 +1,28 @@
-"""fatbinkit: GPU kernel binaries (fatbin, cubin, PTX) built, embedded, inspected, loaded."""
+"""fatbinkit: GPU kernel binaries (fatbin, cubin, PTX) built, embedded, inspected, loaded.
+
+The front door is :func:`open`: ``fatbinkit.open("libfoo.so")`` returns a
+:class:`~fatbinkit.binary.Binary` that lists, filters, summarises, extracts and checks.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
 
 from .arch import Arch
 from .errors import FatbinkitError
 
-__all__ = ["Arch", "FatbinkitError"]
+if TYPE_CHECKING:
+    from .binary import Binary
+
+__all__ = ["Arch", "FatbinkitError", "open"]
 __version__ = "0.1.0"
+
+
+def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
+         all: bool = False) -> Binary:
+    """Read a fatbin, cubin, PTX or ELF file (a path, or its bytes): see
+    :func:`fatbinkit.binary.open`. Imported on first use, so ``import fatbinkit`` stays light."""
+    from .binary import open as open_binary
+
+    return open_binary(source, all=all)
