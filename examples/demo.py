@@ -3,7 +3,8 @@
 1. Triton compiles ``examples/triton_kernels.py`` for four GPU generations, on this machine, with
    no GPU and no CUDA toolkit;
 2. ``fatbinkit build`` packs SASS + PTX for all of them into one fatbin (pure Python writer);
-3. ``fatbinkit ls`` / ``check`` inspect it: what is inside, which image each GPU would load;
+3. ``fatbinkit ls --summary`` / ``ls`` / ``check`` inspect it: what is inside, which GPU
+   generations load it natively or by JIT, which image each GPU would load;
 4. ``fatbinkit embed`` writes an ELF object with ``__<name>_start/_end/_size`` symbols (no ld, no
    objcopy), gcc links it into a shared library, and ``ls --resources`` finds the kernels there;
 5. ``fatbinkit inject`` adds the fatbin to an already linked library instead;
@@ -76,6 +77,7 @@ def main() -> int:
 
     step("3. What is inside, which image each GPU would load with an R580 driver, and the "
          "minimum driver per GPU")
+    fatbinkit("ls", str(fat), "--summary", "--kernels")
     fatbinkit("ls", str(fat))
     arch_args = [a for arch in CHECK_ARCHS for a in ("--arch", arch)]
     # exit 1 is expected: Triton's sm_XXa images are arch-specific, so sm_75 and sm_103 get none
