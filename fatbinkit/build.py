@@ -100,7 +100,9 @@ def check_label(kind: EntryKind, label: Arch, data: bytes) -> None:
         try:
             _, target = ptx_header(data)
         except (FormatError, UnsupportedError) as e:
-            raise InvalidArgumentError(f"not PTX: {e}") from e
+            text = str(e)
+            raise InvalidArgumentError(text if text.startswith("not PTX") else f"not PTX: {text}"
+                                       ) from e
         if not _ptx_label_ok(target, label):
             raise InvalidArgumentError(
                 f"the PTX's .target is {target.sm}, labelled {label.compute}: a PTX label must "

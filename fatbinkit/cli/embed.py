@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..elfobj import DEFAULT_ALIGN, MACHINES, STYLES, Blob, write_object
+from ..errors import FormatError
 from .args import alignment, examples, key_path
 
 _EMBED_EXAMPLES = examples(
@@ -35,7 +36,10 @@ def _embed(args: argparse.Namespace) -> int:
 def _inject(args: argparse.Namespace) -> int:
     from ..inject import inject
 
-    inject(Path(args.library), Path(args.output), args.blobs, align=args.align)
+    library = Path(args.library)
+    if library.is_file() and library.stat().st_size == 0:
+        raise FormatError(f"{library}: empty file, not a shared library")
+    inject(library, Path(args.output), args.blobs, align=args.align)
     return 0
 
 

@@ -9,7 +9,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidArgumentError
+from ..errors import (
+    CompatibilityError,
+    FormatError,
+    InvalidArgumentError,
+    UnsupportedError,
+    naming,
+)
 from ..fatbin import COMPRESSIONS, LEVELS, DecompressionBudget
 from .args import UsageError, add_budget, arch
 
@@ -102,10 +108,17 @@ def _run(args: argparse.Namespace) -> int:
                    same_size=args.same_size, allow_newer_driver=args.allow_newer_driver,
                    budget=budget, exact=args.exact)
     report: SlimReport | WheelReport
-    if is_wheel(args.file):
-        report = slim_wheel(args.file, args.output, progress=sys.stderr.isatty(), **options)
-    else:
-        report = slim(args.file, args.output, progress=sys.stderr.isatty(), **options)
+    try:
+        if args.file.is_file() and args.file.stat().st_size == 0:
+            raise FormatError("empty file, no device code")
+        if is_wheel(args.file):
+            report = slim_wheel(args.file, args.output, progress=sys.stderr.isatty(), **options)
+        else:
+            report = slim(args.file, args.output, progress=sys.stderr.isatty(), **options)
+    except (FormatError, UnsupportedError, CompatibilityError) as e:  # about the input file
+        if str(e).startswith(f"{args.file}"):
+            raise
+        raise naming(e, args.file) from e
     _print(report, args)
     return 0
 
