@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..elfobj import DEFAULT_ALIGN, MACHINES, STYLES, Blob, write_object
+from ..elfobj import DEFAULT_ALIGN, MACHINES, MAX_ALIGN, STYLES, Blob, write_object
 from ..errors import FormatError
-from .args import alignment, examples, key_path
+from .args import UsageError, alignment, examples, key_path
 
 _EMBED_EXAMPLES = examples(
     "fatbinkit embed -o kernels.o add=add.fatbin mul=mul.cubin   # __add_start, __mul_start...",
@@ -18,6 +18,13 @@ _INJECT_EXAMPLES = examples(
     "fatbinkit inject libmodel.so -o libmodel-k.so k=k.fatbin",
     "fatbinkit inject libfoo.so -o out.so add=add.fatbin mul=mul.cubin --align 128",
 )
+
+
+def _align(text: str) -> int:
+    value = alignment(text)
+    if value > MAX_ALIGN:
+        raise UsageError(f"alignment {value} is above the maximum, {MAX_ALIGN}")
+    return value
 
 
 def _named(arg: str) -> Blob:
@@ -66,10 +73,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--align",
-        type=alignment,
+        type=_align,
         default=DEFAULT_ALIGN,
         metavar="N",
-        help=f"alignment of each blob, a power of two (default {DEFAULT_ALIGN}; 1 packs like ld)",
+        help=f"alignment of each blob, a power of two up to {MAX_ALIGN} (default "
+        f"{DEFAULT_ALIGN}; 1 packs like ld)",
     )
     p.add_argument("--style", choices=STYLES, default="aoti", help="symbol names (default aoti)")
     p.set_defaults(func=_embed)
@@ -90,9 +98,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT.so", help="library to write")
     p.add_argument(
         "--align",
-        type=alignment,
+        type=_align,
         default=DEFAULT_ALIGN,
         metavar="N",
-        help=f"alignment of each blob, a power of two (default {DEFAULT_ALIGN})",
+        help=f"alignment of each blob, a power of two up to {MAX_ALIGN} (default {DEFAULT_ALIGN})",
     )
     p.set_defaults(func=_inject)
