@@ -7,6 +7,9 @@
   from the ``nvidia-nvfatbin`` wheel).
 - ``nvcc``: AOTInductor's multi-arch recipe, ``nvcc -fatbin k.ptx -o k.fatbin -gencode
   arch=compute_X,code=compute_X -gencode arch=compute_X,code=sm_X`` (see :func:`nvcc_command`).
+
+Every :class:`Image` is checked against its label (:func:`check_label`): a cubin must be labelled
+with its own arch, PTX with an arch its ``.target`` compiles for, whatever the backend.
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .arch import Arch
-from .errors import InvalidArgumentError, ToolError, ToolNotFoundError
+from .errors import (
+    FormatError,
+    InvalidArgumentError,
+    ToolError,
+    ToolNotFoundError,
+    UnsupportedError,
+)
 from .fatbin import COMPRESSIONS, EntryKind, build_fatbin, make_entry
 from .infile import read_input
 from .toolchain import run_tool
@@ -28,7 +37,8 @@ BACKENDS = ("pure", "fatbinary", "nvfatbin", "nvcc")
 
 @dataclass(frozen=True)
 class Image:
-    """One image to put in a fatbin: a cubin (``EntryKind.ELF``) or PTX text."""
+    """One image to put in a fatbin: a cubin (``EntryKind.ELF``) or PTX text, labelled ``arch``
+    (refused when its own arch contradicts the label: see :func:`check_label`)."""
 
     kind: EntryKind
     arch: Arch
@@ -39,13 +49,83 @@ class Image:
     def __post_init__(self) -> None:
         if self.kind not in (EntryKind.ELF, EntryKind.PTX):
             raise InvalidArgumentError(f"an image is a cubin or PTX, not kind {self.kind}")
+        check_label(self.kind, self.arch, self.data)
 
     @classmethod
     def from_file(
         cls, kind: EntryKind, arch: Arch, path: os.PathLike[str], *, identifier: str = "",
         options: str = "",
     ) -> Image:
-        return cls(kind, arch, read_input(path), identifier, options)
+        """The image in file ``path``; every error names the file."""
+        data = read_input(path)
+        if not data.strip(b"\0"):
+            raise InvalidArgumentError(f"{os.fspath(path)}: empty file, no device code")
+        try:
+            return cls(kind, arch, data, identifier, options)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"{os.fspath(path)}: {e}") from e
+
+
+def check_label(kind: EntryKind, label: Arch, data: bytes) -> None:
+    """Refuse a label that contradicts the image (an :class:`InvalidArgumentError` naming both
+    archs); the driver picks an image by its label, so a wrong one fails at load, or loads
+    code that cannot run.
+
+    - A cubin must be labelled with its own SM, ``a`` when it is arch-specific and only then
+      (``f`` or none otherwise: its ELF header does not tell them apart). fatbinary compares the
+      SM number only ("elf arch does not match user-specified arch"); ``sm_100a`` SASS labelled
+      ``sm_100`` would be offered to sm_103 GPUs, on which it does not run.
+    - PTX must be labelled with an arch its ``.target`` compiles for, on every GPU the label
+      admits: ptxas refuses PTX for sm_90 on sm_80 ("SM version specified by .target is higher")
+      and ``sm_90a`` PTX anywhere but sm_90a. fatbinary and ``nvcc -fatbin k.ptx`` wrap PTX
+      under any label; a newer label than the ``.target`` is allowed (nvcc's backend and
+      AOTInductor label one PTX with several archs).
+    """
+    if kind == EntryKind.ELF:
+        from .cubin import cubin_arch
+
+        try:
+            own = cubin_arch(data)
+        except (FormatError, UnsupportedError) as e:
+            raise InvalidArgumentError(f"not a cubin: {e}") from e
+        # The ELF header tells sm_90a (arch-specific) from sm_90, not sm_100f from sm_100:
+        # both labels fit a cubin without the `a` flag
+        if own.number != label.number or (own.suffix == "a") != (label.suffix == "a"):
+            right = own.sm if own.suffix == "a" else f"{own.sm} or {own.sm}f"
+            raise InvalidArgumentError(
+                f"the cubin is for {own.sm}, labelled {label.sm}: label it {right}")
+    elif kind == EntryKind.PTX:
+        from .ptx import ptx_header
+
+        try:
+            _, target = ptx_header(data)
+        except (FormatError, UnsupportedError) as e:
+            text = str(e)
+            raise InvalidArgumentError(text if text.startswith("not PTX") else f"not PTX: {text}"
+                                       ) from e
+        if not _ptx_label_ok(target, label):
+            raise InvalidArgumentError(
+                f"the PTX's .target is {target.sm}, labelled {label.compute}: a PTX label must "
+                f"be {_ptx_labels(target)}, an arch the PTX compiles for")
+
+
+def _ptx_label_ok(target: Arch, label: Arch) -> bool:
+    """Whether every GPU a PTX entry labelled ``label`` is offered to can JIT PTX for
+    ``target`` (see :func:`fatbinkit.compat.ptx_jits_for`)."""
+    if target.suffix == "a":  # arch-specific PTX compiles for its own arch only
+        return label == target
+    if target.suffix == "f":  # family PTX: same major, equal or higher minor; a plain label
+        return (label.suffix != "" and label.major == target.major  # admits other families
+                and label.number >= target.number)
+    return label.number >= target.number
+
+
+def _ptx_labels(target: Arch) -> str:
+    if target.suffix == "a":
+        return target.compute
+    if target.suffix == "f":
+        return f"{target.compute} or a newer a/f arch of the sm_{target.major}x family"
+    return f"{target.compute} or newer"
 
 
 def build(

@@ -6,9 +6,25 @@ the numbers (offset, size, limit) needed to find the problem without a debugger.
 
 from __future__ import annotations
 
+import copy
+import os
+from typing import TypeVar
+
 
 class FatbinkitError(Exception):
     """Root of every error raised by fatbinkit."""
+
+
+E = TypeVar("E", bound="FatbinkitError")
+
+
+def naming(error: E, path: os.PathLike[str] | str) -> E:
+    """A copy of ``error`` whose message starts with ``path`` (``k.so: .nv_fatbin: bad magic``):
+    the same class and attributes (``offset``, ``code``...), for ``raise naming(e, path) from e``.
+    """
+    named = copy.copy(error)
+    named.args = (f"{os.fspath(path)}: {error}", *error.args[1:])
+    return named
 
 
 class InvalidArgumentError(FatbinkitError, ValueError):

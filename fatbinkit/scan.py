@@ -22,7 +22,7 @@ from typing import IO
 from . import elf
 from .arch import Arch
 from .elf import Buffer
-from .errors import FormatError, InputError, InvalidArgumentError
+from .errors import FatbinkitError, FormatError, InputError, InvalidArgumentError, naming
 from .fatbin import (
     ENTRY_HEADER_SIZE,
     ENTRY_VERSION,
@@ -212,18 +212,29 @@ def _map(file: IO[bytes], path: os.PathLike[str]) -> memoryview:
 
 
 def scan(source: os.PathLike[str] | Buffer, *, all: bool = False) -> tuple[DeviceCode, ...]:
-    """Every fatbin entry, cubin or PTX image in ``source`` (a path, or the bytes of a file)."""
+    """Every fatbin entry, cubin or PTX image in ``source`` (a path, or the bytes of a file).
+
+    Errors about a path start with it (``k.so: empty file, no device code``), keeping their
+    class and ``offset``.
+    """
     if isinstance(source, (bytes, bytearray, memoryview)):
         return _scan(memoryview(source).cast("B"), None, all)
     if not isinstance(source, os.PathLike):
         raise InvalidArgumentError(
             f"scan() takes a path (os.PathLike) or bytes, not {type(source).__name__}"
         )
-    with open_input(source) as file:
-        return _scan(_map(file, source), file, all)
+    with open_input(source) as file:  # its InputErrors name the file: "cannot read k.so: ..."
+        try:
+            return _scan(_map(file, source), file, all)
+        except InputError:
+            raise
+        except FatbinkitError as e:  # "k.so: .nv_fatbin: bad magic (at offset 0x...)"
+            raise naming(e, source) from e
 
 
 def _scan(view: memoryview, file: IO[bytes] | None, all: bool) -> tuple[DeviceCode, ...]:
+    if not len(view):
+        raise FormatError("empty file, no device code")
     fd = None if file is None else file.fileno()
     if is_fatbin(view):
         return tuple(_fatbin_codes("", view, 0, 0, fd))

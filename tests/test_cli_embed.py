@@ -74,6 +74,12 @@ def test_help_and_usage_exit_codes() -> None:
     assert fatbinkit("inject", "--help").returncode == 0
     assert fatbinkit("embed", "k=x").returncode == 2  # -o missing
     assert fatbinkit("embed", "-o", "x.o", "--style", "coff", "k=x").returncode == 2
+    for args, message in ((["k.bin"], "expected NAME=PATH, got 'k.bin'"),
+                          (["--align", "3", "k=k.bin"], "'3' is not a power of two")):
+        proc = fatbinkit("embed", "-o", "x.o", *args)
+        assert proc.returncode == 2 and proc.stderr.startswith("usage: fatbinkit embed ")
+        last = proc.stderr.splitlines()[-1]
+        assert last.startswith("fatbinkit embed: error: ") and message in last, proc.stderr
 
 
 def bad_cases(tmp_path: Path) -> list[tuple[list[str], str]]:
@@ -92,8 +98,6 @@ def bad_cases(tmp_path: Path) -> list[tuple[list[str], str]]:
         (["embed", "-o", out, "k=dir"], "cannot read dir: it is a directory"),
         (["embed", "-o", out, "k=k.bin", "k=k.bin"], "duplicate blob name 'k'"),
         (["embed", "-o", out, "1k=k.bin"], "blob name '1k' is not a C identifier"),
-        (["embed", "-o", out, "k.bin"], "expected NAME=PATH, got 'k.bin'"),
-        (["embed", "-o", out, "--align", "3", "k=k.bin"], "alignment 3 is not a power of two"),
         (["embed", "-o", str(tmp_path / "nowhere" / "o.o"), "k=k.bin"], "does not exist"),
         (["embed", "-o", out, "--style", "ld", "missing.bin"], "cannot read missing.bin"),
         (["inject", "notes.txt", "-o", out, "k=k.bin"], "notes.txt is not an ELF file"),

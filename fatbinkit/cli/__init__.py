@@ -1,6 +1,8 @@
 """The ``fatbinkit`` command line: a thin layer over the public API.
 
-Exit status: 0 success, 1 failure (one ``fatbinkit: error: ...`` line on stderr), 2 usage error.
+Exit status: 0 success; 1 failure: one ``fatbinkit: error: FILE: ...`` line on stderr naming the
+file it is about; 2 usage error (an unknown option, a malformed ``KEY=PATH``, arch, size or number,
+options that conflict): the sub-command's usage line, then ``fatbinkit COMMAND: error: ...``.
 Each command group lives in its own module and adds its sub-commands through ``register``.
 """
 
@@ -12,8 +14,10 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from ..errors import FatbinkitError
 from . import check, embed, fatbin, load, slim
+from .args import CommandParser, HelpFormatter, UsageError, examples
 
 _GROUPS = (embed, fatbin, check, slim, load)
 
@@ -21,11 +25,21 @@ _GROUPS = (embed, fatbin, check, slim, load)
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fatbinkit",
-        description="Build, embed, inspect, check and load GPU kernel binaries.",
+        description="Build, embed, inspect, check and load GPU kernel binaries. "
+        "`fatbinkit COMMAND --help` describes a command. Exit status: 0 success, 1 failure "
+        "(one 'fatbinkit: error:' line naming the file), 2 usage error.",
+        epilog=examples("fatbinkit ls libfoo.so", "fatbinkit check libfoo.so --arch sm_90",
+                        "fatbinkit build -o k.fatbin --cubin sm_90=k.cubin --ptx sm_90=k.ptx"),
+        formatter_class=HelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action="version", version=f"fatbinkit {__version__}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                parser_class=CommandParser)
     for group in _GROUPS:
         group.register(sub)
+    for command in sub.choices.values():  # handlers report usage errors through their parser
+        command.set_defaults(parser=command)
     return parser
 
 
@@ -37,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         status: int = args.func(args)
+    except UsageError as exc:
+        args.parser.error(str(exc))  # exits 2
     except FatbinkitError as exc:
         # one line: the message, then (for JIT failures) the driver's log folded onto it
         message = " | ".join(" ".join(line.split()) for line in str(exc).splitlines() if line)

@@ -1,12 +1,21 @@
-"""Argument parsing shared by the command groups."""
+"""Argument parsing shared by the command groups.
+
+A malformed command line is a usage error: the sub-command's usage line, then
+``fatbinkit COMMAND: error: ...``, exit status 2. Argument types raise :class:`UsageError` (an
+``argparse.ArgumentTypeError``, so argparse reports it with the option's name); handlers raise it
+for what only the parsed arguments together show, and :func:`fatbinkit.cli.main` reports it the
+same way through the sub-command's parser.
+"""
 
 from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..arch import Arch
 from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -15,12 +24,35 @@ if TYPE_CHECKING:
 _SIZE_RE = re.compile(r"^([0-9]{1,15})([KMGT]?)(i?B)?$", re.I)
 
 
+class UsageError(argparse.ArgumentTypeError):
+    """The command line is malformed: reported with the sub-command's usage, exit status 2."""
+
+
 def byte_size(text: str) -> int:
     """``4G``, ``512MiB``, ``1000000``: a size in bytes (K, M, G, T are powers of 1024)."""
     m = _SIZE_RE.match(text.strip())
     if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 4G, 512M or 1000000")
+        raise UsageError(f"{text!r} is not a size like 4G, 512M or 1000000")
     return int(m.group(1)) << (10 * " KMGT".index(m.group(2).upper() or " "))
+
+
+def alignment(text: str) -> int:
+    """A power of two, e.g. ``16`` (a blob alignment)."""
+    try:
+        value = int(text, 0)
+    except ValueError:
+        value = 0
+    if value <= 0 or value & (value - 1):
+        raise UsageError(f"{text!r} is not a power of two like 1, 8 or 16")
+    return value
+
+
+def arch(text: str) -> Arch:
+    """A GPU arch name: ``sm_90``, ``sm_90a``, ``compute_100f``, ``90``."""
+    try:
+        return Arch.parse(text)
+    except InvalidArgumentError as e:
+        raise UsageError(str(e)) from e
 
 
 def add_budget(p: argparse.ArgumentParser) -> None:
@@ -36,7 +68,7 @@ def key_path(spec: str, key: str, *, option: str = "", example: str = "") -> tup
     if not sep or not name or not path:
         where = f"{option} " if option else ""
         hint = f", e.g. {example}" if example else ""
-        raise InvalidArgumentError(f"{where}expected {key}=PATH, got {spec!r}{hint}")
+        raise UsageError(f"{where}expected {key}=PATH, got {spec!r}{hint}")
     return name, Path(path)
 
 
@@ -47,7 +79,7 @@ def arch_filter(text: str) -> ArchFilter:
     try:
         return ArchFilter.parse(text)
     except InvalidArgumentError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
+        raise UsageError(str(e)) from e
 
 
 def kernel_filter(text: str) -> KernelFilter:
@@ -57,4 +89,57 @@ def kernel_filter(text: str) -> KernelFilter:
     try:
         return KernelFilter.parse(text)
     except InvalidArgumentError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
+        raise UsageError(str(e)) from e
+
+
+def image_arg(option: str, example: str) -> Callable[[str], tuple[Arch, Path]]:
+    """The argument type of ``build --cubin``/``--ptx ARCH=PATH``: a cubin holds SASS, so its
+    label is ``sm_XY`` (or ``XY``), never a virtual ``compute_XY``; neither takes ``lto_XY``.
+    Whether the label fits the file is :func:`fatbinkit.build.check_label`'s question."""
+
+    def parse(spec: str) -> tuple[Arch, Path]:
+        label, path = key_path(spec, "ARCH", example=example)
+        word = label.strip().lower()
+        wrong = ("compute_", "lto_") if option == "--cubin" else ("lto_",)
+        if word.startswith(wrong):
+            kind = "a virtual (PTX) arch" if word.startswith("compute_") else "an LTO-IR arch"
+            right = ("sm_" if option == "--cubin" else "compute_") + word.split("_", 1)[1]
+            raise UsageError(f"{label} is {kind}, not the arch of a {option[2:]}: "
+                             f"give {right}={path}")
+        return arch(label), path
+
+    return parse
+
+
+def examples(*lines: str) -> str:
+    """An ``examples:`` epilog (for ``formatter_class=argparse.RawDescriptionHelpFormatter``)."""
+    return "examples:\n" + "".join(f"  {line}\n" for line in lines)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Wraps one-line paragraphs (descriptions) to the terminal and keeps paragraphs written on
+    several lines (the ``examples:`` epilog) as they are."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        raw = super()._fill_text
+        wrap = argparse.HelpFormatter._fill_text
+        return "\n\n".join(raw(p, width, indent) if "\n" in p.strip("\n") else
+                           wrap(self, p, width, indent) for p in text.split("\n\n"))
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A sub-command's parser: it reports arguments it does not know itself, with its own usage
+    line (argparse leaves them to the top-level parser, whose usage says nothing of the
+    sub-command's options)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras

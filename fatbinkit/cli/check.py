@@ -49,8 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog="examples:\n"
         "  fatbinkit check libfoo.so --arch sm_90 --arch sm_120 --driver 12.8\n"
         "  fatbinkit check k.fatbin --arch sm_100 --driver 570.124.06 --json\n"
-        "  fatbinkit check libfoo.so --min-driver",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "  fatbinkit check libfoo.so --min-driver")
     p.add_argument("file", type=Path, help="fatbin, cubin, PTX, or an ELF file holding fatbins")
     p.add_argument("--arch", action="append", type=_arch, metavar="ARCH",
                    help="device arch to check, e.g. sm_90 (repeat for several)")

@@ -5,12 +5,30 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..elfobj import DEFAULT_ALIGN, MACHINES, STYLES, Blob, write_object
-from .args import key_path
+from ..elfobj import DEFAULT_ALIGN, MACHINES, MAX_ALIGN, STYLES, Blob, write_object
+from ..errors import FormatError
+from .args import UsageError, alignment, examples, key_path
+
+_EMBED_EXAMPLES = examples(
+    "fatbinkit embed -o kernels.o add=add.fatbin mul=mul.cubin   # __add_start, __mul_start...",
+    "fatbinkit embed -o blob.o --style ld data/k.fatbin           # _binary_data_k_fatbin_start",
+    "fatbinkit embed -o arm.o --machine aarch64 --align 128 k=k.fatbin",
+)
+_INJECT_EXAMPLES = examples(
+    "fatbinkit inject libmodel.so -o libmodel-k.so k=k.fatbin",
+    "fatbinkit inject libfoo.so -o out.so add=add.fatbin mul=mul.cubin --align 128",
+)
+
+
+def _align(text: str) -> int:
+    value = alignment(text)
+    if value > MAX_ALIGN:
+        raise UsageError(f"alignment {value} is above the maximum, {MAX_ALIGN}")
+    return value
 
 
 def _named(arg: str) -> Blob:
-    return Blob(*key_path(arg, "NAME"))
+    return Blob(*key_path(arg, "NAME", example="k=k.fatbin"))
 
 
 def _embed(args: argparse.Namespace) -> int:
@@ -25,7 +43,10 @@ def _embed(args: argparse.Namespace) -> int:
 def _inject(args: argparse.Namespace) -> int:
     from ..inject import inject
 
-    inject(Path(args.library), Path(args.output), [_named(a) for a in args.blobs], align=args.align)
+    library = Path(args.library)
+    if library.is_file() and library.stat().st_size == 0:
+        raise FormatError(f"{library}: empty file, not a shared library")
+    inject(library, Path(args.output), args.blobs, align=args.align)
     return 0
 
 
@@ -41,18 +62,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "are _binary_<path>_start/_end/_size with every byte of the path that is not a letter "
             "or digit turned into '_', exactly as 'ld -r -b binary' names them."
         ),
+        epilog=_EMBED_EXAMPLES,
     )
-    p.add_argument("blobs", nargs="+", metavar="NAME=PATH | PATH")
+    p.add_argument("blobs", nargs="+", metavar="NAME=PATH | PATH",
+                   help="a file to embed: NAME=PATH (style aoti, NAME a C identifier) or PATH "
+                   "(style ld)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.o", help="object to write")
     p.add_argument(
         "--machine", choices=sorted(MACHINES), help="target machine (default: this host's)"
     )
     p.add_argument(
         "--align",
-        type=int,
+        type=_align,
         default=DEFAULT_ALIGN,
         metavar="N",
-        help=f"alignment of each blob, a power of two (default {DEFAULT_ALIGN}; 1 packs like ld)",
+        help=f"alignment of each blob, a power of two up to {MAX_ALIGN} (default "
+        f"{DEFAULT_ALIGN}; 1 packs like ld)",
     )
     p.add_argument("--style", choices=STYLES, default="aoti", help="symbol names (default aoti)")
     p.set_defaults(func=_embed)
@@ -65,15 +90,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "segment, exported as dynamic symbols __NAME_start, __NAME_end and __NAME_size; "
             "undefined references to those names in the library are resolved. No relink."
         ),
+        epilog=_INJECT_EXAMPLES,
     )
-    p.add_argument("library", metavar="LIB.so")
-    p.add_argument("blobs", nargs="+", metavar="NAME=PATH")
+    p.add_argument("library", metavar="LIB.so", help="the linked shared library to copy")
+    p.add_argument("blobs", nargs="+", metavar="NAME=PATH", type=_named,
+                   help="a file to add, exported as __NAME_start/_end/_size")
     p.add_argument("-o", "--output", required=True, metavar="OUT.so", help="library to write")
     p.add_argument(
         "--align",
-        type=int,
+        type=_align,
         default=DEFAULT_ALIGN,
         metavar="N",
-        help=f"alignment of each blob, a power of two (default {DEFAULT_ALIGN})",
+        help=f"alignment of each blob, a power of two up to {MAX_ALIGN} (default {DEFAULT_ALIGN})",
     )
     p.set_defaults(func=_inject)

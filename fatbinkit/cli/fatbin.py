@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FormatError, InvalidArgumentError
+from ..errors import FormatError
 from ..fatbin import EntryKind
 from ..outfile import atomic_path
-from .args import add_budget, arch_filter, kernel_filter, key_path
+from .args import UsageError, add_budget, arch_filter, examples, image_arg, kernel_filter
 
 if TYPE_CHECKING:
     from ..binary import Binary, Item
@@ -30,17 +30,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "ls", help="list the device code in a file (cuobjdump -lelf -lptx), summarise it, or "
         "give per-function resources (cuobjdump -res-usage)",
         description="List the SASS (cubin) and PTX images in FILE: a fatbin, cubin, PTX, or an "
-        "ELF file (.so, .o, executable) holding fatbins. Names and numbers are cuobjdump's.",
-        epilog="examples:\n"
-        "  fatbinkit ls libtorch_cuda.so --summary          # per arch and GPU generation\n"
-        "  fatbinkit ls libtorch_cuda.so --arch sm_90 --json\n"
-        "  fatbinkit ls libcublasLt.so.13 --resources --sort registers --top 20 --demangle\n"
-        "  fatbinkit ls model.so --kernel '*gemm*' --resources\n"
-        "  fatbinkit ls libfoo.so --summary --kernels       # also count kernels (reads all)\n"
-        "\n--arch: sm_90 (or 90) selects SASS and PTX of SM 9.0 with any a/f suffix, as\n"
-        "cuobjdump -arch; sm_90a / sm_100f that suffix only; compute_90 PTX only.\n"
-        "--kernel: a glob on the mangled or demangled name, or re:REGEX (searched).",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "ELF file (.so, .o, executable) holding fatbins. Names and numbers are cuobjdump's.\n\n"
+        "--arch sm_90 (or 90) selects SASS and PTX of SM 9.0 with any a/f suffix, as cuobjdump "
+        "-arch does; sm_90a or sm_100f that suffix only; compute_90 PTX only. --kernel takes a "
+        "glob matched against the mangled and the demangled name, or re:REGEX (searched).",
+        epilog=examples(
+            "fatbinkit ls libtorch_cuda.so --summary          # per arch and GPU generation",
+            "fatbinkit ls libtorch_cuda.so --arch sm_90 --json",
+            "fatbinkit ls libcublasLt.so.13 --resources --sort registers --top 20 --demangle",
+            "fatbinkit ls model.so --kernel '*gemm*' --resources",
+            "fatbinkit ls libfoo.so --summary --kernels       # also count kernels (reads all)"))
     _input(p)
     p.add_argument("--all", action="store_true",
                    help="also __nv_relfatbin sections and LTO-IR entries, as cuobjdump -all")
@@ -71,11 +70,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Write the SASS (cubin) and PTX images of FILE into a folder, under "
         "cuobjdump's names and with its bytes (PTX without trailing NULs). All or nothing: an "
         "error half-way leaves the folder as it was.",
-        epilog="examples:\n"
-        "  fatbinkit extract libtorch_cuda.so -o out/ --arch sm_90   # as cuobjdump -arch sm_90\n"
-        "  fatbinkit extract model.so -o out/ --elf --kernel 're:^triton_'\n"
-        "  fatbinkit extract k.fatbin -o out/ --ptx",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=examples(
+            "fatbinkit extract libtorch_cuda.so -o out/ --arch sm_90   # as cuobjdump -arch sm_90",
+            "fatbinkit extract model.so -o out/ --elf --kernel 're:^triton_'",
+            "fatbinkit extract k.fatbin -o out/ --ptx"))
     _input(p)
     p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                    help="folder to write into (created if missing)")
@@ -88,15 +86,42 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_budget(p)
     p.set_defaults(func=_extract, parser=p)
 
-    p = sub.add_parser("build", help="build a fatbin from cubins and PTX")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.fatbin")
-    p.add_argument("--cubin", action="append", default=[], metavar="ARCH=PATH")
-    p.add_argument("--ptx", action="append", default=[], metavar="ARCH=PATH")
-    p.add_argument(
-        "--backend", default="pure", choices=("pure", "fatbinary", "nvfatbin", "nvcc")
-    )
-    p.add_argument("--compress", default="none", choices=("none", "lz4", "zstd"))
-    p.add_argument("--identifier", default="", help="identifier stored in each entry")
+    p = sub.add_parser(
+        "build", help="build a fatbin from cubins and PTX",
+        description="Write a fatbin holding each --cubin and --ptx image, in the order given, "
+        "each labelled with its ARCH. A cubin must be labelled with its own arch (its ELF "
+        "header's, suffix included); PTX with its .target or a newer arch it compiles for "
+        "(PTX for sm_90a only as sm_90a; for sm_100f only as an a/f arch of the sm_10x family): "
+        "a mismatch is refused, naming the file and both archs.",
+        epilog="backends:\n"
+        "  pure, fatbinary and nvfatbin write the images given, in order, and nothing else.\n"
+        "  nvcc runs `nvcc -fatbin K.ptx -gencode arch=compute_X,code=compute_X\n"
+        "  -gencode arch=compute_X,code=sm_X` for each --ptx label X (AOTInductor's recipe):\n"
+        "  it takes one PTX file, the same for every label, and no --cubin; for each X it\n"
+        "  writes an sm_X cubin that nvcc's ptxas compiles from the PTX (an image you did\n"
+        "  not give), then the PTX itself labelled X, unchanged, with nvcc's compression.\n\n"
+        + examples(
+            "fatbinkit build -o k.fatbin --cubin sm_90=k_sm90.cubin --ptx compute_90=k.ptx",
+            "fatbinkit build -o k.fatbin --cubin sm_90a=k.cubin --compress zstd --identifier k.cu",
+            "fatbinkit build -o k.fatbin --backend fatbinary --cubin sm_80=k.cubin",
+            "fatbinkit build -o k.fatbin --backend nvcc --ptx sm_80=k.ptx --ptx sm_90=k.ptx"))
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.fatbin",
+                   help="the fatbin to write (replaced atomically)")
+    p.add_argument("--cubin", action="append", default=[], metavar="ARCH=PATH",
+                   type=image_arg("--cubin", "sm_90=k.cubin"),
+                   help="a cubin and its arch, e.g. sm_90=k.cubin or sm_90a=k.cubin; repeatable")
+    p.add_argument("--ptx", action="append", default=[], metavar="ARCH=PATH",
+                   type=image_arg("--ptx", "compute_90=k.ptx"),
+                   help="PTX and the arch to label it, e.g. compute_90=k.ptx (sm_90=k.ptx is "
+                   "the same); repeatable")
+    p.add_argument("--backend", default="pure", choices=("pure", "fatbinary", "nvfatbin", "nvcc"),
+                   help="who writes the fatbin: pure (default, no NVIDIA software), fatbinary, "
+                   "nvfatbin (NVIDIA's library) or nvcc (see below)")
+    p.add_argument("--compress", default="none", choices=("none", "lz4", "zstd"),
+                   help="codec of every entry (default none; not with --backend nvcc)")
+    p.add_argument("--identifier", default="",
+                   help="identifier stored in each entry, e.g. the source file's name (not with "
+                   "--backend nvcc)")
     p.set_defaults(func=_build)
 
 
@@ -256,19 +281,20 @@ def _extract(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from ..arch import Arch
     from ..build import Image, build
 
+    if args.backend == "nvcc":
+        if args.cubin:
+            raise UsageError("--backend nvcc compiles PTX: it takes no --cubin")
+        if args.compress != "none" or args.identifier:
+            raise UsageError("--backend nvcc uses nvcc's own compression and no identifier: "
+                             "drop --compress and --identifier")
     images: list[Image] = []
-    for kind, specs, option in (
-        (EntryKind.ELF, args.cubin, "--cubin"),
-        (EntryKind.PTX, args.ptx, "--ptx"),
-    ):
-        for spec in specs:
-            arch, path = key_path(spec, "ARCH", option=option, example="sm_90=k.cubin")
-            images.append(Image.from_file(kind, Arch.parse(arch), path, identifier=args.identifier))
+    for kind, specs in ((EntryKind.ELF, args.cubin), (EntryKind.PTX, args.ptx)):
+        for label, path in specs:
+            images.append(Image.from_file(kind, label, path, identifier=args.identifier))
     if not images:
-        raise InvalidArgumentError("nothing to build: give at least one --cubin or --ptx")
+        raise UsageError("nothing to build: give at least one --cubin or --ptx")
     compression = None if args.compress == "none" else args.compress
     data = build(images, backend=args.backend, compression=compression)
     with atomic_path(args.output) as tmp:

@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FatbinkitError, InputError
+from ..errors import CudaUnavailableError, FatbinkitError, FormatError, InputError, naming
+from ..infile import read_input
+from .args import UsageError, examples
 
 if TYPE_CHECKING:
     from ..runtime import Kernel, Module
@@ -21,6 +23,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="load a fatbin/cubin/PTX (or a blob embedded in a shared library) on the GPU",
         description="Load an image with cuModuleLoadDataEx on the current GPU and report the "
         "image the driver picked, the load time and the kernels; a failure is explained.",
+        epilog=examples(
+            "fatbinkit load k.fatbin",
+            "fatbinkit load k.ptx --kernel add1 --json",
+            "fatbinkit load libmodel.so --symbol k --preflight   # the blob __k_start..__k_end",
+            "fatbinkit load k.fatbin --library --device 1"),
     )
     p.add_argument("file", type=Path, help="fatbin, cubin or PTX file, or a shared library")
     p.add_argument("--symbol", metavar="NAME",
@@ -31,28 +38,41 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="use cuLibraryLoadData instead of cuModuleLoadDataEx")
     p.add_argument("--preflight", action="store_true",
                    help="refuse an image the compatibility engine says cannot load")
-    p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    p.add_argument("--device", type=_ordinal, default=0, metavar="N",
+                   help="CUDA device ordinal (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_run)
+
+
+def _ordinal(text: str) -> int:
+    if not text.isdigit():
+        raise UsageError(f"{text!r} is not a device ordinal like 0 or 1")
+    return int(text)
 
 
 def _run(args: argparse.Namespace) -> int:
     from ..runtime import Module
 
-    if not args.file.exists():
-        raise InputError(f"{args.file}: no such file")
-    if args.symbol:
-        try:
-            lib = ctypes.CDLL(str(args.file.resolve()))
-        except OSError as exc:
-            raise InputError(f"cannot dlopen {args.file}: {exc}") from exc
-        module = Module.from_symbol(
-            lib, args.symbol, device=args.device, library=args.library, preflight=args.preflight
-        )
-    else:
-        module = Module.load(
-            args.file, device=args.device, library=args.library, preflight=args.preflight
-        )
+    try:
+        if args.symbol:
+            if not args.file.exists():
+                raise InputError(f"cannot read {args.file}: No such file or directory")
+            try:
+                lib = ctypes.CDLL(str(args.file.resolve()))
+            except OSError as exc:
+                raise InputError(f"cannot dlopen {args.file}: {exc}") from exc
+            module = Module.from_symbol(lib, args.symbol, device=args.device,
+                                        library=args.library, preflight=args.preflight)
+        else:
+            data = read_input(args.file)
+            if not data:
+                raise FormatError("empty file, no device code")
+            module = Module.load(data, device=args.device, library=args.library,
+                                 preflight=args.preflight)
+    except (InputError, CudaUnavailableError):  # named already, or not about the file
+        raise
+    except FatbinkitError as e:  # "k.fatbin: CUDA_ERROR_NO_BINARY_FOR_GPU: ..."
+        raise naming(e, args.file) from e
     with module:
         kernels = [module.kernel(k) for k in args.kernel] if args.kernel else list(module.kernels())
         report = _report(module, kernels)

@@ -9,10 +9,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..arch import Arch
-from ..errors import InvalidArgumentError
-from ..fatbin import COMPRESSIONS, DecompressionBudget
-from .args import add_budget
+from ..errors import (
+    CompatibilityError,
+    FormatError,
+    InvalidArgumentError,
+    UnsupportedError,
+    naming,
+)
+from ..fatbin import COMPRESSIONS, LEVELS, DecompressionBudget
+from .args import UsageError, add_budget, arch
 
 if TYPE_CHECKING:
     from ..slim import SlimReport, WheelReport
@@ -44,6 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--ptx; the freed bytes are cut out of the file.",
         epilog=_PRUNE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--for", dest="archs", action="append", required=True, metavar="ARCH",
+                   type=arch,
                    help="a GPU arch to keep everything for (sm_90, 90, sm_100...); repeatable")
     p.add_argument("--ptx", choices=PTX_POLICIES, default="keep",
                    help="keep every PTX (default), only the floor newer GPUs JIT, or none "
@@ -86,7 +92,14 @@ def _run(args: argparse.Namespace) -> int:
     from ..slim import slim, slim_wheel
     from ..wheel import is_wheel
 
-    archs = [Arch.parse(a) for a in args.archs] if args.archs else None
+    if args.level is not None:
+        if args.codec in (None, "none"):
+            raise UsageError("--level needs --codec lz4 or zstd")
+        levels = LEVELS[args.codec]
+        if args.level not in levels:
+            raise UsageError(f"--level {args.level}: {args.codec} levels are "
+                             f"{levels.start}..{levels.stop - 1}")
+    archs = args.archs or None
     budget = (DecompressionBudget(args.max_decompressed)
               if args.max_decompressed is not None else None)
     if args.output.resolve() == args.file.resolve():
@@ -95,10 +108,17 @@ def _run(args: argparse.Namespace) -> int:
                    same_size=args.same_size, allow_newer_driver=args.allow_newer_driver,
                    budget=budget, exact=args.exact)
     report: SlimReport | WheelReport
-    if is_wheel(args.file):
-        report = slim_wheel(args.file, args.output, progress=sys.stderr.isatty(), **options)
-    else:
-        report = slim(args.file, args.output, progress=sys.stderr.isatty(), **options)
+    try:
+        if args.file.is_file() and args.file.stat().st_size == 0:
+            raise FormatError("empty file, no device code")
+        if is_wheel(args.file):
+            report = slim_wheel(args.file, args.output, progress=sys.stderr.isatty(), **options)
+        else:
+            report = slim(args.file, args.output, progress=sys.stderr.isatty(), **options)
+    except (FormatError, UnsupportedError, CompatibilityError) as e:  # about the input file
+        if str(e).startswith(f"{args.file}"):
+            raise
+        raise naming(e, args.file) from e
     _print(report, args)
     return 0
 
