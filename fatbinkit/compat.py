@@ -85,7 +85,7 @@ __all__ = [
     "ArchVerdict",
     "Decision",
     "Floor",
-    "Image",
+    "ImageInfo",
     "ImageSet",
     "Verdict",
     "decide",
@@ -128,7 +128,7 @@ _PTX_VARIABLE_RE = re.compile(
 
 
 @dataclass(frozen=True)
-class Image:
+class ImageInfo:
     """One loadable image: SASS or PTX for an arch; ``kernels`` None when not known.
 
     ``arch`` is what the driver selects by (a fatbin entry's header); ``target`` is set when a PTX
@@ -214,7 +214,7 @@ class Floor:
 class Verdict:
     """Why one image can or cannot serve the device; ``floor`` is the driver floor it fails."""
 
-    image: Image
+    image: ImageInfo
     usable: bool
     reason: str
     error: str | None = None
@@ -235,7 +235,7 @@ class Decision:
 
     device: Arch
     driver: CudaVersion | None
-    image: Image | None
+    image: ImageInfo | None
     how: str  # "sass", "ptx-jit" or "none"
     reason: str
     error: str | None
@@ -309,7 +309,7 @@ def device_floor(device: Arch) -> Floor | None:
     return Floor("device", support.first, f"a {device.sm} GPU", NO_DEVICE)
 
 
-def image_floors(image: Image) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
+def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
     """The driver floors of one image in the order a driver meets them (the entry header's
     flags, then the payload), and what could not be known about them."""
     floors: list[Floor] = []
@@ -383,7 +383,7 @@ def _device_refusal(device: Arch, driver: CudaVersion) -> tuple[Floor, str] | No
 
 
 def decide(
-    images: Iterable[Image],
+    images: Iterable[ImageInfo],
     device: Arch,
     driver: CudaVersion | None = None,
     *,
@@ -427,7 +427,7 @@ def decide(
         (sass if img.kind == SASS else ptx).append(
             (verdict, ((dfloor,) if dfloor else ()) + own, unknown))
 
-    def result(image: Image | None, how: str, reason: str, error: str | None,
+    def result(image: ImageInfo | None, how: str, reason: str, error: str | None,
                floors: tuple[Floor, ...] = (), floor: Floor | None = None) -> Decision:
         return Decision(dev, driver, image, how, reason, error, tuple(verdicts), floors, floor,
                         tuple(warnings))
@@ -473,7 +473,7 @@ def decide(
     return result(None, "none", f"{lead}: {pick.reason}{unused}", pick.error, floors, pick.floor)
 
 
-def _fits(img: Image, dev: Arch, driver: CudaVersion | None) -> str:
+def _fits(img: ImageInfo, dev: Arch, driver: CudaVersion | None) -> str:
     if img.kind == SASS:
         return f"SASS {img.arch.sm} runs on {dev.sm}"
     assert img.ptx_version is not None
@@ -509,7 +509,7 @@ class ImageSet:
     cubin/PTX (``raw``). ``label`` says where it was found."""
 
     label: str
-    images: tuple[Image, ...]
+    images: tuple[ImageInfo, ...]
     raw: bool = False
 
     @property
@@ -764,25 +764,25 @@ def file_verdict(sets: Sequence[ImageSet], device: Arch,
 
 
 def image_from_cubin(data: bytes | bytearray | memoryview, label: str = "",
-                     arch: Arch | None = None, compression: str | None = None) -> Image:
+                     arch: Arch | None = None, compression: str | None = None) -> ImageInfo:
     """The SASS image of a cubin, with its kernel names and producer toolkit; ``arch``
     overrides the cubin's own (a fatbin entry's header, which is what the driver reads)."""
     c = Cubin.from_bytes(data)
-    return Image(SASS, arch or c.arch, None, label,
-                 frozenset(f.name for f in c.functions if f.entry), toolkit=c.toolkit,
-                 abi_version=c.abi_version, compression=compression,
-                 variables=bool(c.global_size or c.constant))
+    return ImageInfo(SASS, arch or c.arch, None, label,
+                     frozenset(f.name for f in c.functions if f.entry), toolkit=c.toolkit,
+                     abi_version=c.abi_version, compression=compression,
+                     variables=bool(c.global_size or c.constant))
 
 
 def image_from_ptx(data: bytes | bytearray | memoryview, label: str = "",
-                   arch: Arch | None = None, compression: str | None = None) -> Image:
+                   arch: Arch | None = None, compression: str | None = None) -> ImageInfo:
     """The PTX image of a PTX module, with its entry names (``arch`` as for cubins)."""
     p = Ptx.from_bytes(data)
     label_arch = arch or p.arch
     target = p.arch if p.arch != label_arch and ptx_narrower(p.arch, label_arch) else None
-    return Image(PTX, label_arch, p.version, label, frozenset(e.name for e in p.entries), target,
-                 compression=compression,
-                 variables=_PTX_VARIABLE_RE.search(bytes(data)) is not None)
+    return ImageInfo(PTX, label_arch, p.version, label, frozenset(e.name for e in p.entries),
+                     target, compression=compression,
+                     variables=_PTX_VARIABLE_RE.search(bytes(data)) is not None)
 
 
 def ptx_narrower(text: Arch, label: Arch) -> bool:
@@ -792,7 +792,7 @@ def ptx_narrower(text: Arch, label: Arch) -> bool:
         text.number == label.number and _SUFFIX_RANK[text.suffix] > _SUFFIX_RANK[label.suffix])
 
 
-def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> Image:
+def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> ImageInfo:
     """A bare cubin or PTX as an image (not a fatbin: see :func:`image_sets`)."""
     if is_cubin(data):
         return image_from_cubin(data, label)
@@ -802,7 +802,7 @@ def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> I
 
 
 def image_from_entry(entry: FatbinEntry, label: str = "",
-                     budget: DecompressionBudget | None = None) -> Image | None:
+                     budget: DecompressionBudget | None = None) -> ImageInfo | None:
     """The image of a fatbin entry (None for kinds the driver does not load: LTO-IR...).
 
     Arch and ``a``/``f`` come from the entry header as the driver reads them; the PTX ISA version
@@ -815,8 +815,8 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
             return image_from_cubin(data, label, entry.arch, entry.compression)
         except (FormatError, UnsupportedError) as exc:  # one bad cubin must not hide the rest
             abi = data[8] if len(data) > 8 else None
-            return Image(SASS, entry.arch, None, label, None, abi_version=abi,
-                         compression=entry.compression, unread=str(exc))
+            return ImageInfo(SASS, entry.arch, None, label, None, abi_version=abi,
+                             compression=entry.compression, unread=str(exc))
     if entry.header.kind == EntryKind.PTX:
         return image_from_ptx(entry.data(budget=budget), label, entry.arch, entry.compression)
     return None
@@ -832,7 +832,7 @@ def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview,
         size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
                 else os.path.getsize(source))
         budget = DecompressionBudget.for_input(size)
-    groups: dict[tuple[str, int], list[Image]] = {}
+    groups: dict[tuple[str, int], list[ImageInfo]] = {}
     for code in codes:
         group = groups.setdefault((code.source, code.container), [])
         img = image_from_entry(code.entry, f"entry at {code.offset:#x}", budget)

@@ -45,7 +45,7 @@ from typing import Any
 
 from . import elf, elfedit
 from .arch import Arch
-from .compat import PTX, SASS, Image, decide, image_from_entry
+from .compat import PTX, SASS, ImageInfo, decide, image_from_entry
 from .cubin import cubin_toolkit
 from .driver import CudaVersion, dotted
 from .errors import (
@@ -219,13 +219,13 @@ class SlimReport:
 # -- planning one container -----------------------------------------------------------------------
 
 
-def _cheap_image(entry: FatbinEntry) -> Image | None:
+def _cheap_image(entry: FatbinEntry) -> ImageInfo | None:
     """The image as the driver picks it: kind, arch and PTX ISA from the entry header only."""
     kind = entry.header.kind
     if kind == _ELF:
-        return Image(SASS, entry.arch)
+        return ImageInfo(SASS, entry.arch)
     if kind == _PTX:
-        return Image(PTX, entry.arch, entry.code_version)
+        return ImageInfo(PTX, entry.arch, entry.code_version)
     return None
 
 
@@ -341,7 +341,7 @@ def _plan(modules: list[_Module], req: _Request) -> None:
 # -- per-arch report ------------------------------------------------------------------------------
 
 
-def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> Image | None:
+def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> ImageInfo | None:
     """The image with what its driver floors read (a cubin's toolkit and ELF ABI; PTX whole)."""
     if entry.header.kind == _ELF:
         data = entry.data(budget=budget)
@@ -349,12 +349,12 @@ def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> Image | Non
             toolkit = cubin_toolkit(data)
         except (FormatError, UnsupportedError):  # compat's own account of an unreadable cubin
             return image_from_entry(entry, budget=budget)
-        return Image(SASS, entry.arch, toolkit=toolkit, abi_version=data[elf.EI_ABIVERSION],
-                     compression=entry.compression)
+        return ImageInfo(SASS, entry.arch, toolkit=toolkit,
+                         abi_version=data[elf.EI_ABIVERSION], compression=entry.compression)
     return image_from_entry(entry, budget=budget)
 
 
-def _floors_need(img: Image | None, device: Arch, codec: str | None) -> CudaVersion | None:
+def _floors_need(img: ImageInfo | None, device: Arch, codec: str | None) -> CudaVersion | None:
     """The lowest CUDA driver that loads ``img`` on ``device`` (stored as ``codec``), as
     :func:`fatbinkit.compat.decide` computes it for the image it picks."""
     if img is None:
