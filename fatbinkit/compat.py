@@ -59,11 +59,27 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import elf
-from .arch import Arch
+from .arch import Arch, ArchLike, as_arch
 from .cubin import ABI_V2, Cubin, is_cubin
-from .driver import DEVICE_SUPPORT, MINOR_COMPAT_DRIVER, RELEASES, CudaVersion, cuda_name, dotted
-from .errors import FatbinkitError, FormatError, InvalidArgumentError, UnsupportedError
+from .driver import (
+    DEVICE_SUPPORT,
+    MINOR_COMPAT_DRIVER,
+    RELEASES,
+    CudaVersion,
+    DriverLike,
+    as_cuda_version,
+    cuda_name,
+    dotted,
+)
+from .errors import (
+    FatbinkitError,
+    FormatError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnsupportedError,
+)
 from .fatbin import DecompressionBudget, EntryKind, FatbinEntry
+from .infile import as_content, as_input
 from .ptx import NEWEST_KNOWN_CUDA, Ptx, is_ptx, max_ptx_isa_for_driver, min_driver_for_ptx_isa
 from .scan import scan
 
@@ -278,10 +294,20 @@ class Decision:
         }
 
     def __str__(self) -> str:
-        driver = f" with driver {dotted(self.driver)}" if self.driver else ""
-        head = (f"{self.how} {self.image.name}" if self.image else
-                f"none ({self.error})")
-        return f"{self.device.sm}{driver}: {head}: {self.reason}"
+        """``sm_90: SASS sm_90a (entry at 0x50) loads``, ``sm_120 (driver 13.0): PTX compute_90
+        (PTX 8.4) JIT (driver >= 12.4)``, ``sm_75: no image: CUDA_ERROR_NO_BINARY_FOR_GPU (SASS
+        sm_80 runs only on CC 8.x, not 7.5)``."""
+        driver = f" (driver {dotted(self.driver)})" if self.driver else ""
+        if self.image is not None:
+            where = f" ({self.image.label})" if self.image.label else ""
+            low = self.min_driver
+            what = ("loads" if self.how == "sass" else
+                    "JIT" + (f" (driver >= {dotted(low)})" if low else ""))
+            kind = "SASS" if self.image.kind == SASS else "PTX"
+            return f"{self.device.sm}{driver}: {kind} {self.image.name}{where} {what}"
+        why = str(self.floor) if self.floor else next(
+            (v.reason for v in self.verdicts if self.error == NO_BINARY == v.error), self.reason)
+        return f"{self.device.sm}{driver}: no image: {self.error} ({why})"
 
 
 def sass_runs_on(image: Arch, device: Arch) -> bool:
@@ -384,8 +410,8 @@ def _device_refusal(device: Arch, driver: CudaVersion) -> tuple[Floor, str] | No
 
 def decide(
     images: Iterable[ImageInfo],
-    device: Arch,
-    driver: CudaVersion | None = None,
+    device: ArchLike,
+    driver: DriverLike | None = None,
     *,
     raw: bool = False,
 ) -> Decision:
@@ -394,8 +420,11 @@ def decide(
     The pick is by arch alone (SASS, then PTX); the driver floors are then checked on the pick
     only, as the driver does not fall back. ``raw`` means the set is one bare cubin or PTX handed
     to the driver directly (not a fatbin): an unfit bare PTX is then refused by the JIT compiler
-    instead of skipped.
+    instead of skipped. ``device`` and ``driver`` take what :func:`~fatbinkit.arch.as_arch` and
+    :func:`~fatbinkit.driver.as_cuda_version` take (``"sm_90"``, ``"12.4"``, ``12040``...).
     """
+    device = as_arch(device, "device")
+    driver = None if driver is None else as_cuda_version(driver)
     dev = Arch(device.number)  # a device is a compute capability; suffixes name binaries only
     warnings = _driver_warnings(dev, driver)
     dfloor = device_floor(dev)
@@ -521,12 +550,22 @@ class ImageSet:
                 seen.setdefault(k)
         return list(seen)
 
-    def decide(self, device: Arch, driver: CudaVersion | None = None,
+    def decide(self, device: ArchLike, driver: DriverLike | None = None,
                kernel: str | None = None) -> Decision:
         """:func:`decide` for the whole set, as the driver loads it: one image for the module.
         With ``kernel``, a picked image that lacks it gives ``CUDA_ERROR_NOT_FOUND`` (what
-        ``cuModuleGetFunction`` returns), even when another image of the set has it."""
+        ``cuModuleGetFunction`` returns), even when another image of the set has it; a kernel
+        that no image has is a :class:`~fatbinkit.errors.NotFoundError`."""
+        if kernel is not None:
+            self._check_kernel(kernel)
         return self._for_kernel(decide(self.images, device, driver, raw=self.raw), kernel)
+
+    def _check_kernel(self, kernel: object) -> None:
+        """Refuse a kernel name no image of the set has (when every image lists its kernels)."""
+        if not isinstance(kernel, str):
+            raise InvalidArgumentError(f"kernel is a name (str), not {type(kernel).__name__}")
+        if all(i.kernels is not None and kernel not in i.kernels for i in self.images):
+            raise NotFoundError.among("kernel", kernel, self.kernels, self.label)
 
     def _for_kernel(self, d: Decision, kernel: str | None) -> Decision:
         if kernel is None or d.image is None or d.image.kernels is None or \
@@ -540,8 +579,11 @@ class ImageSet:
                    f"{kernel}{others}")
 
     def __str__(self) -> str:
-        names = ", ".join(i.name for i in self.images) or "no loadable images"
-        return f"{self.label}: {names}"
+        """``k.fatbin container 0: sm_80, sm_90, compute_90 (PTX 8.4); 2 kernels``."""
+        names = [i.name for i in self.images]
+        shown = ", ".join(names[:6]) + (f", ... ({len(names)} images)" if len(names) > 6 else "")
+        kernels = f"; {_count(len(self.kernels), 'kernel')}" if self.kernels else ""
+        return f"{self.label}: {shown or 'no loadable images'}{kernels}"
 
     @property
     def empty(self) -> bool:
@@ -550,7 +592,7 @@ class ImageSet:
         kernels or variables)."""
         return not self.kernels and not any(i.variables for i in self.images)
 
-    def decisions(self, device: Arch, driver: CudaVersion | None = None,
+    def decisions(self, device: ArchLike, driver: DriverLike | None = None,
                   ) -> list[tuple[str | None, Decision]]:
         """One decision per kernel (one for the whole set when it names no kernels)."""
         kernels: list[str | None] = list(self.kernels) or [None]
@@ -607,9 +649,11 @@ class ArchVerdict:
     warnings: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, device: Arch, driver: CudaVersion | None,
+    def of(cls, device: ArchLike, driver: DriverLike | None,
            modules: Sequence[tuple[ImageSet, Sequence[Decision]]]) -> ArchVerdict:
         """The verdict over modules whose per-kernel decisions are already made."""
+        device = as_arch(device, "device")
+        driver = None if driver is None else as_cuda_version(driver)
         loading: list[str] = []
         restricted: list[str] = []
         failed: list[tuple[str, Decision]] = []
@@ -755,10 +799,12 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def file_verdict(sets: Sequence[ImageSet], device: Arch,
-                 driver: CudaVersion | None = None) -> ArchVerdict:
+def file_verdict(sets: Sequence[ImageSet], device: ArchLike,
+                 driver: DriverLike | None = None) -> ArchVerdict:
     """The verdict on ``device`` (with ``driver``) for every load unit of a file, e.g.
     ``file_verdict(image_sets(Path("libcublas.so.13")), Arch(90), (13, 0)).status``."""
+    device = as_arch(device, "device")
+    driver = None if driver is None else as_cuda_version(driver)
     return ArchVerdict.of(device, driver,
                           [(s, [d for _, d in s.decisions(device, driver)]) for s in sets])
 
@@ -822,11 +868,13 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
     return None
 
 
-def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview,
+def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
                budget: DecompressionBudget | None = None) -> tuple[ImageSet, ...]:
     """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
     ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself. Decompression is
-    charged to ``budget`` (default: :meth:`DecompressionBudget.for_input` of the input)."""
+    charged to ``budget`` (default: :meth:`DecompressionBudget.for_input` of the input). A
+    ``str`` is a path."""
+    source = as_input(source, "image_sets() source")
     codes = scan(source)
     if budget is None:
         size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
@@ -844,12 +892,13 @@ def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview,
         for (src, c), imgs in groups.items())
 
 
-def predict_load(data: bytes | bytearray | memoryview, device: Arch,
-                 driver: CudaVersion | None = None) -> Decision:
+def predict_load(data: bytes | bytearray | memoryview, device: ArchLike,
+                 driver: DriverLike | None = None) -> Decision:
     """What ``cuModuleLoadData(data)`` would do on ``device``: for a fatbin, its first container
     (the only one the driver reads); else the bare cubin or PTX. A host ELF (``.so``, ``.o``) is
     refused as the driver refuses it, even when it carries fatbins: load what :func:`scan` finds
     in it instead."""
+    data = as_content(data, "predict_load()")
     machine = elf.machine(data)
     if machine is not None and machine != elf.EM_CUDA:
         raise FormatError(f"a host ELF file (e_machine {machine}), not a cubin: the driver takes a "
