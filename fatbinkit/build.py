@@ -23,6 +23,18 @@ from .fatbin import COMPRESSIONS, EntryKind, build_fatbin, make_entry
 from .infile import read_input
 from .toolchain import run_tool
 
+__all__ = [
+    "BACKENDS",
+    "Image",
+    "build",
+    "build_fatbinary",
+    "build_nvcc",
+    "build_nvfatbin",
+    "build_pure",
+    "fatbinary_command",
+    "nvcc_command",
+]
+
 BACKENDS = ("pure", "fatbinary", "nvfatbin", "nvcc")
 
 

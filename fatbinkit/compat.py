@@ -116,6 +116,7 @@ __all__ = [
     "module_outcome",
     "predict_load",
     "ptx_jits_for",
+    "ptx_narrower",
     "sass_runs_on",
 ]
 

@@ -38,6 +38,23 @@ from .nvinfo import (
     parse_records,
 )
 
+__all__ = [
+    "ABI_V1",
+    "ABI_V2",
+    "CUINFO",
+    "CUINFO_HEAD",
+    "EF_V1_ARCH_SPECIFIC",
+    "EF_V2_ARCH_SPECIFIC",
+    "SHT_CUDA_INFO",
+    "STO_CUDA_ENTRY",
+    "Cubin",
+    "CubinFunction",
+    "KernelParam",
+    "cubin_arch",
+    "cubin_toolkit",
+    "is_cubin",
+]
+
 CUINFO = struct.Struct("<HHI")  # version, virtual SM, toolkit (major * 10 + minor)
 CUINFO_HEAD = struct.Struct("<HH")  # version, virtual SM: what every cuinfo/cuver note holds
 

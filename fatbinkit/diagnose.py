@@ -18,6 +18,11 @@ from .runtime import _ERROR_CLASSES
 if TYPE_CHECKING:
     from .runtime import Device
 
+__all__ = [
+    "explain_load_error",
+    "preflight_check",
+]
+
 
 def _version(v: tuple[int, int]) -> str:
     return f"{v[0]}.{v[1]}"

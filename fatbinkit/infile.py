@@ -14,11 +14,11 @@ from typing import IO, TypeAlias
 
 from .errors import InputError, InvalidArgumentError
 
-__all__ = ["Content", "PathLike", "as_content", "as_input", "as_path", "open_input",
+__all__ = ["Content", "FilePath", "as_content", "as_input", "as_path", "open_input",
            "read_input"]
 
 #: a path to a file: ``str`` (always a path, never content), ``os.PathLike`` of str or bytes
-PathLike: TypeAlias = str | os.PathLike[str] | os.PathLike[bytes]
+FilePath: TypeAlias = str | os.PathLike[str] | os.PathLike[bytes]
 #: the bytes of a file
 Content: TypeAlias = bytes | bytearray | memoryview
 

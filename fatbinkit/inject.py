@@ -40,6 +40,15 @@ from .infile import open_input, read_input
 from .outfile import atomic_path
 from .toolchain import WorkerResult, run_worker
 
+__all__ = [
+    "MEMORY_FLOOR",
+    "MEMORY_PER_BYTE",
+    "SECTION",
+    "TIME_FLOOR",
+    "TIME_PER_BYTE",
+    "inject",
+]
+
 SECTION = ".fatbinkit"
 
 _MAX_CHECKED = 1 << 16  # bytes of each blob compared after writing (head and tail)

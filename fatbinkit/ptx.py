@@ -13,6 +13,21 @@ from dataclasses import dataclass
 from .arch import Arch
 from .errors import FormatError, InvalidArgumentError, UnsupportedError
 
+__all__ = [
+    "HEADER_LIMIT",
+    "MAX_VERSION_PART",
+    "NEWEST_KNOWN_CUDA",
+    "PTX_ISA_MIN_CUDA",
+    "Ptx",
+    "PtxEntry",
+    "PtxParam",
+    "is_ptx",
+    "max_ptx_isa_for_driver",
+    "min_driver_for_ptx_isa",
+    "parse_ptx_version",
+    "ptx_header",
+]
+
 # Minimum CUDA version (driver, nvPTXCompiler, nvJitLink) able to load each PTX ISA version: the
 # first CUDA release shipping that ISA. Source: NVIDIA PTX ISA, "Release Notes / PTX ISA Version
 # release history" (docs.nvidia.com/cuda/parallel-thread-execution/#release-notes), as mirrored in

@@ -31,6 +31,17 @@ from .infile import read_input
 if TYPE_CHECKING:
     from .compat import Decision
 
+__all__ = [
+    "LOG_SIZE",
+    "Buffer",
+    "Device",
+    "Kernel",
+    "Module",
+    "image_kind",
+    "nul_terminated",
+    "to_object_code",
+]
+
 LOG_SIZE = 64 * 1024
 
 # CUresult names that map to a more specific exception than CudaError.

@@ -36,6 +36,17 @@ from .fatbin import (
 )
 from .infile import open_input
 
+__all__ = [
+    "FATBIN_SECTION",
+    "RELFATBIN_SECTION",
+    "DeviceCode",
+    "bare_entry",
+    "extract_names",
+    "kind_name",
+    "listed",
+    "scan",
+]
+
 FATBIN_SECTION = ".nv_fatbin"
 RELFATBIN_SECTION = "__nv_relfatbin"
 _PAIR_RE = re.compile(rb"^__(.+)_start$")
