@@ -30,11 +30,12 @@ from .fatbin import (
     EntryKind,
     FatbinEntry,
     Reader,
+    _entry_name,
     entry_flags,
     is_fatbin,
     iter_entries,
 )
-from .infile import open_input
+from .infile import FilePath, as_input, open_input
 
 __all__ = [
     "FATBIN_SECTION",
@@ -67,6 +68,17 @@ class DeviceCode:
     container: int
     entry: FatbinEntry
     offset: int
+
+    def __str__(self) -> str:
+        """``.nv_fatbin container 0: ELF sm_90a at 0x1050, 4096 bytes (lz4, 1024 stored)``,
+        ``bare image: PTX compute_90 at 0x0, 2310 bytes``."""
+        h = self.entry.header
+        where = (f"{self.source or 'fatbin'} container {self.container}" if self.container >= 0
+                 else "bare image")
+        codec = self.entry.compression
+        size = (f"{h.uncompressed_size} bytes ({codec}, {h.size} stored)" if codec else
+                f"{h.size} bytes")
+        return f"{where}: {_entry_name(h)} at {self.offset:#x}, {size}"
 
 
 def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:
@@ -222,8 +234,10 @@ def _map(file: IO[bytes], path: os.PathLike[str]) -> memoryview:
     return memoryview(mapped)
 
 
-def scan(source: os.PathLike[str] | Buffer, *, all: bool = False) -> tuple[DeviceCode, ...]:
-    """Every fatbin entry, cubin or PTX image in ``source`` (a path, or the bytes of a file)."""
+def scan(source: FilePath | Buffer, *, all: bool = False) -> tuple[DeviceCode, ...]:
+    """Every fatbin entry, cubin or PTX image in ``source`` (a path, or the bytes of a file; a
+    ``str`` is a path)."""
+    source = as_input(source, "scan() source")
     if isinstance(source, (bytes, bytearray, memoryview)):
         return _scan(memoryview(source).cast("B"), None, all)
     if not isinstance(source, os.PathLike):
