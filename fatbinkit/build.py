@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .arch import Arch
+from .arch import Arch, ArchLike, as_arch
 from .errors import InvalidArgumentError, ToolError, ToolNotFoundError
 from .fatbin import COMPRESSIONS, EntryKind, build_fatbin, make_entry
-from .infile import read_input
+from .infile import FilePath, as_content, as_path, read_input
 from .toolchain import run_tool
 
 __all__ = [
@@ -51,13 +51,23 @@ class Image:
     def __post_init__(self) -> None:
         if self.kind not in (EntryKind.ELF, EntryKind.PTX):
             raise InvalidArgumentError(f"an image is a cubin or PTX, not kind {self.kind}")
+        object.__setattr__(self, "arch", as_arch(self.arch, "image arch"))  # "sm_90" too
+        as_content(self.data, "Image data")
 
     @classmethod
     def from_file(
-        cls, kind: EntryKind, arch: Arch, path: os.PathLike[str], *, identifier: str = "",
+        cls, kind: EntryKind, arch: ArchLike, path: FilePath, *, identifier: str = "",
         options: str = "",
     ) -> Image:
-        return cls(kind, arch, read_input(path), identifier, options)
+        """The image of the cubin or PTX file at ``path`` (a ``str`` or ``os.PathLike``)."""
+        data = read_input(as_path(path, "Image.from_file() path"))
+        return cls(kind, as_arch(arch, "image arch"), data, identifier, options)
+
+    def __str__(self) -> str:
+        """``cubin sm_90a, 4096 bytes`` or ``PTX compute_90, 2310 bytes, 'k.cu'``."""
+        what = f"cubin {self.arch.sm}" if self.kind == EntryKind.ELF else f"PTX {self.arch.compute}"
+        ident = f", {self.identifier!r}" if self.identifier else ""
+        return f"{what}, {len(self.data)} bytes{ident}"
 
 
 def build(
