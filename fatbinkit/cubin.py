@@ -94,9 +94,8 @@ class KernelParam:
         return {"ordinal": self.ordinal, "offset": self.offset, "size": self.size}
 
     def __str__(self) -> str:
-        """``param 0: 8 bytes at 0x0 (align 8)``."""
-        return (f"param {self.ordinal}: {self.size} bytes at {self.offset:#x} "
-                f"(align {1 << self.log_alignment})")
+        """``param 1: 4 bytes at 0x8`` (offset in the parameter bank)."""
+        return f"param {self.ordinal}: {self.size} bytes at {self.offset:#x}"
 
 
 @dataclass(frozen=True)

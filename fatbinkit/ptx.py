@@ -92,7 +92,7 @@ class PtxEntry:
 
     def __str__(self) -> str:
         """``.entry axpy(.f32 a, .u64 x, .u64 y)``."""
-        return f".entry {self.name}({', '.join(f'{p.type} {p.name}' for p in self.params)})"
+        return f".entry {self.name}({', '.join(f'.{p.type} {p.name}' for p in self.params)})"
 
 
 @dataclass(frozen=True)
