@@ -14,6 +14,11 @@ from pathlib import Path
 
 from .elfobj import DEFAULT_ALIGN, Blob, write_object
 
+__all__ = [
+    "convert_cubin_to_obj",
+    "convert_cubins_to_obj",
+]
+
 
 def convert_cubin_to_obj(
     cubin_file: str | os.PathLike[str],

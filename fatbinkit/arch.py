@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from .errors import InvalidArgumentError
+
+__all__ = ["SUFFIXES", "Arch", "ArchLike", "as_arch"]
 
 _ARCH_RE = re.compile(r"^(?:(sm|compute|lto)_?)?(\d{2,3})([af]?)$")
 SUFFIXES = ("", "a", "f")
@@ -59,3 +62,24 @@ class Arch:
 
     def __str__(self) -> str:
         return self.sm
+
+
+#: what :func:`as_arch` accepts: an :class:`Arch`, a name (``"sm_90a"``, ``"compute_90"``,
+#: ``"90"``) or an SM number (``90``)
+ArchLike: TypeAlias = Arch | str | int
+
+
+def as_arch(value: object, what: str = "arch") -> Arch:
+    """``value`` as an :class:`Arch`: an Arch, a name :meth:`Arch.parse` reads (``"sm_90a"``,
+    ``"compute_100f"``, ``"90"``) or an SM number (``90``); else :class:`InvalidArgumentError`."""
+    if isinstance(value, Arch):
+        return value
+    if isinstance(value, str):
+        try:
+            return Arch.parse(value)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"{what}: {e}") from e
+    if isinstance(value, int) and not isinstance(value, bool):
+        return Arch(value)
+    raise InvalidArgumentError(
+        f"{what} is an Arch, a name like 'sm_90' or an SM number, not {type(value).__name__}")

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from .arch import Arch
 from .errors import InputError, InvalidArgumentError
 from .fatbin import DecompressionBudget, EntryKind
+from .infile import as_path
 from .outfile import atomic_files
 from .scan import DeviceCode, extract_names, kind_name, listed, scan
 
@@ -559,12 +560,6 @@ class Check:
         return "\n".join(str(v) for v in self.verdicts)
 
 
-def as_path(value: object, what: str) -> Path:  # TODO(merge): fatbinkit.infile.as_path
-    if isinstance(value, (str, os.PathLike)):
-        return Path(value)
-    raise InvalidArgumentError(f"{what} is a path (str or os.PathLike), not {type(value).__name__}")
-
-
 def _kernel_names(code: DeviceCode, budget: DecompressionBudget) -> list[str]:
     """Kernel (entry function) names of a SASS or PTX image; [] for other kinds."""
     kind = code.entry.header.kind
@@ -596,8 +591,7 @@ def _header_sets(items: Sequence[Item]) -> list[tuple[tuple[int, Arch, tuple[int
 def _devices(sets: Sequence[tuple[tuple[int, Arch, tuple[int, int]], ...]],
              ) -> tuple[DeviceSummary, ...]:
     """Per known GPU arch (and any older one the file has code for), what each module loads."""
-    from .compat import PTX, SASS, decide
-    from .compat import Image as ImageInfo
+    from .compat import PTX, SASS, ImageInfo, decide
     from .driver import DEVICE_SUPPORT
 
     present = {a.number for s in sets for _, a, _ in s}

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .arch import Arch
+from .arch import Arch, ArchLike, as_arch
 from .errors import (
     FormatError,
     InvalidArgumentError,
@@ -29,8 +29,21 @@ from .errors import (
     UnsupportedError,
 )
 from .fatbin import COMPRESSIONS, EntryKind, build_fatbin, make_entry
-from .infile import read_input
+from .infile import FilePath, as_content, as_path, read_input
 from .toolchain import run_tool
+
+__all__ = [
+    "BACKENDS",
+    "Image",
+    "build",
+    "build_fatbinary",
+    "build_nvcc",
+    "build_nvfatbin",
+    "build_pure",
+    "check_label",
+    "fatbinary_command",
+    "nvcc_command",
+]
 
 BACKENDS = ("pure", "fatbinary", "nvfatbin", "nvcc")
 
@@ -49,21 +62,30 @@ class Image:
     def __post_init__(self) -> None:
         if self.kind not in (EntryKind.ELF, EntryKind.PTX):
             raise InvalidArgumentError(f"an image is a cubin or PTX, not kind {self.kind}")
+        object.__setattr__(self, "arch", as_arch(self.arch, "image arch"))  # "sm_90" too
+        as_content(self.data, "Image data")
         check_label(self.kind, self.arch, self.data)
 
     @classmethod
     def from_file(
-        cls, kind: EntryKind, arch: Arch, path: os.PathLike[str], *, identifier: str = "",
+        cls, kind: EntryKind, arch: ArchLike, path: FilePath, *, identifier: str = "",
         options: str = "",
     ) -> Image:
         """The image in file ``path``; every error names the file."""
-        data = read_input(path)
+        file = as_path(path, "Image.from_file() path")
+        data = read_input(file)
         if not data.strip(b"\0"):
-            raise InvalidArgumentError(f"{os.fspath(path)}: empty file, no device code")
+            raise InvalidArgumentError(f"{file}: empty file, no device code")
         try:
-            return cls(kind, arch, data, identifier, options)
+            return cls(kind, as_arch(arch, "image arch"), data, identifier, options)
         except InvalidArgumentError as e:
-            raise InvalidArgumentError(f"{os.fspath(path)}: {e}") from e
+            raise InvalidArgumentError(f"{file}: {e}") from e
+
+    def __str__(self) -> str:
+        """``cubin sm_90a, 4096 bytes`` or ``PTX compute_90, 2310 bytes, 'k.cu'``."""
+        what = f"cubin {self.arch.sm}" if self.kind == EntryKind.ELF else f"PTX {self.arch.compute}"
+        ident = f", {self.identifier!r}" if self.identifier else ""
+        return f"{what}, {len(self.data)} bytes{ident}"
 
 
 def check_label(kind: EntryKind, label: Arch, data: bytes) -> None:

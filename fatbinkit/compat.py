@@ -59,11 +59,27 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import elf
-from .arch import Arch
+from .arch import Arch, ArchLike, as_arch
 from .cubin import ABI_V2, Cubin, is_cubin
-from .driver import DEVICE_SUPPORT, MINOR_COMPAT_DRIVER, RELEASES, CudaVersion, cuda_name, dotted
-from .errors import FatbinkitError, FormatError, InvalidArgumentError, UnsupportedError
+from .driver import (
+    DEVICE_SUPPORT,
+    MINOR_COMPAT_DRIVER,
+    RELEASES,
+    CudaVersion,
+    DriverLike,
+    as_cuda_version,
+    cuda_name,
+    dotted,
+)
+from .errors import (
+    FatbinkitError,
+    FormatError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnsupportedError,
+)
 from .fatbin import DecompressionBudget, EntryKind, FatbinEntry
+from .infile import as_content, as_input
 from .ptx import NEWEST_KNOWN_CUDA, Ptx, is_ptx, max_ptx_isa_for_driver, min_driver_for_ptx_isa
 from .scan import scan
 
@@ -85,7 +101,7 @@ __all__ = [
     "ArchVerdict",
     "Decision",
     "Floor",
-    "Image",
+    "ImageInfo",
     "ImageSet",
     "Verdict",
     "decide",
@@ -100,6 +116,7 @@ __all__ = [
     "module_outcome",
     "predict_load",
     "ptx_jits_for",
+    "ptx_narrower",
     "sass_runs_on",
 ]
 
@@ -128,7 +145,7 @@ _PTX_VARIABLE_RE = re.compile(
 
 
 @dataclass(frozen=True)
-class Image:
+class ImageInfo:
     """One loadable image: SASS or PTX for an arch; ``kernels`` None when not known.
 
     ``arch`` is what the driver selects by (a fatbin entry's header); ``target`` is set when a PTX
@@ -214,7 +231,7 @@ class Floor:
 class Verdict:
     """Why one image can or cannot serve the device; ``floor`` is the driver floor it fails."""
 
-    image: Image
+    image: ImageInfo
     usable: bool
     reason: str
     error: str | None = None
@@ -235,7 +252,7 @@ class Decision:
 
     device: Arch
     driver: CudaVersion | None
-    image: Image | None
+    image: ImageInfo | None
     how: str  # "sass", "ptx-jit" or "none"
     reason: str
     error: str | None
@@ -278,10 +295,20 @@ class Decision:
         }
 
     def __str__(self) -> str:
-        driver = f" with driver {dotted(self.driver)}" if self.driver else ""
-        head = (f"{self.how} {self.image.name}" if self.image else
-                f"none ({self.error})")
-        return f"{self.device.sm}{driver}: {head}: {self.reason}"
+        """``sm_90: SASS sm_90a (entry at 0x50) loads``, ``sm_120 (driver 13.0): PTX compute_90
+        (PTX 8.4) JIT (driver >= 12.4)``, ``sm_75: no image: CUDA_ERROR_NO_BINARY_FOR_GPU (SASS
+        sm_80 runs only on CC 8.x, not 7.5)``."""
+        driver = f" (driver {dotted(self.driver)})" if self.driver else ""
+        if self.image is not None:
+            where = f" ({self.image.label})" if self.image.label else ""
+            low = self.min_driver
+            what = ("loads" if self.how == "sass" else
+                    "JIT" + (f" (driver >= {dotted(low)})" if low else ""))
+            kind = "SASS" if self.image.kind == SASS else "PTX"
+            return f"{self.device.sm}{driver}: {kind} {self.image.name}{where} {what}"
+        why = str(self.floor) if self.floor else next(
+            (v.reason for v in self.verdicts if self.error == NO_BINARY == v.error), self.reason)
+        return f"{self.device.sm}{driver}: no image: {self.error} ({why})"
 
 
 def sass_runs_on(image: Arch, device: Arch) -> bool:
@@ -309,7 +336,7 @@ def device_floor(device: Arch) -> Floor | None:
     return Floor("device", support.first, f"a {device.sm} GPU", NO_DEVICE)
 
 
-def image_floors(image: Image) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
+def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
     """The driver floors of one image in the order a driver meets them (the entry header's
     flags, then the payload), and what could not be known about them."""
     floors: list[Floor] = []
@@ -383,9 +410,9 @@ def _device_refusal(device: Arch, driver: CudaVersion) -> tuple[Floor, str] | No
 
 
 def decide(
-    images: Iterable[Image],
-    device: Arch,
-    driver: CudaVersion | None = None,
+    images: Iterable[ImageInfo],
+    device: ArchLike,
+    driver: DriverLike | None = None,
     *,
     raw: bool = False,
 ) -> Decision:
@@ -394,8 +421,11 @@ def decide(
     The pick is by arch alone (SASS, then PTX); the driver floors are then checked on the pick
     only, as the driver does not fall back. ``raw`` means the set is one bare cubin or PTX handed
     to the driver directly (not a fatbin): an unfit bare PTX is then refused by the JIT compiler
-    instead of skipped.
+    instead of skipped. ``device`` and ``driver`` take what :func:`~fatbinkit.arch.as_arch` and
+    :func:`~fatbinkit.driver.as_cuda_version` take (``"sm_90"``, ``"12.4"``, ``12040``...).
     """
+    device = as_arch(device, "device")
+    driver = None if driver is None else as_cuda_version(driver)
     dev = Arch(device.number)  # a device is a compute capability; suffixes name binaries only
     warnings = _driver_warnings(dev, driver)
     dfloor = device_floor(dev)
@@ -427,7 +457,7 @@ def decide(
         (sass if img.kind == SASS else ptx).append(
             (verdict, ((dfloor,) if dfloor else ()) + own, unknown))
 
-    def result(image: Image | None, how: str, reason: str, error: str | None,
+    def result(image: ImageInfo | None, how: str, reason: str, error: str | None,
                floors: tuple[Floor, ...] = (), floor: Floor | None = None) -> Decision:
         return Decision(dev, driver, image, how, reason, error, tuple(verdicts), floors, floor,
                         tuple(warnings))
@@ -473,7 +503,7 @@ def decide(
     return result(None, "none", f"{lead}: {pick.reason}{unused}", pick.error, floors, pick.floor)
 
 
-def _fits(img: Image, dev: Arch, driver: CudaVersion | None) -> str:
+def _fits(img: ImageInfo, dev: Arch, driver: CudaVersion | None) -> str:
     if img.kind == SASS:
         return f"SASS {img.arch.sm} runs on {dev.sm}"
     assert img.ptx_version is not None
@@ -509,7 +539,7 @@ class ImageSet:
     cubin/PTX (``raw``). ``label`` says where it was found."""
 
     label: str
-    images: tuple[Image, ...]
+    images: tuple[ImageInfo, ...]
     raw: bool = False
 
     @property
@@ -521,12 +551,22 @@ class ImageSet:
                 seen.setdefault(k)
         return list(seen)
 
-    def decide(self, device: Arch, driver: CudaVersion | None = None,
+    def decide(self, device: ArchLike, driver: DriverLike | None = None,
                kernel: str | None = None) -> Decision:
         """:func:`decide` for the whole set, as the driver loads it: one image for the module.
         With ``kernel``, a picked image that lacks it gives ``CUDA_ERROR_NOT_FOUND`` (what
-        ``cuModuleGetFunction`` returns), even when another image of the set has it."""
+        ``cuModuleGetFunction`` returns), even when another image of the set has it; a kernel
+        that no image has is a :class:`~fatbinkit.errors.NotFoundError`."""
+        if kernel is not None:
+            self._check_kernel(kernel)
         return self._for_kernel(decide(self.images, device, driver, raw=self.raw), kernel)
+
+    def _check_kernel(self, kernel: object) -> None:
+        """Refuse a kernel name no image of the set has (when every image lists its kernels)."""
+        if not isinstance(kernel, str):
+            raise InvalidArgumentError(f"kernel is a name (str), not {type(kernel).__name__}")
+        if all(i.kernels is not None and kernel not in i.kernels for i in self.images):
+            raise NotFoundError.among("kernel", kernel, self.kernels, self.label)
 
     def _for_kernel(self, d: Decision, kernel: str | None) -> Decision:
         if kernel is None or d.image is None or d.image.kernels is None or \
@@ -540,8 +580,11 @@ class ImageSet:
                    f"{kernel}{others}")
 
     def __str__(self) -> str:
-        names = ", ".join(i.name for i in self.images) or "no loadable images"
-        return f"{self.label}: {names}"
+        """``k.fatbin container 0: sm_80, sm_90, compute_90 (PTX 8.4); 2 kernels``."""
+        names = [i.name for i in self.images]
+        shown = ", ".join(names[:6]) + (f", ... ({len(names)} images)" if len(names) > 6 else "")
+        kernels = f"; {_count(len(self.kernels), 'kernel')}" if self.kernels else ""
+        return f"{self.label}: {shown or 'no loadable images'}{kernels}"
 
     @property
     def empty(self) -> bool:
@@ -550,7 +593,7 @@ class ImageSet:
         kernels or variables)."""
         return not self.kernels and not any(i.variables for i in self.images)
 
-    def decisions(self, device: Arch, driver: CudaVersion | None = None,
+    def decisions(self, device: ArchLike, driver: DriverLike | None = None,
                   ) -> list[tuple[str | None, Decision]]:
         """One decision per kernel (one for the whole set when it names no kernels)."""
         kernels: list[str | None] = list(self.kernels) or [None]
@@ -607,9 +650,11 @@ class ArchVerdict:
     warnings: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, device: Arch, driver: CudaVersion | None,
+    def of(cls, device: ArchLike, driver: DriverLike | None,
            modules: Sequence[tuple[ImageSet, Sequence[Decision]]]) -> ArchVerdict:
         """The verdict over modules whose per-kernel decisions are already made."""
+        device = as_arch(device, "device")
+        driver = None if driver is None else as_cuda_version(driver)
         loading: list[str] = []
         restricted: list[str] = []
         failed: list[tuple[str, Decision]] = []
@@ -755,34 +800,36 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def file_verdict(sets: Sequence[ImageSet], device: Arch,
-                 driver: CudaVersion | None = None) -> ArchVerdict:
+def file_verdict(sets: Sequence[ImageSet], device: ArchLike,
+                 driver: DriverLike | None = None) -> ArchVerdict:
     """The verdict on ``device`` (with ``driver``) for every load unit of a file, e.g.
     ``file_verdict(image_sets(Path("libcublas.so.13")), Arch(90), (13, 0)).status``."""
+    device = as_arch(device, "device")
+    driver = None if driver is None else as_cuda_version(driver)
     return ArchVerdict.of(device, driver,
                           [(s, [d for _, d in s.decisions(device, driver)]) for s in sets])
 
 
 def image_from_cubin(data: bytes | bytearray | memoryview, label: str = "",
-                     arch: Arch | None = None, compression: str | None = None) -> Image:
+                     arch: Arch | None = None, compression: str | None = None) -> ImageInfo:
     """The SASS image of a cubin, with its kernel names and producer toolkit; ``arch``
     overrides the cubin's own (a fatbin entry's header, which is what the driver reads)."""
     c = Cubin.from_bytes(data)
-    return Image(SASS, arch or c.arch, None, label,
-                 frozenset(f.name for f in c.functions if f.entry), toolkit=c.toolkit,
-                 abi_version=c.abi_version, compression=compression,
-                 variables=bool(c.global_size or c.constant))
+    return ImageInfo(SASS, arch or c.arch, None, label,
+                     frozenset(f.name for f in c.functions if f.entry), toolkit=c.toolkit,
+                     abi_version=c.abi_version, compression=compression,
+                     variables=bool(c.global_size or c.constant))
 
 
 def image_from_ptx(data: bytes | bytearray | memoryview, label: str = "",
-                   arch: Arch | None = None, compression: str | None = None) -> Image:
+                   arch: Arch | None = None, compression: str | None = None) -> ImageInfo:
     """The PTX image of a PTX module, with its entry names (``arch`` as for cubins)."""
     p = Ptx.from_bytes(data)
     label_arch = arch or p.arch
     target = p.arch if p.arch != label_arch and ptx_narrower(p.arch, label_arch) else None
-    return Image(PTX, label_arch, p.version, label, frozenset(e.name for e in p.entries), target,
-                 compression=compression,
-                 variables=_PTX_VARIABLE_RE.search(bytes(data)) is not None)
+    return ImageInfo(PTX, label_arch, p.version, label, frozenset(e.name for e in p.entries),
+                     target, compression=compression,
+                     variables=_PTX_VARIABLE_RE.search(bytes(data)) is not None)
 
 
 def ptx_narrower(text: Arch, label: Arch) -> bool:
@@ -792,7 +839,7 @@ def ptx_narrower(text: Arch, label: Arch) -> bool:
         text.number == label.number and _SUFFIX_RANK[text.suffix] > _SUFFIX_RANK[label.suffix])
 
 
-def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> Image:
+def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> ImageInfo:
     """A bare cubin or PTX as an image (not a fatbin: see :func:`image_sets`)."""
     if is_cubin(data):
         return image_from_cubin(data, label)
@@ -802,7 +849,7 @@ def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> I
 
 
 def image_from_entry(entry: FatbinEntry, label: str = "",
-                     budget: DecompressionBudget | None = None) -> Image | None:
+                     budget: DecompressionBudget | None = None) -> ImageInfo | None:
     """The image of a fatbin entry (None for kinds the driver does not load: LTO-IR...).
 
     Arch and ``a``/``f`` come from the entry header as the driver reads them; the PTX ISA version
@@ -815,24 +862,26 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
             return image_from_cubin(data, label, entry.arch, entry.compression)
         except (FormatError, UnsupportedError) as exc:  # one bad cubin must not hide the rest
             abi = data[8] if len(data) > 8 else None
-            return Image(SASS, entry.arch, None, label, None, abi_version=abi,
-                         compression=entry.compression, unread=str(exc))
+            return ImageInfo(SASS, entry.arch, None, label, None, abi_version=abi,
+                             compression=entry.compression, unread=str(exc))
     if entry.header.kind == EntryKind.PTX:
         return image_from_ptx(entry.data(budget=budget), label, entry.arch, entry.compression)
     return None
 
 
-def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview,
+def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
                budget: DecompressionBudget | None = None) -> tuple[ImageSet, ...]:
     """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
     ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself. Decompression is
-    charged to ``budget`` (default: :meth:`DecompressionBudget.for_input` of the input)."""
+    charged to ``budget`` (default: :meth:`DecompressionBudget.for_input` of the input). A
+    ``str`` is a path."""
+    source = as_input(source, "image_sets() source")
     codes = scan(source)
     if budget is None:
         size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
                 else os.path.getsize(source))
         budget = DecompressionBudget.for_input(size)
-    groups: dict[tuple[str, int], list[Image]] = {}
+    groups: dict[tuple[str, int], list[ImageInfo]] = {}
     for code in codes:
         group = groups.setdefault((code.source, code.container), [])
         img = image_from_entry(code.entry, f"entry at {code.offset:#x}", budget)
@@ -844,12 +893,13 @@ def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview,
         for (src, c), imgs in groups.items())
 
 
-def predict_load(data: bytes | bytearray | memoryview, device: Arch,
-                 driver: CudaVersion | None = None) -> Decision:
+def predict_load(data: bytes | bytearray | memoryview, device: ArchLike,
+                 driver: DriverLike | None = None) -> Decision:
     """What ``cuModuleLoadData(data)`` would do on ``device``: for a fatbin, its first container
     (the only one the driver reads); else the bare cubin or PTX. A host ELF (``.so``, ``.o``) is
     refused as the driver refuses it, even when it carries fatbins: load what :func:`scan` finds
     in it instead."""
+    data = as_content(data, "predict_load()")
     machine = elf.machine(data)
     if machine is not None and machine != elf.EM_CUDA:
         raise FormatError(f"a host ELF file (e_machine {machine}), not a cubin: the driver takes a "

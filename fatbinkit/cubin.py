@@ -19,7 +19,15 @@ from typing import Any
 from . import elf
 from .arch import Arch
 from .elf import SHT_NOTE, SHT_SYMTAB, STT_FUNC, Section
-from .errors import FatbinkitError, FormatError, TruncatedError, UnsupportedError
+from .errors import (
+    FatbinkitError,
+    FormatError,
+    InvalidArgumentError,
+    NotFoundError,
+    TruncatedError,
+    UnsupportedError,
+)
+from .infile import as_content
 from .nvinfo import (
     EIATTR_CBANK_PARAM_SIZE,
     EIATTR_CUDA_API_VERSION,
@@ -37,6 +45,23 @@ from .nvinfo import (
     NvInfoRecord,
     parse_records,
 )
+
+__all__ = [
+    "ABI_V1",
+    "ABI_V2",
+    "CUINFO",
+    "CUINFO_HEAD",
+    "EF_V1_ARCH_SPECIFIC",
+    "EF_V2_ARCH_SPECIFIC",
+    "SHT_CUDA_INFO",
+    "STO_CUDA_ENTRY",
+    "Cubin",
+    "CubinFunction",
+    "KernelParam",
+    "cubin_arch",
+    "cubin_toolkit",
+    "is_cubin",
+]
 
 CUINFO = struct.Struct("<HHI")  # version, virtual SM, toolkit (major * 10 + minor)
 CUINFO_HEAD = struct.Struct("<HH")  # version, virtual SM: what every cuinfo/cuver note holds
@@ -67,6 +92,10 @@ class KernelParam:
 
     def to_dict(self) -> dict[str, int]:
         return {"ordinal": self.ordinal, "offset": self.offset, "size": self.size}
+
+    def __str__(self) -> str:
+        """``param 1: 4 bytes at 0x8`` (offset in the parameter bank)."""
+        return f"param {self.ordinal}: {self.size} bytes at {self.offset:#x}"
 
 
 @dataclass(frozen=True)
@@ -114,6 +143,15 @@ class CubinFunction:
             "params": [p.to_dict() for p in self.params],
         }
 
+    def __str__(self) -> str:
+        """``kernel axpy: 16 registers, 3 params (20 bytes), shared 0, local 0, stack 0``."""
+        what = "kernel" if self.entry else "function"
+        params = (f", {len(self.params)} param{'' if len(self.params) == 1 else 's'}"
+                  + (f" ({self.param_size} bytes)" if self.param_size is not None else "")
+                  if self.entry else "")
+        return (f"{what} {self.name}: {self.registers} registers{params}, shared {self.shared}, "
+                f"local {self.local}, stack {self.stack}")
+
 
 @dataclass(frozen=True)
 class Cubin:
@@ -133,6 +171,7 @@ class Cubin:
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview) -> Cubin:
         """Parse a cubin; any malformation raises :class:`~fatbinkit.errors.FormatError`."""
+        as_content(data, "Cubin.from_bytes()")
         try:
             return _Reader(bytes(data)).cubin()
         except FatbinkitError:
@@ -141,11 +180,23 @@ class Cubin:
             raise FormatError(f"malformed cubin: {e}") from e
 
     def function(self, name: str) -> CubinFunction:
-        """The function called ``name`` (KeyError if absent)."""
+        """The function called ``name``; :class:`~fatbinkit.errors.NotFoundError` (a
+        ``KeyError``) naming the closest ones if absent."""
+        if not isinstance(name, str):
+            raise InvalidArgumentError(f"a function name is a str, not {type(name).__name__}")
         for f in self.functions:
             if f.name == name:
                 return f
-        raise KeyError(name)
+        raise NotFoundError.among("function", name, (f.name for f in self.functions),
+                                  f"this {self.arch.sm} cubin")
+
+    def __str__(self) -> str:
+        """``cubin sm_90a, ABI 8, CUDA 13.0, 3 functions (2 kernels)``."""
+        toolkit = f", CUDA {self.toolkit[0]}.{self.toolkit[1]}" if self.toolkit else ""
+        n = len(self.functions)
+        kernels = sum(f.entry for f in self.functions)
+        return (f"cubin {self.arch.sm}, ABI {self.abi_version}{toolkit}, {n} "
+                f"function{'' if n == 1 else 's'} ({kernels} kernel{'' if kernels == 1 else 's'})")
 
 
 def cubin_toolkit(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .arch import Arch
+from .arch import ArchLike
 from .compat import UNSUPPORTED_PTX, Decision, predict_load
+from .driver import DriverLike
 from .errors import CompatibilityError, CudaError, FatbinkitError
 from .ptx import max_ptx_isa_for_driver, min_driver_for_ptx_isa
 from .runtime import _ERROR_CLASSES
 
 if TYPE_CHECKING:
     from .runtime import Device
+
+__all__ = [
+    "explain_load_error",
+    "preflight_check",
+]
 
 
 def _version(v: tuple[int, int]) -> str:
@@ -51,9 +57,11 @@ def explain_load_error(code: str, image: bytes | memoryview, device: Device, log
     return cls("; ".join(parts), code=code, log=log)
 
 
-def preflight_check(image: bytes | memoryview, arch: Arch, driver: tuple[int, int]) -> Decision:
+def preflight_check(image: bytes | memoryview, arch: ArchLike, driver: DriverLike) -> Decision:
     """Return the compatibility engine's decision, raising CompatibilityError when no image of
-    ``image`` can load on ``arch`` with ``driver`` (the driver is then never called)."""
+    ``image`` can load on ``arch`` with ``driver`` (the driver is then never called). ``arch``
+    and ``driver`` take any form :func:`~fatbinkit.compat.decide` takes (``"sm_90"``,
+    ``"12.4"``, ``12040``...)."""
     decision = predict_load(image, arch, driver)
     if not decision.loadable:
         raise CompatibilityError(

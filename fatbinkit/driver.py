@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from .errors import InvalidArgumentError
 
@@ -20,7 +21,9 @@ __all__ = [
     "RELEASES",
     "CudaVersion",
     "DeviceSupport",
+    "DriverLike",
     "Release",
+    "as_cuda_version",
     "cuda_for_driver",
     "cuda_name",
     "dotted",
@@ -29,6 +32,8 @@ __all__ = [
 ]
 
 CudaVersion = tuple[int, int]
+#: what :func:`as_cuda_version` accepts: ``(12, 4)``, ``"12.4"``, ``"580.65.06"`` or ``12040``
+DriverLike: TypeAlias = tuple[int, int] | str | int
 
 
 def dotted(version: CudaVersion) -> str:
@@ -201,3 +206,36 @@ def cuda_name(cuda: CudaVersion) -> str:
         return f"CUDA {dotted(cuda)} (driver >= {rel.linux})"
     where = "older than" if cuda < RELEASES[0].cuda else "newer than"
     return f"CUDA {dotted(cuda)} ({where} the known driver table)"
+
+
+def as_cuda_version(value: object, what: str = "driver") -> CudaVersion:
+    """A driver, given any way a user has one, as the CUDA version it implements:
+
+    * ``(12, 4)``: a CUDA version (what this library uses everywhere);
+    * ``"12.4"`` / ``"12"`` or ``"580.65.06"`` / ``"580"``: :func:`parse_driver`;
+    * ``12040``: the int ``cuDriverGetVersion`` returns (``1000 * major + 10 * minor``).
+
+    Anything else (``"abc"``, ``-1``, ``(12,)``, ``1.5``, ``True``) is an
+    :class:`InvalidArgumentError` naming ``what``.
+    """
+    if isinstance(value, str):
+        try:
+            return parse_driver(value)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"{what}: {e}") from e
+    if isinstance(value, int) and not isinstance(value, bool):
+        if 1000 <= value < 100_000:
+            return value // 1000, value % 1000 // 10
+        raise InvalidArgumentError(
+            f"{what} {value} is not a CUDA driver API version (1000 * major + 10 * minor, e.g. "
+            "12040 for 12.4): give 12040, '12.4' or (12, 4)")
+    if isinstance(value, tuple) and len(value) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        major, minor = value
+        if 1 <= major <= 99 and 0 <= minor <= 99:
+            return major, minor
+        raise InvalidArgumentError(f"{what} {value} is not a CUDA version (major 1..99, minor "
+                                   "0..99)")
+    raise InvalidArgumentError(
+        f"{what} is a CUDA version like (12, 4) or '12.4', a driver version like '580.65.06', or "
+        f"cuDriverGetVersion's int like 12040; not {type(value).__name__} {value!r}")

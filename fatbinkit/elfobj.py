@@ -34,10 +34,29 @@ from typing import BinaryIO, Literal, NamedTuple, TypeAlias
 
 from . import elf
 from .errors import InputError, InvalidArgumentError, UnsupportedError
+from .infile import Content, FilePath, as_path
 from .outfile import atomic_path
 
-Content: TypeAlias = bytes | bytearray | memoryview
-Source: TypeAlias = bytes | bytearray | memoryview | os.PathLike[str] | os.PathLike[bytes]
+__all__ = [
+    "DEFAULT_ALIGN",
+    "MACHINES",
+    "MAX_ALIGN",
+    "STYLES",
+    "Blob",
+    "BlobSource",
+    "Placed",
+    "Placement",
+    "Style",
+    "host_machine",
+    "ld_mangle",
+    "object_bytes",
+    "place",
+    "symbol_names",
+    "write_object",
+]
+
+#: a blob's content, or the path of a file holding it (a ``str`` is a path)
+BlobSource: TypeAlias = Content | FilePath
 Style: TypeAlias = Literal["aoti", "ld"]
 
 #: Machines this writer targets, by the names ``uname -m`` uses.
@@ -100,8 +119,12 @@ class Blob:
     """
 
     name: str | bytes
-    source: Source
+    source: BlobSource
     align: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.source, str):  # a str is a path, as everywhere in fatbinkit
+            object.__setattr__(self, "source", as_path(self.source, f"blob {self.name!r}"))
 
 
 def host_machine() -> str:
@@ -301,6 +324,9 @@ def _check(blobs: Iterable[Blob], style: Style, align: int) -> tuple[list[_Check
     section_align = 1
     default_ok = _is_alignment(align)
     for blob in blobs:
+        if not isinstance(blob, Blob):
+            raise InvalidArgumentError(
+                f"blobs are Blob values (Blob(name, content or path)), not {type(blob).__name__}")
         stem = _stem(blob.name, style)
         if stem in seen:
             raise InvalidArgumentError(
@@ -652,7 +678,7 @@ def object_bytes(
 
 
 def write_object(
-    path: os.PathLike[str] | os.PathLike[bytes],
+    path: FilePath,
     blobs: Iterable[Blob],
     *,
     machine: str | None = None,
@@ -666,6 +692,7 @@ def write_object(
     output is created, input files as they are read (each is opened once); any failure (an
     unreadable input, one changing size, a full disk) leaves no file behind.
     """
+    path = as_path(path, "write_object() output")
     e_machine = _machine(machine)
     checked, section_align = _check(blobs, style, align)
     with atomic_path(path) as tmp, open(tmp, "r+b", buffering=0) as file:

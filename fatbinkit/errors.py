@@ -7,8 +7,32 @@ the numbers (offset, size, limit) needed to find the problem without a debugger.
 from __future__ import annotations
 
 import copy
+import difflib
 import os
+from collections.abc import Iterable
 from typing import TypeVar
+
+__all__ = [
+    "CompatibilityError",
+    "CudaError",
+    "CudaUnavailableError",
+    "DecompressionError",
+    "FatbinkitError",
+    "FormatError",
+    "InjectError",
+    "InputError",
+    "InvalidArgumentError",
+    "JitError",
+    "NoBinaryForGpuError",
+    "NotFoundError",
+    "OutputError",
+    "ToolError",
+    "ToolNotFoundError",
+    "TruncatedError",
+    "UnsupportedError",
+    "UnsupportedPtxVersionError",
+    "naming",
+]
 
 
 class FatbinkitError(Exception):
@@ -29,6 +53,35 @@ def naming(error: E, path: os.PathLike[str] | str) -> E:
 
 class InvalidArgumentError(FatbinkitError, ValueError):
     """A caller-supplied value is not acceptable (bad symbol name, duplicate, unknown arch...)."""
+
+
+class NotFoundError(FatbinkitError, KeyError):
+    """A name (a function, a kernel) is not in the object asked; a :class:`KeyError` too, so
+    ``except KeyError`` keeps working. ``name`` is what was asked, ``close`` the nearest names."""
+
+    def __init__(self, message: str, *, name: str | None = None,
+                 close: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.name = name
+        self.close = close
+
+    def __str__(self) -> str:  # KeyError's own str() would quote the message
+        return str(self.args[0]) if self.args else ""
+
+    @classmethod
+    def among(cls, what: str, name: str, names: Iterable[str], where: str = "") -> NotFoundError:
+        """``no kernel 'axpy' in k.fatbin; close: axpy2, saxpy`` (or the first few names held)."""
+        known = list(dict.fromkeys(names))
+        close = tuple(difflib.get_close_matches(name, known, n=3, cutoff=0.6))
+        inside = f" in {where}" if where else ""
+        if close:
+            hint = f"; close: {', '.join(close)}"
+        elif known:
+            more = f", ... ({len(known)} in all)" if len(known) > 5 else ""
+            hint = f"; it has {', '.join(known[:5])}{more}"
+        else:
+            hint = f"; it has no {what}s"
+        return cls(f"no {what} {name!r}{inside}{hint}", name=name, close=close)
 
 
 class InputError(FatbinkitError, OSError):

@@ -31,6 +31,40 @@ from .errors import (
     InvalidArgumentError,
     TruncatedError,
 )
+from .infile import as_content
+
+__all__ = [
+    "ALIGN",
+    "BUDGET_FLOOR",
+    "BUDGET_RATIO",
+    "COMPRESSIONS",
+    "CONTAINER_HEADER_SIZE",
+    "DEFAULT_LEVELS",
+    "ENTRY_HEADER_SIZE",
+    "ENTRY_VERSION",
+    "FATBIN_MAGIC",
+    "FATBIN_VERSION",
+    "LEVELS",
+    "MAX_DATA_SIZE",
+    "OPTIONS_PAIR",
+    "ContainerHeader",
+    "DecompressionBudget",
+    "EntryFlags",
+    "EntryHeader",
+    "EntryKind",
+    "Fatbin",
+    "FatbinContainer",
+    "FatbinEntry",
+    "Reader",
+    "align8",
+    "build_fatbin",
+    "compress",
+    "entry_flags",
+    "is_fatbin",
+    "iter_containers",
+    "iter_entries",
+    "make_entry",
+]
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_VERSION = 1
@@ -245,12 +279,37 @@ class EntryHeader:
         _need(raw, cls.FORMAT.size, "fatbin entry header", offset)
         return _record(cls, _ENTRY_FIELDS, cls.FORMAT.unpack_from(raw, 0))
 
+    def __str__(self) -> str:
+        """``ELF sm_90a entry header: 1024 bytes stored (lz4 of 4096), header 80 bytes``."""
+        codec = ("zstd" if self.flags & _ZSTD else "lz4" if self.flags & _LZ4 else None)
+        stored = f"{self.size} bytes stored" + (
+            f" ({codec} of {self.uncompressed_size})" if codec else "")
+        return f"{_entry_name(self)} entry header: {stored}, header {self.header_size} bytes"
+
     def pack(self) -> bytes:
         return self.FORMAT.pack(
             self.kind, self.version, self.header_size, self.size, self.compressed_size,
             self.options_offset, self.minor, self.major, self.sm, self.identifier_offset,
             self.identifier_size, self.flags, self.reserved, self.uncompressed_size,
         )
+
+
+def _entry_name(h: EntryHeader) -> str:
+    """``ELF sm_90a``, ``PTX compute_90``, ``LTOIR lto_100f``, ``kind 7 sm_90``: what an entry
+    header says, never raising (the SM number is not validated)."""
+    suffix = "a" if h.flags & _ARCH_SPECIFIC else "f" if h.flags & _FAMILY_SPECIFIC else ""
+    prefix = {int(EntryKind.PTX): "compute", int(EntryKind.LTOIR): "lto"}.get(h.kind, "sm")
+    try:
+        kind = EntryKind(h.kind).name
+    except ValueError:
+        kind = f"kind {h.kind}"
+    return f"{kind} {prefix}_{h.sm}{suffix}"
+
+
+def _names(entries: Sequence[FatbinEntry], shown: int = 6) -> str:
+    names = [_entry_name(e.header) for e in entries[:shown]]
+    more = f", ... ({len(entries)} entries)" if len(entries) > shown else ""
+    return ", ".join(names) + more
 
 
 OPTIONS_PAIR = struct.Struct("<II")
@@ -284,6 +343,15 @@ class FatbinEntry:
         if len(self.stored) != h.size:
             raise FormatError("entry payload does not match its recorded size", offset=at)
         self._check_fields()
+
+    def __str__(self) -> str:
+        """``ELF sm_90a at 0x50: 4096 bytes (lz4, 1024 stored), "k.cu"``."""
+        h = self.header
+        codec = self.compression
+        size = (f"{h.uncompressed_size} bytes ({codec}, {h.size} stored)" if codec else
+                f"{h.size} bytes")
+        ident = f", {self.identifier!r}" if h.identifier_size else ""
+        return f"{_entry_name(h)} at {self.offset:#x}: {size}{ident}"
 
     def _check_fields(self) -> None:
         """The payload is not empty, the identifier and options lie inside the header, a
@@ -546,6 +614,12 @@ class FatbinContainer:
     def header_size(self) -> int:
         return CONTAINER_HEADER_SIZE + len(self.header_extra)
 
+    def __str__(self) -> str:
+        """``fatbin container at 0x0: 3 entries (ELF sm_80, ELF sm_90, PTX compute_90)``."""
+        n = len(self.entries)
+        return (f"fatbin container at {self.offset:#x}: {n} entr{'y' if n == 1 else 'ies'}"
+                + (f" ({_names(self.entries)})" if n else ""))
+
     def to_bytes(self) -> bytes:
         body = b"".join(e.to_bytes() for e in self.entries) + self.tail
         head = ContainerHeader(FATBIN_MAGIC, self.version, self.header_size, len(body))
@@ -677,6 +751,8 @@ class Fatbin:
     @classmethod
     def from_bytes(cls, data: Buffer | Reader) -> Fatbin:
         """Parse every container in ``data`` (payloads stay views into it)."""
+        if not isinstance(data, Reader):
+            as_content(data, "Fatbin.from_bytes()")
         src = data if isinstance(data, Reader) else Reader(_view(data))
         _check_magic(src)
         containers: list[FatbinContainer] = []
@@ -691,6 +767,13 @@ class Fatbin:
     @property
     def entries(self) -> tuple[FatbinEntry, ...]:
         return tuple(e for c in self.containers for e in c.entries)
+
+    def __str__(self) -> str:
+        """``fatbin: 2 containers, 5 entries (ELF sm_80, ELF sm_90, ...)``."""
+        entries = self.entries
+        n, m = len(self.containers), len(entries)
+        return (f"fatbin: {n} container{'' if n == 1 else 's'}, {m} entr{'y' if m == 1 else 'ies'}"
+                + (f" ({_names(entries)})" if m else ""))
 
     def validate(self, max_size: int = MAX_DATA_SIZE) -> None:
         """Decode every entry (arch, strings, payload): raise the first :class:`FormatError`.

@@ -36,9 +36,18 @@ from .errors import (
     TruncatedError,
     UnsupportedError,
 )
-from .infile import open_input, read_input
+from .infile import FilePath, as_path, open_input, read_input
 from .outfile import atomic_path
 from .toolchain import WorkerResult, run_worker
+
+__all__ = [
+    "MEMORY_FLOOR",
+    "MEMORY_PER_BYTE",
+    "SECTION",
+    "TIME_FLOOR",
+    "TIME_PER_BYTE",
+    "inject",
+]
 
 SECTION = ".fatbinkit"
 
@@ -128,8 +137,8 @@ class _Row(NamedTuple):
 
 
 def inject(
-    library: os.PathLike[str] | os.PathLike[bytes],
-    output: os.PathLike[str] | os.PathLike[bytes],
+    library: FilePath,
+    output: FilePath,
     blobs: Iterable[Blob],
     *,
     align: int = DEFAULT_ALIGN,
@@ -146,7 +155,8 @@ def inject(
     (section, segment flags, every symbol's address and the blob bytes there) before it
     replaces ``output``.
     """
-    src = Path(os.fsdecode(os.fspath(library)))
+    src = as_path(library, "inject() library")
+    output = as_path(output, "inject() output")
     st = _read_header(src)
     try:
         with open_input(src) as f:  # section table and names, bounds-checked, before LIEF

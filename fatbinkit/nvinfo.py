@@ -13,6 +13,31 @@ from dataclasses import dataclass
 
 from .errors import FormatError, TruncatedError
 
+__all__ = [
+    "EIATTR_CBANK_PARAM_SIZE",
+    "EIATTR_CUDA_API_VERSION",
+    "EIATTR_FRAME_SIZE",
+    "EIATTR_KPARAM_INFO",
+    "EIATTR_MAXREG_COUNT",
+    "EIATTR_MAX_STACK_SIZE",
+    "EIATTR_MAX_THREADS",
+    "EIATTR_MIN_STACK_SIZE",
+    "EIATTR_NAMES",
+    "EIATTR_REGCOUNT",
+    "EIATTR_REQNTID",
+    "EICOMPAT_ARCH_SPECIFIC",
+    "EICOMPAT_NAMES",
+    "FMT_BVAL",
+    "FMT_HVAL",
+    "FMT_NVAL",
+    "FMT_SVAL",
+    "KPARAM_INFO",
+    "PER_FUNCTION_ATTRIBUTES",
+    "RECORD_HEAD",
+    "NvInfoRecord",
+    "parse_records",
+]
+
 FMT_NVAL = 1
 FMT_BVAL = 2
 FMT_HVAL = 3

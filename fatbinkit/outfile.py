@@ -14,6 +14,12 @@ from pathlib import Path
 
 from .errors import FatbinkitError, OutputError
 
+__all__ = [
+    "OutputBatch",
+    "atomic_files",
+    "atomic_path",
+]
+
 
 def _temporary_beside(
     target: os.PathLike[str] | os.PathLike[bytes], mode: int

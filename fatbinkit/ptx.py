@@ -12,6 +12,22 @@ from dataclasses import dataclass
 
 from .arch import Arch
 from .errors import FormatError, InvalidArgumentError, UnsupportedError
+from .infile import as_content
+
+__all__ = [
+    "HEADER_LIMIT",
+    "MAX_VERSION_PART",
+    "NEWEST_KNOWN_CUDA",
+    "PTX_ISA_MIN_CUDA",
+    "Ptx",
+    "PtxEntry",
+    "PtxParam",
+    "is_ptx",
+    "max_ptx_isa_for_driver",
+    "min_driver_for_ptx_isa",
+    "parse_ptx_version",
+    "ptx_header",
+]
 
 # Minimum CUDA version (driver, nvPTXCompiler, nvJitLink) able to load each PTX ISA version: the
 # first CUDA release shipping that ISA. Source: NVIDIA PTX ISA, "Release Notes / PTX ISA Version
@@ -74,6 +90,10 @@ class PtxEntry:
     name: str
     params: tuple[PtxParam, ...]
 
+    def __str__(self) -> str:
+        """``.entry axpy(.f32 a, .u64 x, .u64 y)``."""
+        return f".entry {self.name}({', '.join(f'.{p.type} {p.name}' for p in self.params)})"
+
 
 @dataclass(frozen=True)
 class Ptx:
@@ -88,6 +108,7 @@ class Ptx:
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview) -> Ptx:
         """Parse PTX text (trailing NULs, as fatbins store it, are ignored)."""
+        as_content(data, "Ptx.from_bytes()")
         text = bytes(data).rstrip(b"\0").decode("utf-8", "replace")
         if "\0" in text:
             raise FormatError("PTX text contains a NUL byte", offset=text.index("\0"))
@@ -96,6 +117,11 @@ class Ptx:
     @classmethod
     def from_text(cls, text: str) -> Ptx:
         """Parse PTX source text."""
+        if not isinstance(text, str):
+            raise InvalidArgumentError(
+                f"Ptx.from_text() takes the PTX text (str), not {type(text).__name__}"
+                + (": use Ptx.from_bytes()" if isinstance(text, (bytes, bytearray, memoryview))
+                   else ""))
         code = _strip_comments(text)
         version, targets, arch = _header(code)
         a = _ADDRESS_RE.search(code)
@@ -117,6 +143,14 @@ class Ptx:
             return min_driver_for_ptx_isa(self.version)
         except UnsupportedError:
             return None
+
+    def __str__(self) -> str:
+        """``PTX 8.4 compute_90a, 64-bit, 2 entries (axpy, scale)``."""
+        n = len(self.entries)
+        names = ", ".join(e.name for e in self.entries[:5]) + (", ..." if n > 5 else "")
+        return (f"PTX {self.version[0]}.{self.version[1]} {self.arch.compute}, "
+                f"{self.address_size}-bit, {n} entr{'y' if n == 1 else 'ies'}"
+                + (f" ({names})" if n else ""))
 
 
 def is_ptx(data: bytes | bytearray | memoryview) -> bool:

@@ -26,10 +26,21 @@ from .errors import (
     NoBinaryForGpuError,
     UnsupportedPtxVersionError,
 )
-from .infile import read_input
+from .infile import as_path, read_input
 
 if TYPE_CHECKING:
     from .compat import Decision
+
+__all__ = [
+    "LOG_SIZE",
+    "Buffer",
+    "Device",
+    "Kernel",
+    "Module",
+    "image_kind",
+    "nul_terminated",
+    "to_object_code",
+]
 
 LOG_SIZE = 64 * 1024
 
@@ -229,7 +240,7 @@ class Module:
     @classmethod
     def load(
         cls,
-        image: bytes | bytearray | memoryview | os.PathLike[str] | Any,
+        image: bytes | bytearray | memoryview | str | os.PathLike[str] | Any,
         *,
         device: int = 0,
         library: bool = False,
@@ -237,7 +248,8 @@ class Module:
         log_size: int = LOG_SIZE,
         validate: bool = True,
     ) -> Module:
-        """Load a fatbin, cubin or PTX image: bytes, a path, a ``Fatbin`` or one ``FatbinEntry``.
+        """Load a fatbin, cubin or PTX image: bytes, a path (``str`` or ``os.PathLike``), a
+        ``Fatbin`` or one ``FatbinEntry``.
 
         With ``preflight`` the compatibility engine is asked first and an image that cannot load
         on this device/driver is refused before the driver is called. ``validate`` (the default)
@@ -489,8 +501,8 @@ def _log_text(buf: bytearray) -> str:
 def _image_bytes(image: Any) -> bytes | memoryview:
     if isinstance(image, (bytes, bytearray, memoryview)):
         return memoryview(image).cast("B") if not isinstance(image, bytes) else image
-    if isinstance(image, os.PathLike):
-        return read_input(image)
+    if isinstance(image, (str, os.PathLike)):  # a str is a path
+        return read_input(as_path(image, "the image"))
     from .fatbin import Fatbin, FatbinEntry
 
     if isinstance(image, Fatbin):

@@ -22,7 +22,7 @@ from typing import IO
 from . import elf
 from .arch import Arch
 from .elf import Buffer
-from .errors import FatbinkitError, FormatError, InputError, InvalidArgumentError, naming
+from .errors import FatbinkitError, FormatError, InputError, naming
 from .fatbin import (
     ENTRY_HEADER_SIZE,
     ENTRY_VERSION,
@@ -30,11 +30,23 @@ from .fatbin import (
     EntryKind,
     FatbinEntry,
     Reader,
+    _entry_name,
     entry_flags,
     is_fatbin,
     iter_entries,
 )
-from .infile import open_input
+from .infile import FilePath, as_input, open_input
+
+__all__ = [
+    "FATBIN_SECTION",
+    "RELFATBIN_SECTION",
+    "DeviceCode",
+    "bare_entry",
+    "extract_names",
+    "kind_name",
+    "listed",
+    "scan",
+]
 
 FATBIN_SECTION = ".nv_fatbin"
 RELFATBIN_SECTION = "__nv_relfatbin"
@@ -56,6 +68,17 @@ class DeviceCode:
     container: int
     entry: FatbinEntry
     offset: int
+
+    def __str__(self) -> str:
+        """``.nv_fatbin container 0: ELF sm_90a at 0x1050, 4096 bytes (lz4, 1024 stored)``,
+        ``bare image: PTX compute_90 at 0x0, 2310 bytes``."""
+        h = self.entry.header
+        where = (f"{self.source or 'fatbin'} container {self.container}" if self.container >= 0
+                 else "bare image")
+        codec = self.entry.compression
+        size = (f"{h.uncompressed_size} bytes ({codec}, {h.size} stored)" if codec else
+                f"{h.size} bytes")
+        return f"{where}: {_entry_name(h)} at {self.offset:#x}, {size}"
 
 
 def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:
@@ -211,18 +234,16 @@ def _map(file: IO[bytes], path: os.PathLike[str]) -> memoryview:
     return memoryview(mapped)
 
 
-def scan(source: os.PathLike[str] | Buffer, *, all: bool = False) -> tuple[DeviceCode, ...]:
-    """Every fatbin entry, cubin or PTX image in ``source`` (a path, or the bytes of a file).
+def scan(source: FilePath | Buffer, *, all: bool = False) -> tuple[DeviceCode, ...]:
+    """Every fatbin entry, cubin or PTX image in ``source`` (a path, or the bytes of a file; a
+    ``str`` is a path).
 
     Errors about a path start with it (``k.so: empty file, no device code``), keeping their
     class and ``offset``.
     """
+    source = as_input(source, "scan() source")
     if isinstance(source, (bytes, bytearray, memoryview)):
         return _scan(memoryview(source).cast("B"), None, all)
-    if not isinstance(source, os.PathLike):
-        raise InvalidArgumentError(
-            f"scan() takes a path (os.PathLike) or bytes, not {type(source).__name__}"
-        )
     with open_input(source) as file:  # its InputErrors name the file: "cannot read k.so: ..."
         try:
             return _scan(_map(file, source), file, all)

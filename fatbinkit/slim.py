@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from . import elf, elfedit
-from .arch import Arch
-from .compat import PTX, SASS, Image, decide, image_from_entry
+from .arch import Arch, ArchLike, as_arch
+from .compat import PTX, SASS, ImageInfo, decide, image_from_entry
 from .cubin import cubin_toolkit
 from .driver import CudaVersion, dotted
 from .errors import (
@@ -68,7 +68,7 @@ from .fatbin import (
     is_fatbin,
     iter_containers,
 )
-from .infile import open_input
+from .infile import FilePath, as_path, open_input
 from .outfile import atomic_path
 from .scan import FATBIN_SECTION, RELFATBIN_SECTION
 
@@ -219,13 +219,13 @@ class SlimReport:
 # -- planning one container -----------------------------------------------------------------------
 
 
-def _cheap_image(entry: FatbinEntry) -> Image | None:
+def _cheap_image(entry: FatbinEntry) -> ImageInfo | None:
     """The image as the driver picks it: kind, arch and PTX ISA from the entry header only."""
     kind = entry.header.kind
     if kind == _ELF:
-        return Image(SASS, entry.arch)
+        return ImageInfo(SASS, entry.arch)
     if kind == _PTX:
-        return Image(PTX, entry.arch, entry.code_version)
+        return ImageInfo(PTX, entry.arch, entry.code_version)
     return None
 
 
@@ -341,7 +341,7 @@ def _plan(modules: list[_Module], req: _Request) -> None:
 # -- per-arch report ------------------------------------------------------------------------------
 
 
-def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> Image | None:
+def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> ImageInfo | None:
     """The image with what its driver floors read (a cubin's toolkit and ELF ABI; PTX whole)."""
     if entry.header.kind == _ELF:
         data = entry.data(budget=budget)
@@ -349,12 +349,12 @@ def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> Image | Non
             toolkit = cubin_toolkit(data)
         except (FormatError, UnsupportedError):  # compat's own account of an unreadable cubin
             return image_from_entry(entry, budget=budget)
-        return Image(SASS, entry.arch, toolkit=toolkit, abi_version=data[elf.EI_ABIVERSION],
-                     compression=entry.compression)
+        return ImageInfo(SASS, entry.arch, toolkit=toolkit,
+                         abi_version=data[elf.EI_ABIVERSION], compression=entry.compression)
     return image_from_entry(entry, budget=budget)
 
 
-def _floors_need(img: Image | None, device: Arch, codec: str | None) -> CudaVersion | None:
+def _floors_need(img: ImageInfo | None, device: Arch, codec: str | None) -> CudaVersion | None:
     """The lowest CUDA driver that loads ``img`` on ``device`` (stored as ``codec``), as
     :func:`fatbinkit.compat.decide` computes it for the image it picks."""
     if img is None:
@@ -570,7 +570,7 @@ def _modules_of(view: memoryview, base: int, size: int, section: str,
     return out
 
 
-def _check_options(archs: Sequence[Arch] | None, ptx: str, codec: str | None,
+def _check_options(archs: Sequence[ArchLike] | None, ptx: str, codec: str | None,
                    level: int | None) -> list[Arch]:
     if ptx not in PTX_POLICIES:
         raise InvalidArgumentError(f"PTX policy {ptx!r} is not one of {PTX_POLICIES}")
@@ -581,15 +581,13 @@ def _check_options(archs: Sequence[Arch] | None, ptx: str, codec: str | None,
     if level is not None:
         assert codec is not None
         compress(codec, b"", level)  # validates the level
-    devices = list(dict.fromkeys(archs or ()))
-    for a in devices:
-        if not isinstance(a, Arch):
-            raise InvalidArgumentError(f"archs takes Arch values, not {type(a).__name__}")
-    return devices
+    if isinstance(archs, (str, Arch)):
+        raise InvalidArgumentError(f"archs is a list of archs, not one {archs!r}: give [{archs!r}]")
+    return list(dict.fromkeys(as_arch(a, "archs") for a in archs or ()))
 
 
-def slim(source: os.PathLike[str], output: os.PathLike[str], *,
-         archs: Sequence[Arch] | None = None, ptx: str = "keep", codec: str | None = None,
+def slim(source: FilePath, output: FilePath, *,
+         archs: Sequence[ArchLike] | None = None, ptx: str = "keep", codec: str | None = None,
          level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
          budget: DecompressionBudget | None = None, progress: bool = False,
          exact: bool = False) -> SlimReport:
@@ -603,6 +601,7 @@ def slim(source: os.PathLike[str], output: os.PathLike[str], *,
     keeps the SASS of exactly ``archs`` (as ``nvprune -arch`` does) instead of what their devices
     load; the report then names the modules and kernels that no longer load on them.
     """
+    source, output = as_path(source, "slim() source"), as_path(output, "slim() output")
     devices = _check_options(archs, ptx, codec, level)
     if not devices and codec is None:
         raise InvalidArgumentError("nothing to do: give archs to keep, a codec, or both")
@@ -1002,7 +1001,7 @@ def has_device_code(path: os.PathLike[str]) -> bool:
             for s in elf.sections(src, head))
 
 
-def slim_wheel(source: os.PathLike[str], output_dir: os.PathLike[str], *,
+def slim_wheel(source: FilePath, output_dir: FilePath, *,
                progress: bool = False, **options: Any) -> WheelReport:
     """:func:`slim` every ELF file with device code inside the wheel ``source`` (on all cores)
     and write the wheel, ``RECORD`` made anew and its name (tags) kept, into ``output_dir``.
@@ -1012,8 +1011,8 @@ def slim_wheel(source: os.PathLike[str], output_dir: os.PathLike[str], *,
     """
     from . import wheel
 
-    src = Path(os.fspath(source))
-    out_dir = Path(os.fspath(output_dir))
+    src = as_path(source, "slim_wheel() source")
+    out_dir = as_path(output_dir, "slim_wheel() output folder")
     if not wheel.is_wheel(src):
         raise FormatError(f"{src} is not a wheel (a .whl zip file)")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -1053,20 +1052,22 @@ def slim_wheel(source: os.PathLike[str], output_dir: os.PathLike[str], *,
                        tuple(zip(names, results, strict=True)), dropped)
 
 
-def prune(source: os.PathLike[str], output: os.PathLike[str], archs: Sequence[Arch],
+def prune(source: FilePath, output: FilePath, archs: Sequence[ArchLike],
           **options: Any) -> SlimReport | WheelReport:
     """Keep what devices of ``archs`` load (see :func:`slim` for ``options``), e.g.
     ``prune(Path("libfoo.so"), Path("out.so"), [Arch(90)])``; a wheel goes into the folder
     ``output`` (:func:`slim_wheel`)."""
     if not archs:
         raise InvalidArgumentError("prune needs at least one arch to keep")
-    return _dispatch(source, output, archs=archs, **options)
+    return _dispatch(as_path(source, "prune() source"), as_path(output, "prune() output"),
+                     archs=archs, **options)
 
 
-def recompress(source: os.PathLike[str], output: os.PathLike[str], codec: str,
+def recompress(source: FilePath, output: FilePath, codec: str,
                **options: Any) -> SlimReport | WheelReport:
     """Store every entry as ``codec`` (``"none"``, ``"lz4"``, ``"zstd"``); see :func:`slim`."""
-    return _dispatch(source, output, codec=codec, **options)
+    return _dispatch(as_path(source, "recompress() source"),
+                     as_path(output, "recompress() output"), codec=codec, **options)
 
 
 def _dispatch(source: os.PathLike[str], output: os.PathLike[str],

@@ -22,6 +22,17 @@ from pathlib import Path
 
 from .errors import ToolError, ToolNotFoundError
 
+__all__ = [
+    "PACKAGES",
+    "ToolResult",
+    "WorkerResult",
+    "find_library",
+    "find_tool",
+    "run_tool",
+    "run_worker",
+    "tool_candidates",
+]
+
 #: Which pip package provides each tool or library.
 PACKAGES = {
     "nvcc": "nvidia-cuda-nvcc",

@@ -21,6 +21,12 @@ from .arch import Arch
 from .errors import FatbinkitError, InvalidArgumentError, ToolNotFoundError
 from .ptx import ptx_header
 
+__all__ = [
+    "TritonImage",
+    "compile_kernel",
+    "to_fatbin",
+]
+
 
 @dataclass(frozen=True)
 class TritonImage:

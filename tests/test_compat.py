@@ -31,7 +31,7 @@ from fatbinkit.compat import (
     PTX,
     SASS,
     UNSUPPORTED_PTX,
-    Image,
+    ImageInfo,
     decide,
     image_from_bytes,
     image_sets,
@@ -82,10 +82,10 @@ def test_every_pair(device: str) -> None:
         assert sass_runs_on(image, dev) == documented_sass(target, suffix, device), (image, dev)
         assert ptx_jits_for(image, dev) == documented_ptx(target, suffix, device), (image, dev)
         # the engine agrees with the predicates, image by image, without a driver limit
-        sass = decide([Image(SASS, image)], dev)
+        sass = decide([ImageInfo(SASS, image)], dev)
         assert sass.loadable == documented_sass(target, suffix, device)
         assert sass.error == (None if sass.loadable else NO_BINARY)
-        ptx = decide([Image(PTX, image, (9, 0))], dev, (13, 0))
+        ptx = decide([ImageInfo(PTX, image, (9, 0))], dev, (13, 0))
         assert ptx.loadable == documented_ptx(target, suffix, device)
         assert ptx.how == ("ptx-jit" if ptx.loadable else "none")
 
@@ -100,9 +100,9 @@ def test_documented_examples() -> None:
     assert [d for d in DEVICES if ptx_jits_for(A("compute_80"), arch_of(d, ""))] == DEVICES[1:]
 
 
-def _img(name: str, isa: tuple[int, int] | None = None) -> Image:
+def _img(name: str, isa: tuple[int, int] | None = None) -> ImageInfo:
     arch = Arch.parse(name)
-    return Image(PTX if name.startswith("compute") else SASS, arch, isa)
+    return ImageInfo(PTX if name.startswith("compute") else SASS, arch, isa)
 
 
 @pytest.mark.parametrize("images, device, expected", [
@@ -159,9 +159,9 @@ def test_errors_name_what_is_there() -> None:
 
 def test_image_validation() -> None:
     with pytest.raises(InvalidArgumentError):
-        Image("elf", Arch(90))
+        ImageInfo("elf", Arch(90))
     with pytest.raises(InvalidArgumentError):
-        Image(PTX, Arch(90))
+        ImageInfo(PTX, Arch(90))
 
 
 def test_images_from_built_binaries(builds: Builds) -> None:  # noqa: F811
@@ -216,8 +216,8 @@ def test_one_image_per_module_and_file_verdicts() -> None:
     does not help. A file where only data-only modules load does not work."""
     from fatbinkit.compat import NOT_FOUND, ArchVerdict, ImageSet, file_verdict
 
-    sass = Image(SASS, Arch(90), kernels=frozenset({"a"}), toolkit=(13, 0))
-    ptx = Image(PTX, Arch(80), (8, 0), kernels=frozenset({"a", "b"}))
+    sass = ImageInfo(SASS, Arch(90), kernels=frozenset({"a"}), toolkit=(13, 0))
+    ptx = ImageInfo(PTX, Arch(80), (8, 0), kernels=frozenset({"a", "b"}))
     module = ImageSet("m", (sass, ptx))
     assert module.decide(Arch(90), (13, 0), "a").image is sass
     b = module.decide(Arch(90), (13, 0), "b")
@@ -226,16 +226,17 @@ def test_one_image_per_module_and_file_verdicts() -> None:
     v = file_verdict([module], Arch(90), (13, 0))
     assert v.status == "partial" and v.missing == (("m", "b"),) and v.loading == ("m",)
     # kernels only for sm_100, data for everything: no kernel can run on sm_90
-    kern = ImageSet("kern", (Image(SASS, Arch(100), kernels=frozenset({"k"})),))
-    data = ImageSet("data", (Image(PTX, Arch(50), (8, 0), kernels=frozenset(), variables=True),))
+    kern = ImageSet("kern", (ImageInfo(SASS, Arch(100), kernels=frozenset({"k"})),))
+    data = ImageSet("data", (ImageInfo(PTX, Arch(50), (8, 0), kernels=frozenset(),
+                                       variables=True),))
     v = file_verdict([kern, data], Arch(90), (13, 0))
     assert v.status == "fails" and not v.ok() and "no module with kernels" in v.reason
     assert isinstance(v, ArchVerdict)
 
 
 def test_warnings_name_only_the_picked_image() -> None:
-    unknown = Image(SASS, Arch(80), abi_version=7, label="old")  # no toolkit recorded
-    known = Image(SASS, Arch(86), toolkit=(12, 9))
+    unknown = ImageInfo(SASS, Arch(80), abi_version=7, label="old")  # no toolkit recorded
+    known = ImageInfo(SASS, Arch(86), toolkit=(12, 9))
     assert decide([unknown, known], Arch(86), (13, 0)).warnings == ()
     (w,) = decide([unknown], Arch(86), (13, 0)).warnings
     assert "sm_80 (old)" in w and "not recorded" in w

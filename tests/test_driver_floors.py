@@ -26,7 +26,7 @@ from __future__ import annotations
 import pytest
 
 from fatbinkit.arch import Arch
-from fatbinkit.compat import PTX, SASS, Image, decide
+from fatbinkit.compat import PTX, SASS, ImageInfo, decide
 
 NOBIN = "CUDA_ERROR_NO_BINARY_FOR_GPU"
 BADPTXV = "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"
@@ -40,8 +40,8 @@ def _ver(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def img(spec: str) -> Image:
-    """Build an Image from e.g. "sass sm_90 tk=13.0 zstd" or "ptx compute_100 isa=8.8 lz4".
+def img(spec: str) -> ImageInfo:
+    """Build an ImageInfo from e.g. "sass sm_90 tk=13.0 zstd" or "ptx compute_100 isa=8.8 lz4".
 
     Tokens after the arch: tk=M.m (toolkit that built a cubin), isa=M.m (PTX ISA version),
     abi=N (ELF ABI version), zstd / lz4 (compression). The label is the spec itself.
@@ -60,7 +60,7 @@ def img(spec: str) -> Image:
             kw["compression"] = tok
         else:
             raise AssertionError(f"bad token {tok!r} in {spec!r}")
-    return Image(kind, Arch.parse(arch), label=spec, **kw)  # type: ignore[arg-type]
+    return ImageInfo(kind, Arch.parse(arch), label=spec, **kw)  # type: ignore[arg-type]
 
 
 # A CUDA 12.9 build with default (LZ4) compression: floors toolkit 12.0, variant f 12.9,

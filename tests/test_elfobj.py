@@ -363,7 +363,8 @@ def test_invalid_aoti_names_are_refused(tmp_path: Path, name: str | bytes) -> No
         ([], "aoti", "no blobs"),
         ([Blob("a", b"x", align=3)], "aoti", "not a power of two"),
         ([Blob("a", b"x", align=0)], "aoti", "not a power of two"),
-        ([Blob("a", "not a path")], "aoti", "not str"),  # type: ignore[arg-type]
+        ([Blob("a", 12)], "aoti", "not int"),  # type: ignore[arg-type]
+        ([b"x"], "aoti", "not bytes"),
         ([Blob("a", b"x")], "elf", "unknown symbol style"),
         ([Blob("", b"x")], "ld", "non-empty file name"),
     ],

@@ -161,5 +161,7 @@ def test_bad_sources(tmp_path: Path) -> None:
     junk.write_bytes(b"hello world\n")
     with pytest.raises(FormatError, match="no device code"):
         scan(junk)
+    with pytest.raises(FormatError, match="no device code"):
+        scan(str(junk))  # a str is a path
     with pytest.raises(InvalidArgumentError):
-        scan(str(junk))  # type: ignore[arg-type]
+        scan(12)  # type: ignore[arg-type]
