@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .arch import Arch
+from .arch import Arch, ArchLike, as_arch
+from .driver import CudaVersion, DriverLike, as_cuda_version
 from .errors import InputError, InvalidArgumentError
 from .fatbin import DecompressionBudget, EntryKind
 from .infile import as_path
@@ -36,7 +37,7 @@ from .outfile import atomic_files
 from .scan import DeviceCode, extract_names, kind_name, listed, scan
 
 if TYPE_CHECKING:
-    from .compat import ImageSet
+    from .compat import ArchVerdict, Decision, ImageSet
     from .cubin import CubinFunction
 
 __all__ = [
@@ -490,17 +491,20 @@ class Binary:
             raise
         return list(dict.fromkeys(batch.targets))
 
-    def check(self, archs: Iterable[str | Arch], driver: Any = None,
+    def check(self, archs: Iterable[ArchLike] | ArchLike, driver: DriverLike | None = None,
               kernel: str | KernelFilter | None = None, *,
               budget: DecompressionBudget | None = None) -> Check:
-        """What the CUDA driver does with each module on each of ``archs`` (with ``driver``, a
-        CUDA version, when given): per module and kernel the decision, per arch the verdict
-        (:class:`fatbinkit.compat.ArchVerdict`). With ``kernel``, only the matching kernels are
-        judged (and modules without one are left out)."""
+        """What the CUDA driver does with each module on each of ``archs`` (GPUs: a suffix is
+        ignored) with ``driver`` (``"12.8"``, ``(12, 8)``, ``"570.124.06"``, ``12080``; None:
+        driver floors are reported, not applied): per module and kernel the decision, per arch
+        the verdict (:class:`fatbinkit.compat.ArchVerdict`). With ``kernel``, only the matching
+        kernels are judged (and modules without one are left out)."""
         from .compat import ArchVerdict, image_sets
 
-        wanted = list(dict.fromkeys(Arch(a.number) if isinstance(a, Arch) else
-                                    Arch(Arch.parse(a).number) for a in archs))
+        if isinstance(archs, (str, int, Arch)):
+            archs = [archs]
+        wanted = list(dict.fromkeys(Arch(as_arch(a, "GPU arch").number) for a in archs))
+        cuda = None if driver is None else as_cuda_version(driver)
         if not wanted:
             raise InvalidArgumentError("check needs at least one GPU arch")
         kf = None if kernel is None or isinstance(kernel, KernelFilter) else \
@@ -508,9 +512,9 @@ class Binary:
         source = self.path if self.path is not None else self.data
         assert source is not None
         sets = image_sets(source, budget=budget or self.budget()) if self.codes else ()
-        rows: list[tuple[ImageSet, list[tuple[str | None, list[Any]]]]] = []
+        rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
         for s in sets:
-            by_arch = [s.decisions(a, driver) for a in wanted]
+            by_arch = [s.decisions(a, cuda) for a in wanted]
             kernels = [(pairs[0][0], [d for _, d in pairs])
                        for pairs in zip(*by_arch, strict=True)]
             if kf is not None:
@@ -518,10 +522,10 @@ class Binary:
                 if not kernels:
                     continue
             rows.append((s, kernels))
-        verdicts = tuple(ArchVerdict.of(a, driver, [(s, [ds[i] for _, ds in ks])
+        verdicts = tuple(ArchVerdict.of(a, cuda, [(s, [ds[i] for _, ds in ks])
                                                     for s, ks in rows])
                          for i, a in enumerate(wanted))
-        return Check(str(self.path or "input"), tuple(wanted), driver, tuple(rows), verdicts)
+        return Check(str(self.path or "input"), tuple(wanted), cuda, tuple(rows), verdicts)
 
 
 @dataclass(frozen=True)
@@ -531,9 +535,10 @@ class Check:
 
     file: str
     archs: tuple[Arch, ...]
-    driver: Any
-    rows: tuple[tuple[ImageSet, list[tuple[str | None, list[Any]]]], ...] = field(repr=False)
-    verdicts: tuple[Any, ...]
+    driver: CudaVersion | None
+    rows: tuple[tuple[ImageSet, list[tuple[str | None, list[Decision]]]], ...] = field(
+        repr=False)
+    verdicts: tuple[ArchVerdict, ...]
 
     def ok(self, strict: bool = False) -> bool:
         return all(v.ok(strict) for v in self.verdicts)
