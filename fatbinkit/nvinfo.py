@@ -110,36 +110,45 @@ class NvInfoRecord:
 
 def parse_records(data: bytes, *, base: int = 0, compat: bool = False) -> tuple[NvInfoRecord, ...]:
     """Split a ``.nv.info*`` (or, with ``compat``, ``.nv.compat``) section into records; ``base``
-    is the section's file offset, used in error messages and kept in each record."""
+    is the section's file offset, used in error messages and kept in each record.
+
+    A library's cubins hold millions of records: each is made without the frozen dataclass's
+    ``__init__`` (one ``object.__setattr__`` per field, half the parse), filling its ``__dict__``
+    with every field instead (same value, equality, hash and repr).
+    """
+    data = bytes(data)
     records: list[NvInfoRecord] = []
+    append = records.append
+    unpack = RECORD_HEAD.unpack_from
+    new = object.__new__
+    head = RECORD_HEAD.size
     pos = 0
     end = len(data)
     while pos < end:
-        if end - pos < RECORD_HEAD.size:
+        if end - pos < head:
             raise TruncatedError(
-                f"attribute record needs {RECORD_HEAD.size} bytes, {end - pos} left",
-                offset=base + pos)
-        fmt, attr, half = RECORD_HEAD.unpack_from(data, pos)
+                f"attribute record needs {head} bytes, {end - pos} left", offset=base + pos)
+        fmt, attr, half = unpack(data, pos)
         value: int | bytes | None
+        nxt = pos + head
         if fmt == FMT_SVAL:
-            start = pos + RECORD_HEAD.size
-            if start + half > end:
+            if nxt + half > end:
                 raise TruncatedError(
-                    f"attribute {attr:#x} value of {half} bytes runs {start + half - end} "
+                    f"attribute {attr:#x} value of {half} bytes runs {nxt + half - end} "
                     f"bytes past its section", offset=base + pos)
-            value = bytes(data[start:start + half])
-            nxt = start + half
+            value = data[nxt : nxt + half]
+            nxt += half
         elif fmt == FMT_NVAL:
             value = None
-            nxt = pos + RECORD_HEAD.size
         elif fmt == FMT_BVAL:
             value = half & 0xFF
-            nxt = pos + RECORD_HEAD.size
         elif fmt == FMT_HVAL:
             value = half
-            nxt = pos + RECORD_HEAD.size
         else:
             raise FormatError(f"attribute record format {fmt} is not 1..4", offset=base + pos)
-        records.append(NvInfoRecord(fmt, attr, value, base + pos, compat))
+        record = new(NvInfoRecord)
+        record.__dict__.update(format=fmt, attribute=attr, value=value, offset=base + pos,
+                               compat=compat)
+        append(record)
         pos = nxt
     return tuple(records)
