@@ -112,15 +112,26 @@ def parse_records(data: bytes, *, base: int = 0, compat: bool = False) -> tuple[
     """Split a ``.nv.info*`` (or, with ``compat``, ``.nv.compat``) section into records; ``base``
     is the section's file offset, used in error messages and kept in each record.
 
-    A library's cubins hold millions of records: each is made without the frozen dataclass's
-    ``__init__`` (one ``object.__setattr__`` per field, half the parse), filling its ``__dict__``
-    with every field instead (same value, equality, hash and repr).
+    Records are made without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
+    field), filling their ``__dict__`` with every field instead: same value, equality and repr.
     """
-    data = bytes(data)
-    records: list[NvInfoRecord] = []
-    append = records.append
-    unpack = RECORD_HEAD.unpack_from
     new = object.__new__
+    records = []
+    for fmt, attr, value, at in record_tuples(data, base=base):
+        record = new(NvInfoRecord)
+        record.__dict__.update(format=fmt, attribute=attr, value=value, offset=at, compat=compat)
+        records.append(record)
+    return tuple(records)
+
+
+def record_tuples(data: bytes, *, base: int = 0) -> list[tuple[int, int, int | bytes | None, int]]:
+    """``(format, attribute, value, offset)`` of each record, as :func:`parse_records` reads
+    and checks them, without making objects: a library's cubins hold millions of records, and
+    reading resources needs a few of each function's."""
+    data = bytes(data)
+    out: list[tuple[int, int, int | bytes | None, int]] = []
+    append = out.append
+    unpack = RECORD_HEAD.unpack_from
     head = RECORD_HEAD.size
     pos = 0
     end = len(data)
@@ -129,26 +140,21 @@ def parse_records(data: bytes, *, base: int = 0, compat: bool = False) -> tuple[
             raise TruncatedError(
                 f"attribute record needs {head} bytes, {end - pos} left", offset=base + pos)
         fmt, attr, half = unpack(data, pos)
-        value: int | bytes | None
         nxt = pos + head
         if fmt == FMT_SVAL:
             if nxt + half > end:
                 raise TruncatedError(
                     f"attribute {attr:#x} value of {half} bytes runs {nxt + half - end} "
                     f"bytes past its section", offset=base + pos)
-            value = data[nxt : nxt + half]
+            append((fmt, attr, data[nxt : nxt + half], base + pos))
             nxt += half
         elif fmt == FMT_NVAL:
-            value = None
+            append((fmt, attr, None, base + pos))
         elif fmt == FMT_BVAL:
-            value = half & 0xFF
+            append((fmt, attr, half & 0xFF, base + pos))
         elif fmt == FMT_HVAL:
-            value = half
+            append((fmt, attr, half, base + pos))
         else:
             raise FormatError(f"attribute record format {fmt} is not 1..4", offset=base + pos)
-        record = new(NvInfoRecord)
-        record.__dict__.update(format=fmt, attribute=attr, value=value, offset=base + pos,
-                               compat=compat)
-        append(record)
         pos = nxt
-    return tuple(records)
+    return out
