@@ -60,7 +60,7 @@ from typing import Any
 
 from . import elf
 from .arch import Arch
-from .cubin import ABI_V2, Cubin, is_cubin
+from .cubin import ABI_V2, cubin_outline, is_cubin
 from .driver import DEVICE_SUPPORT, MINOR_COMPAT_DRIVER, RELEASES, CudaVersion, cuda_name, dotted
 from .errors import FatbinkitError, FormatError, InvalidArgumentError, UnsupportedError
 from .fatbin import DecompressionBudget, EntryKind, FatbinEntry
@@ -767,11 +767,9 @@ def image_from_cubin(data: bytes | bytearray | memoryview, label: str = "",
                      arch: Arch | None = None, compression: str | None = None) -> Image:
     """The SASS image of a cubin, with its kernel names and producer toolkit; ``arch``
     overrides the cubin's own (a fatbin entry's header, which is what the driver reads)."""
-    c = Cubin.from_bytes(data)
-    return Image(SASS, arch or c.arch, None, label,
-                 frozenset(f.name for f in c.functions if f.entry), toolkit=c.toolkit,
-                 abi_version=c.abi_version, compression=compression,
-                 variables=bool(c.global_size or c.constant))
+    c = cubin_outline(data)  # what the image needs: no attribute records
+    return Image(SASS, arch or c.arch, None, label, c.kernels, toolkit=c.toolkit,
+                 abi_version=c.abi_version, compression=compression, variables=c.variables)
 
 
 def image_from_ptx(data: bytes | bytearray | memoryview, label: str = "",
@@ -823,19 +821,26 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
 
 
 def image_sets(source: os.PathLike[str] | bytes | bytearray | memoryview,
-               budget: DecompressionBudget | None = None) -> tuple[ImageSet, ...]:
+               budget: DecompressionBudget | None = None, *,
+               jobs: int | None = None) -> tuple[ImageSet, ...]:
     """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
-    ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself. Decompression is
-    charged to ``budget`` (default: :meth:`DecompressionBudget.for_input` of the input)."""
+    ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself. Images are read on
+    ``jobs`` processes (default: every core; :func:`fatbinkit.parallel.map_codes`).
+    Decompression is charged to ``budget`` (default: :meth:`DecompressionBudget.for_input` of
+    the input) up front, for every compressed cubin and PTX (:func:`fatbinkit.parallel.charge`)."""
+    from .parallel import charge, map_codes
+
     codes = scan(source)
     if budget is None:
         size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
                 else os.path.getsize(source))
         budget = DecompressionBudget.for_input(size)
+    charge([c for c in codes if c.entry.header.kind in (EntryKind.ELF, EntryKind.PTX)], budget)
+    images = map_codes(lambda c: image_from_entry(c.entry, f"entry at {c.offset:#x}"), codes,
+                       jobs=jobs, desc="reading images")
     groups: dict[tuple[str, int], list[Image]] = {}
-    for code in codes:
+    for code, img in zip(codes, images, strict=True):
         group = groups.setdefault((code.source, code.container), [])
-        img = image_from_entry(code.entry, f"entry at {code.offset:#x}", budget)
         if img is not None:
             group.append(img)
     return tuple(

@@ -166,6 +166,40 @@ class Cubin:
         raise KeyError(name)
 
 
+@dataclass(frozen=True)
+class CubinOutline:
+    """What a load decision needs from a cubin (:func:`fatbinkit.compat.image_from_cubin`): its
+    arch, ELF ABI, producer toolkit, entry kernel names, and whether it has module-scope
+    variables (``.nv.global``, a module constant bank). Read from the ELF header, the section
+    and symbol tables and the notes, not from the attribute records (a tenth of the parse)."""
+
+    arch: Arch
+    abi_version: int
+    toolkit: tuple[int, int] | None
+    kernels: frozenset[str]
+    variables: bool
+
+
+def cubin_outline(data: bytes | bytearray | memoryview) -> CubinOutline:
+    """The :class:`CubinOutline` of a cubin, equal to what :meth:`Cubin.from_bytes` gives
+    (a cubin whose note records no toolkit is parsed in full, for its kernels' CUDA API
+    version). Attribute records are not read, so a corrupt one is not reported here."""
+    try:
+        reader = _Reader(bytes(data))
+        arch = _arch(reader.head, reader.compat())
+        _virtual, tk = reader.virtual(arch)
+        if tk is None:
+            c = Cubin.from_bytes(data)
+            return CubinOutline(c.arch, c.abi_version, c.toolkit,
+                                frozenset(f.name for f in c.functions if f.entry),
+                                bool(c.global_size or c.constant))
+        module_banks, _banks, global_size = reader.module_data()
+        return CubinOutline(arch, reader.abi_version, (tk // 10, tk % 10), reader.kernels(),
+                            bool(global_size or module_banks))
+    except (struct.error, UnicodeDecodeError, IndexError, ValueError) as e:
+        raise FormatError(f"malformed cubin: {e}") from e
+
+
 def cubin_toolkit(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
     """The CUDA release that built a cubin, as :attr:`Cubin.toolkit` gives it, from
     ``.note.nv.cuinfo`` alone where that records it: what a driver floor needs, without parsing
