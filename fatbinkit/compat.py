@@ -52,6 +52,7 @@ test (tests/gpu/test_check_gpu.py) checks these predictions against the driver.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -512,9 +513,10 @@ class ImageSet:
     images: tuple[Image, ...]
     raw: bool = False
 
-    @property
+    @functools.cached_property
     def kernels(self) -> list[str]:
-        """Every kernel name any image lists, in first-seen order."""
+        """Every kernel name any image lists, in first-seen order (made once: a verdict reads it
+        per decision, for each of a library's thousands of kernels)."""
         seen: dict[str, None] = {}
         for img in self.images:
             for k in sorted(img.kernels or ()):
