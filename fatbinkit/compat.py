@@ -52,6 +52,7 @@ test (tests/gpu/test_check_gpu.py) checks these predictions against the driver.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -60,7 +61,7 @@ from typing import Any
 
 from . import elf
 from .arch import Arch, ArchLike, as_arch
-from .cubin import ABI_V2, Cubin, is_cubin
+from .cubin import ABI_V2, cubin_outline, is_cubin
 from .driver import (
     DEVICE_SUPPORT,
     MINOR_COMPAT_DRIVER,
@@ -542,9 +543,10 @@ class ImageSet:
     images: tuple[ImageInfo, ...]
     raw: bool = False
 
-    @property
+    @functools.cached_property
     def kernels(self) -> list[str]:
-        """Every kernel name any image lists, in first-seen order."""
+        """Every kernel name any image lists, in first-seen order (made once: a verdict reads it
+        per decision, for each of a library's thousands of kernels)."""
         seen: dict[str, None] = {}
         for img in self.images:
             for k in sorted(img.kernels or ()):
@@ -814,11 +816,9 @@ def image_from_cubin(data: bytes | bytearray | memoryview, label: str = "",
                      arch: Arch | None = None, compression: str | None = None) -> ImageInfo:
     """The SASS image of a cubin, with its kernel names and producer toolkit; ``arch``
     overrides the cubin's own (a fatbin entry's header, which is what the driver reads)."""
-    c = Cubin.from_bytes(data)
-    return ImageInfo(SASS, arch or c.arch, None, label,
-                     frozenset(f.name for f in c.functions if f.entry), toolkit=c.toolkit,
-                     abi_version=c.abi_version, compression=compression,
-                     variables=bool(c.global_size or c.constant))
+    c = cubin_outline(data)  # what the image needs: no attribute records
+    return ImageInfo(SASS, arch or c.arch, None, label, c.kernels, toolkit=c.toolkit,
+                     abi_version=c.abi_version, compression=compression, variables=c.variables)
 
 
 def image_from_ptx(data: bytes | bytearray | memoryview, label: str = "",
@@ -870,21 +870,28 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
 
 
 def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
-               budget: DecompressionBudget | None = None) -> tuple[ImageSet, ...]:
+               budget: DecompressionBudget | None = None, *,
+               jobs: int | None = None) -> tuple[ImageSet, ...]:
     """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
-    ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself. Decompression is
-    charged to ``budget`` (default: :meth:`DecompressionBudget.for_input` of the input). A
-    ``str`` is a path."""
+    ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself (a ``str`` is a path).
+    Images are read on ``jobs`` processes (default: every core;
+    :func:`fatbinkit.parallel.map_codes`). Decompression is charged to ``budget`` (default:
+    :meth:`DecompressionBudget.for_input` of the input) up front, for every compressed cubin and
+    PTX (:func:`fatbinkit.parallel.charge`)."""
+    from .parallel import charge, map_codes
+
     source = as_input(source, "image_sets() source")
     codes = scan(source)
     if budget is None:
         size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
                 else os.path.getsize(source))
         budget = DecompressionBudget.for_input(size)
+    charge([c for c in codes if c.entry.header.kind in (EntryKind.ELF, EntryKind.PTX)], budget)
+    images = map_codes(lambda c: image_from_entry(c.entry, f"entry at {c.offset:#x}"), codes,
+                       jobs=jobs, desc="reading images")
     groups: dict[tuple[str, int], list[ImageInfo]] = {}
-    for code in codes:
+    for code, img in zip(codes, images, strict=True):
         group = groups.setdefault((code.source, code.container), [])
-        img = image_from_entry(code.entry, f"entry at {code.offset:#x}", budget)
         if img is not None:
             group.append(img)
     return tuple(

@@ -10,15 +10,16 @@ writes are accepted.
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import elf
 from .arch import Arch
-from .elf import SHT_NOTE, SHT_SYMTAB, STT_FUNC, Section
+from .elf import SHT_NOTE, SHT_SYMTAB, STT_FUNC
 from .errors import (
     FatbinkitError,
     FormatError,
@@ -27,6 +28,7 @@ from .errors import (
     TruncatedError,
     UnsupportedError,
 )
+from .fatbin import EntryKind
 from .infile import as_content
 from .nvinfo import (
     EIATTR_CBANK_PARAM_SIZE,
@@ -40,10 +42,13 @@ from .nvinfo import (
     EIATTR_REGCOUNT,
     EIATTR_REQNTID,
     EICOMPAT_ARCH_SPECIFIC,
+    FMT_SVAL,
     KPARAM_INFO,
     PER_FUNCTION_ATTRIBUTES,
+    RECORD_HEAD,
     NvInfoRecord,
     parse_records,
+    record_tuples,
 )
 
 __all__ = [
@@ -57,11 +62,18 @@ __all__ = [
     "STO_CUDA_ENTRY",
     "Cubin",
     "CubinFunction",
+    "CubinOutline",
     "KernelParam",
     "cubin_arch",
+    "cubin_outline",
     "cubin_toolkit",
+    "functions_of",
     "is_cubin",
 ]
+
+if TYPE_CHECKING:
+    from .fatbin import DecompressionBudget
+    from .scan import DeviceCode
 
 CUINFO = struct.Struct("<HHI")  # version, virtual SM, toolkit (major * 10 + minor)
 CUINFO_HEAD = struct.Struct("<HH")  # version, virtual SM: what every cuinfo/cuver note holds
@@ -76,6 +88,7 @@ EF_V1_ARCH_SPECIFIC = 0x800
 EF_V2_ARCH_SPECIFIC = 0x8
 
 _CONST_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.*))?$")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -104,7 +117,10 @@ class CubinFunction:
 
     ``constant`` maps bank number to the size of this function's ``.nv.constant<N>.<name>``
     section, in section order; ``registers`` is 0 where cuobjdump prints 0 (non-entry functions
-    of sm_90+).
+    of sm_90+). ``raw_attributes`` holds this function's attribute records as ``(file offset,
+    bytes)`` runs (its ``.nv.info`` records, then its ``.nv.info.<name>`` section), parsed into
+    :attr:`attributes` when first read: a library has millions of records that listing its
+    resources never looks at.
     """
 
     name: str
@@ -125,7 +141,12 @@ class CubinFunction:
     reqntid: tuple[int, ...] | None = None
     maxreg: int | None = None
     cuda_api_version: int | None = None
-    attributes: tuple[NvInfoRecord, ...] = field(default=(), repr=False)
+    raw_attributes: tuple[tuple[int, bytes], ...] = field(default=(), repr=False)
+
+    @functools.cached_property
+    def attributes(self) -> tuple[NvInfoRecord, ...]:
+        """Every attribute record of this function, module-wide ones first."""
+        return tuple(r for at, raw in self.raw_attributes for r in parse_records(raw, base=at))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form used by ``fatbinkit ls --resources --json``."""
@@ -199,6 +220,40 @@ class Cubin:
                 f"function{'' if n == 1 else 's'} ({kernels} kernel{'' if kernels == 1 else 's'})")
 
 
+@dataclass(frozen=True)
+class CubinOutline:
+    """What a load decision needs from a cubin (:func:`fatbinkit.compat.image_from_cubin`): its
+    arch, ELF ABI, producer toolkit, entry kernel names, and whether it has module-scope
+    variables (``.nv.global``, a module constant bank). Read from the ELF header, the section
+    and symbol tables and the notes, not from the attribute records (a tenth of the parse)."""
+
+    arch: Arch
+    abi_version: int
+    toolkit: tuple[int, int] | None
+    kernels: frozenset[str]
+    variables: bool
+
+
+def cubin_outline(data: bytes | bytearray | memoryview) -> CubinOutline:
+    """The :class:`CubinOutline` of a cubin, equal to what :meth:`Cubin.from_bytes` gives
+    (a cubin whose note records no toolkit is parsed in full, for its kernels' CUDA API
+    version). Attribute records are not read, so a corrupt one is not reported here."""
+    try:
+        reader = _Reader(bytes(data))
+        arch = _arch(reader.head, reader.compat())
+        _virtual, tk = reader.virtual(arch)
+        if tk is None:
+            c = Cubin.from_bytes(data)
+            return CubinOutline(c.arch, c.abi_version, c.toolkit,
+                                frozenset(f.name for f in c.functions if f.entry),
+                                bool(c.global_size or c.constant))
+        module_banks, _banks, global_size = reader.module_data()
+        return CubinOutline(arch, reader.abi_version, (tk // 10, tk % 10), reader.kernels(),
+                            bool(global_size or module_banks))
+    except (struct.error, UnicodeDecodeError, IndexError, ValueError) as e:
+        raise FormatError(f"malformed cubin: {e}") from e
+
+
 def cubin_toolkit(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
     """The CUDA release that built a cubin, as :attr:`Cubin.toolkit` gives it, from
     ``.note.nv.cuinfo`` alone where that records it: what a driver floor needs, without parsing
@@ -210,6 +265,34 @@ def cubin_toolkit(data: bytes | bytearray | memoryview) -> tuple[int, int] | Non
     if info is not None and info[1] is not None:
         return info[1] // 10, info[1] % 10
     return Cubin.from_bytes(data).toolkit
+
+
+def functions_of(codes: Sequence[DeviceCode], *, budget: DecompressionBudget | None = None,
+                 jobs: int | None = None) -> list[tuple[CubinFunction, ...]]:
+    """The functions of every cubin among ``codes`` (what ``cuobjdump -res-usage`` lists), one
+    tuple per code in ``codes``' order, empty for codes that are not ELF (PTX, LTO-IR), each
+    equal to ``Cubin.from_bytes(code.entry.data()).functions``; on ``jobs`` processes (default:
+    every core, see :func:`fatbinkit.parallel.map_codes`).
+
+    ``budget`` is charged up front, in this process, with the recorded size of every compressed
+    cubin (:func:`fatbinkit.parallel.charge`). A malformed cubin raises its
+    :class:`~fatbinkit.errors.FormatError`, the first one in ``codes``' order. For
+    ``fatbinkit ls --resources``::
+
+        codes = listed(scan(path))
+        for code, functions in zip(codes, functions_of(codes, budget=budget), strict=True):
+            ...  # print code, then one line per function
+    """
+    from .parallel import charge, map_codes
+
+    elves = [c for c in codes if c.entry.header.kind == EntryKind.ELF]
+    charge(elves, budget)
+    found = iter(map_codes(_functions, elves, jobs=jobs, desc="reading cubins"))
+    return [next(found) if c.entry.header.kind == EntryKind.ELF else () for c in codes]
+
+
+def _functions(code: DeviceCode) -> tuple[CubinFunction, ...]:
+    return Cubin.from_bytes(code.entry.data()).functions
 
 
 def is_cubin(data: bytes | bytearray | memoryview) -> bool:
@@ -255,8 +338,37 @@ def _arch(head: elf.FileHeader, compat: Sequence[NvInfoRecord]) -> Arch:
     return Arch(number, "a" if specific else "")
 
 
+# Fields of a raw section header tuple (elf.section_table) that the reader uses.
+_SH_TYPE, _SH_OFFSET, _SH_SIZE, _SH_LINK, _SH_INFO = 1, 4, 5, 6, 7
+_SYMBOL_SIZE = elf.Symbol.FORMAT.size
+
+
+def _made(cls: type[_T], fields: dict[str, Any]) -> _T:
+    """``cls(**fields)`` for a frozen dataclass without ``__post_init__``, every field given,
+    made without its ``__init__`` (which sets each field through ``object.__setattr__``): a
+    library's cubins hold hundreds of thousands of functions. Same value, equality and repr."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
+
+
+_RawRecord = tuple[int, int, int | bytes | None, int]  # nvinfo.record_tuples: fmt, id, value, at
+
+
+def _words(value: int | bytes | None) -> tuple[int, ...]:
+    """:meth:`NvInfoRecord.words` of a record's value."""
+    if not isinstance(value, bytes):
+        return ()
+    return struct.unpack_from(f"<{len(value) // 4}I", value)
+
+
 class _Reader:
-    """Bounds-checked reading of one cubin's sections (through :mod:`fatbinkit.elf`)."""
+    """Bounds-checked reading of one cubin's sections (through :mod:`fatbinkit.elf`).
+
+    Sections are kept as raw header tuples and names (:func:`fatbinkit.elf.section_table`), and
+    functions are built in one pass over their records: the parse of a library's thousands of
+    cubins is what ``ls --resources`` and ``check`` spend their time on.
+    """
 
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -265,46 +377,72 @@ class _Reader:
         self.e_flags = self.head.flags
         elf.check_span(data, self.head.phoff, self.head.phnum * self.head.phentsize,
                        "program header table")
-        self.sections = elf.sections(data, self.head)
+        self.rows, self.names = elf.section_table(data, self.head)
 
-    def body(self, s: Section) -> bytes:
-        return elf.section_data(self.data, s)
+    def body(self, index: int) -> bytes:
+        """The contents of section ``index`` (empty for ``SHT_NOBITS``), bounds-checked."""
+        row = self.rows[index]
+        if row[_SH_TYPE] == elf.SHT_NOBITS:
+            return b""
+        elf.check_span(self.data, row[_SH_OFFSET], row[_SH_SIZE],
+                       f"section {self.names[index] or index}")
+        return self.data[row[_SH_OFFSET] : row[_SH_OFFSET] + row[_SH_SIZE]]
 
-    def symbols(self) -> list[tuple[str, int, int, int]]:
-        """(name, st_info, st_other, st_shndx) for every symbol, index 0 included."""
-        symtab = next((s.header for s in self.sections if s.header.type == SHT_SYMTAB), None)
+    def compat(self) -> tuple[NvInfoRecord, ...]:
+        """The records of the last ``.nv.compat`` section (none: empty)."""
+        compat: tuple[NvInfoRecord, ...] = ()
+        for i, name in enumerate(self.names):
+            if name == ".nv.compat":
+                compat = parse_records(self.body(i), base=self.rows[i][_SH_OFFSET], compat=True)
+        return compat
+
+    def function_symbols(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """``(name, st_shndx) -> (symbol index, st_other)`` of every ``STT_FUNC`` symbol (the
+        last one wins), every symbol's name checked."""
+        symtab = next((i for i, r in enumerate(self.rows) if r[_SH_TYPE] == SHT_SYMTAB), None)
         if symtab is None:
-            return []
-        if not 0 < symtab.link < len(self.sections):
-            raise FormatError(f"symbol table links to missing section {symtab.link}",
-                              offset=symtab.offset)
-        names = self.sections[symtab.link]
-        table = elf.StringTable(self.body(names))
-        size = elf.Symbol.FORMAT.size
-        out = []
-        for pos in range(symtab.offset, symtab.offset + symtab.size - size + 1, size):
-            sym = elf.Symbol.unpack_from(self.data, pos)
-            name = table.string(sym.name, "symbol name", names.header.offset)
-            out.append((name, sym.info, sym.other, sym.shndx))
+            return {}
+        row = self.rows[symtab]
+        link = row[_SH_LINK]
+        if not 0 < link < len(self.rows):
+            raise FormatError(f"symbol table links to missing section {link}",
+                              offset=row[_SH_OFFSET])
+        table = elf.StringTable(self.body(link))
+        count = row[_SH_SIZE] // _SYMBOL_SIZE
+        raw = self.data[row[_SH_OFFSET] : row[_SH_OFFSET] + count * _SYMBOL_SIZE]
+        symbols = list(elf.Symbol.FORMAT.iter_unpack(raw))
+        strings = table.data
+        # every name index inside a NUL-terminated table names a string: check them one by one
+        # (for the precise error) only when that shortcut does not hold
+        if symbols and (strings[-1:] != b"\0" or max(s[0] for s in symbols) >= len(strings)):
+            where = self.rows[link][_SH_OFFSET]
+            for sym in symbols:
+                table.string(sym[0], "symbol name", where)
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        for i, (name, info, other, shndx, _value, _size) in enumerate(symbols):
+            if info & 0xF == STT_FUNC:
+                out[strings[name : table.end(name)].decode("utf-8", "replace"), shndx] = (i, other)
         return out
 
     def cuinfo(self) -> tuple[int, int | None] | None:
         """(virtual SM, toolkit) from ``.note.nv.cuinfo`` (or the older ``.note.nv.cuver``, which
         has the virtual SM at the same place but no toolkit)."""
-        for s in self.sections:
-            if s.name not in (".note.nv.cuinfo", ".note.nv.cuver") or s.header.type != SHT_NOTE:
+        for i, name in enumerate(self.names):
+            if name not in (".note.nv.cuinfo", ".note.nv.cuver") or self.rows[i][_SH_TYPE] != (
+                SHT_NOTE
+            ):
                 continue
-            body = self.body(s)
+            at = self.rows[i][_SH_OFFSET]
+            body = self.body(i)
             if len(body) < elf.NoteHeader.FORMAT.size:
-                raise TruncatedError("cuinfo note shorter than its header", offset=s.header.offset)
+                raise TruncatedError("cuinfo note shorter than its header", offset=at)
             note = elf.NoteHeader.unpack_from(body)
             desc = note.desc_offset
             size = min(note.descsz, CUINFO.size)
             if size < CUINFO_HEAD.size or desc + size > len(body):
-                raise TruncatedError("cuinfo note descriptor is truncated",
-                                     offset=s.header.offset)
+                raise TruncatedError("cuinfo note descriptor is truncated", offset=at)
             _version, vsm = CUINFO_HEAD.unpack_from(body, desc)
-            if s.name != ".note.nv.cuinfo" or size < CUINFO_HEAD.size + 2:
+            if name != ".note.nv.cuinfo" or size < CUINFO_HEAD.size + 2:
                 return vsm, None
             # some producers (cuBLASLt 13.0's sm_75 cubins) write a 6-byte descriptor: a u16
             # toolkit (0x0082 = 13.0), the rest padding
@@ -313,12 +451,25 @@ class _Reader:
             return vsm, toolkit
         return None
 
-    def cubin(self) -> Cubin:
-        compat: tuple[NvInfoRecord, ...] = ()
-        for s in self.sections:
-            if s.name == ".nv.compat":
-                compat = parse_records(self.body(s), base=s.header.offset, compat=True)
-        arch = _arch(self.head, compat)
+    def module_data(self) -> tuple[dict[int, int], dict[str, dict[int, int]], int]:
+        """Module constant banks (bank -> size), each function's banks, and the size of
+        ``.nv.global`` plus ``.nv.global.init``."""
+        module_banks: dict[int, int] = {}
+        banks: dict[str, dict[int, int]] = {}
+        global_size = 0
+        for name, row in zip(self.names, self.rows, strict=True):
+            if name.startswith(".nv.constant"):
+                m = _CONST_RE.match(name)
+                if m and m.group(2) is None:
+                    module_banks[int(m.group(1))] = row[_SH_SIZE]
+                elif m:
+                    banks.setdefault(m.group(2), {})[int(m.group(1))] = row[_SH_SIZE]
+            elif name in (".nv.global", ".nv.global.init"):
+                global_size += row[_SH_SIZE]
+        return module_banks, banks, global_size
+
+    def virtual(self, arch: Arch) -> tuple[Arch | None, int | None]:
+        """The virtual arch (PTX target) and the toolkit (``major * 10 + minor``) if recorded."""
         info = self.cuinfo()
         virtual = None
         tk: int | None = None
@@ -329,37 +480,45 @@ class _Reader:
         if virtual is None and self.abi_version == ABI_V1 and (self.e_flags >> 16) & 0xFF >= 10:
             vsm = (self.e_flags >> 16) & 0xFF  # ABI v1 keeps the virtual SM in e_flags too
             virtual = Arch(vsm, arch.suffix if vsm == arch.number else "")
-        symbols = {(n, shndx): (i, other)
-                   for i, (n, info, other, shndx) in enumerate(self.symbols())
-                   if info & 0xF == STT_FUNC}
-        per_symbol: dict[int, list[NvInfoRecord]] = {}
-        per_section: dict[int, tuple[NvInfoRecord, ...]] = {}
-        for s in self.sections:
-            if s.header.type != SHT_CUDA_INFO:
+        return virtual, tk
+
+    def kernels(self) -> frozenset[str]:
+        """The names of the entry functions (what :attr:`CubinFunction.entry` marks)."""
+        symbols = self.function_symbols()
+        out = set()
+        for i, name in enumerate(self.names):
+            if name.startswith(".text."):
+                sym = symbols.get((name[6:], i))
+                if sym is not None and sym[1] & STO_CUDA_ENTRY:
+                    out.add(name[6:])
+        return frozenset(out)
+
+    def cubin(self) -> Cubin:
+        compat = self.compat()
+        arch = _arch(self.head, compat)
+        virtual, tk = self.virtual(arch)
+        symbols = self.function_symbols()
+        per_symbol: dict[int, list[_RawRecord]] = {}
+        per_section: dict[int, tuple[int, bytes, list[_RawRecord]]] = {}
+        for i, (name, row) in enumerate(zip(self.names, self.rows, strict=True)):
+            if row[_SH_TYPE] != SHT_CUDA_INFO:
                 continue
-            records = parse_records(self.body(s), base=s.header.offset)
-            if s.name == ".nv.info":
+            base = row[_SH_OFFSET]
+            body = self.body(i)
+            records = record_tuples(body, base=base)  # every info section is checked
+            if name == ".nv.info":
                 for r in records:
-                    words = r.words()
-                    if r.attribute in PER_FUNCTION_ATTRIBUTES and words:
-                        per_symbol.setdefault(words[0], []).append(r)
-            elif s.name.startswith(".nv.info."):
-                per_section[s.header.info] = records
-        by_name = {s.name: s for s in self.sections}
-        module_banks: dict[int, int] = {}
-        banks: dict[str, dict[int, int]] = {}
-        global_size = 0
-        for s in self.sections:
-            m = _CONST_RE.match(s.name)
-            if m and m.group(2) is None:
-                module_banks[int(m.group(1))] = s.header.size
-            elif m:
-                banks.setdefault(m.group(2), {})[int(m.group(1))] = s.header.size
-            elif s.name in (".nv.global", ".nv.global.init"):
-                global_size += s.header.size
+                    value = r[2]
+                    if r[1] in PER_FUNCTION_ATTRIBUTES and isinstance(value, bytes) and \
+                            len(value) >= 4:
+                        per_symbol.setdefault(int.from_bytes(value[:4], "little"), []).append(r)
+            elif name.startswith(".nv.info."):
+                per_section[row[_SH_INFO]] = (base, body, records)
+        sizes = {name: row[_SH_SIZE] for name, row in zip(self.names, self.rows, strict=True)}
+        module_banks, banks, global_size = self.module_data()
         functions = [
-            self.function(s, symbols, banks, per_symbol, per_section, by_name)
-            for s in self.sections if s.name.startswith(".text.")
+            self.function(i, name[6:], symbols, banks, per_symbol, per_section, sizes)
+            for i, name in enumerate(self.names) if name.startswith(".text.")
         ]
         if tk is None:  # as cuobjdump does: fall back on the kernels' EIATTR_CUDA_API_VERSION
             tk = next((f.cuda_api_version for f in functions if f.cuda_api_version), None)
@@ -369,69 +528,71 @@ class _Reader:
 
     def function(
         self,
-        text: Section,
+        index: int,
+        name: str,
         symbols: dict[tuple[str, int], tuple[int, int]],
         banks: dict[str, dict[int, int]],
-        per_symbol: dict[int, list[NvInfoRecord]],
-        per_section: dict[int, tuple[NvInfoRecord, ...]],
-        by_name: dict[str, Section],
+        per_symbol: dict[int, list[_RawRecord]],
+        per_section: dict[int, tuple[int, bytes, list[_RawRecord]]],
+        sizes: dict[str, int],
     ) -> CubinFunction:
-        name = text.name[len(".text."):]
-        sym_index = symbols.get((name, text.index))
-        entry = sym_index is not None and bool(sym_index[1] & STO_CUDA_ENTRY)
-        module_records = per_symbol.get(sym_index[0], []) if sym_index is not None else []
-        own = per_section.get(text.index, ())
-
-        def sval(records: Iterable[NvInfoRecord], attribute: int) -> int | None:
-            for r in records:
-                words = r.words()
-                if r.attribute == attribute and len(words) >= 2:
-                    return int(words[1])
-            return None
-
-        def first(attribute: int) -> NvInfoRecord | None:
-            return next((r for r in own if r.attribute == attribute), None)
-
+        sym = symbols.get((name, index))
+        entry = sym is not None and bool(sym[1] & STO_CUDA_ENTRY)
+        module_records = per_symbol.get(sym[0], []) if sym is not None else []
+        own_at, own_raw, own = per_section.get(index, (0, b"", []))
+        # the second u32 of the first module record of each attribute that has one
+        second: dict[int, int] = {}
+        raw: list[tuple[int, bytes]] = []
+        for _fmt, attribute, value, at in module_records:
+            assert isinstance(value, bytes)  # per_symbol holds SVAL records only
+            raw.append((at, RECORD_HEAD.pack(FMT_SVAL, attribute, len(value)) + value))
+            if len(value) >= 8:
+                second.setdefault(attribute, int.from_bytes(value[4:8], "little"))
+        if own_raw:
+            raw.append((own_at, own_raw))
         # cuobjdump: entries report EIATTR_REGCOUNT; other functions the count ptxas keeps in the
         # top byte of their .text sh_info (sm < 90 only; 0 on sm_90+, which store it nowhere else).
-        registers = sval(module_records, EIATTR_REGCOUNT) if entry else None
+        registers = second.get(EIATTR_REGCOUNT) if entry else None
         if registers is None:
-            registers = text.header.info >> 24
+            registers = self.rows[index][_SH_INFO] >> 24
+        first: dict[int, int | bytes | None] = {}  # the value of the first record of each
         params = []
-        for r in own:
-            if r.attribute != EIATTR_KPARAM_INFO:
+        for _fmt, attribute, value, at in own:
+            first.setdefault(attribute, value)
+            if attribute != EIATTR_KPARAM_INFO:
                 continue
-            if not isinstance(r.value, bytes) or len(r.value) != KPARAM_INFO.size:
+            if not isinstance(value, bytes) or len(value) != KPARAM_INFO.size:
                 raise FormatError(f"KPARAM_INFO of {name} is not {KPARAM_INFO.size} bytes",
-                                  offset=r.offset)
-            index, ordinal, offset, w = KPARAM_INFO.unpack(r.value)
-            params.append(KernelParam(ordinal, offset, (w >> 18) & 0x3FFF, w & 0xFF,
-                                      (w >> 8) & 0xF, (w >> 12) & 0x1F, index))
+                                  offset=at)
+            i, ordinal, offset, w = KPARAM_INFO.unpack(value)
+            params.append(_made(KernelParam, {
+                "ordinal": ordinal, "offset": offset, "size": (w >> 18) & 0x3FFF,
+                "log_alignment": w & 0xFF, "space": (w >> 8) & 0xF, "cbank": (w >> 12) & 0x1F,
+                "index": i}))
         params.sort(key=lambda p: p.ordinal)
-        constant = banks.get(name, {})
-        shared = by_name.get(f".nv.shared.{name}")
-        local = by_name.get(f".nv.local.{name}")
-        max_threads = first(EIATTR_MAX_THREADS)
-        reqntid = first(EIATTR_REQNTID)
-        maxreg = first(EIATTR_MAXREG_COUNT)
-        param_size = first(EIATTR_CBANK_PARAM_SIZE)
-        api = first(EIATTR_CUDA_API_VERSION)
-        return CubinFunction(
-            name=name,
-            entry=entry,
-            registers=registers,
-            stack=sval(module_records, EIATTR_MIN_STACK_SIZE) or 0,
-            shared=shared.header.size if shared else 0,
-            local=local.header.size if local else 0,
-            constant=constant,
-            params=tuple(params),
-            param_size=param_size.value if param_size and isinstance(param_size.value, int)
-            else None,
-            frame_size=sval(module_records, EIATTR_FRAME_SIZE),
-            max_stack=sval(module_records, EIATTR_MAX_STACK_SIZE),
-            max_threads=max_threads.words() or None if max_threads else None,
-            reqntid=reqntid.words() or None if reqntid else None,
-            maxreg=maxreg.value if maxreg and isinstance(maxreg.value, int) else None,
-            cuda_api_version=api.words()[0] if api and api.words() else None,
-            attributes=tuple(module_records) + own,
-        )
+        param_size = first.get(EIATTR_CBANK_PARAM_SIZE)
+        maxreg = first.get(EIATTR_MAXREG_COUNT)
+        api = _words(first.get(EIATTR_CUDA_API_VERSION))
+        return _made(CubinFunction, {
+            "name": name,
+            "entry": entry,
+            "registers": registers,
+            "stack": second.get(EIATTR_MIN_STACK_SIZE) or 0,
+            "shared": sizes.get(f".nv.shared.{name}", 0),
+            "local": sizes.get(f".nv.local.{name}", 0),
+            "constant": banks.get(name, {}),
+            "texture": 0,
+            "surface": 0,
+            "sampler": 0,
+            "params": tuple(params),
+            "param_size": param_size if isinstance(param_size, int) else None,
+            "frame_size": second.get(EIATTR_FRAME_SIZE),
+            "max_stack": second.get(EIATTR_MAX_STACK_SIZE),
+            "max_threads": _words(first.get(EIATTR_MAX_THREADS, b"")) or None
+            if EIATTR_MAX_THREADS in first else None,
+            "reqntid": _words(first.get(EIATTR_REQNTID, b"")) or None
+            if EIATTR_REQNTID in first else None,
+            "maxreg": maxreg if isinstance(maxreg, int) else None,
+            "cuda_api_version": api[0] if api else None,
+            "raw_attributes": tuple(raw),
+        })

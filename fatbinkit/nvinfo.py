@@ -36,6 +36,7 @@ __all__ = [
     "RECORD_HEAD",
     "NvInfoRecord",
     "parse_records",
+    "record_tuples",
 ]
 
 FMT_NVAL = 1
@@ -135,36 +136,51 @@ class NvInfoRecord:
 
 def parse_records(data: bytes, *, base: int = 0, compat: bool = False) -> tuple[NvInfoRecord, ...]:
     """Split a ``.nv.info*`` (or, with ``compat``, ``.nv.compat``) section into records; ``base``
-    is the section's file offset, used in error messages and kept in each record."""
-    records: list[NvInfoRecord] = []
+    is the section's file offset, used in error messages and kept in each record.
+
+    Records are made without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
+    field), filling their ``__dict__`` with every field instead: same value, equality and repr.
+    """
+    new = object.__new__
+    records = []
+    for fmt, attr, value, at in record_tuples(data, base=base):
+        record = new(NvInfoRecord)
+        record.__dict__.update(format=fmt, attribute=attr, value=value, offset=at, compat=compat)
+        records.append(record)
+    return tuple(records)
+
+
+def record_tuples(data: bytes, *, base: int = 0) -> list[tuple[int, int, int | bytes | None, int]]:
+    """``(format, attribute, value, offset)`` of each record, as :func:`parse_records` reads
+    and checks them, without making objects: a library's cubins hold millions of records, and
+    reading resources needs a few of each function's."""
+    data = bytes(data)
+    out: list[tuple[int, int, int | bytes | None, int]] = []
+    append = out.append
+    unpack = RECORD_HEAD.unpack_from
+    head = RECORD_HEAD.size
     pos = 0
     end = len(data)
     while pos < end:
-        if end - pos < RECORD_HEAD.size:
+        if end - pos < head:
             raise TruncatedError(
-                f"attribute record needs {RECORD_HEAD.size} bytes, {end - pos} left",
-                offset=base + pos)
-        fmt, attr, half = RECORD_HEAD.unpack_from(data, pos)
-        value: int | bytes | None
+                f"attribute record needs {head} bytes, {end - pos} left", offset=base + pos)
+        fmt, attr, half = unpack(data, pos)
+        nxt = pos + head
         if fmt == FMT_SVAL:
-            start = pos + RECORD_HEAD.size
-            if start + half > end:
+            if nxt + half > end:
                 raise TruncatedError(
-                    f"attribute {attr:#x} value of {half} bytes runs {start + half - end} "
+                    f"attribute {attr:#x} value of {half} bytes runs {nxt + half - end} "
                     f"bytes past its section", offset=base + pos)
-            value = bytes(data[start:start + half])
-            nxt = start + half
+            append((fmt, attr, data[nxt : nxt + half], base + pos))
+            nxt += half
         elif fmt == FMT_NVAL:
-            value = None
-            nxt = pos + RECORD_HEAD.size
+            append((fmt, attr, None, base + pos))
         elif fmt == FMT_BVAL:
-            value = half & 0xFF
-            nxt = pos + RECORD_HEAD.size
+            append((fmt, attr, half & 0xFF, base + pos))
         elif fmt == FMT_HVAL:
-            value = half
-            nxt = pos + RECORD_HEAD.size
+            append((fmt, attr, half, base + pos))
         else:
             raise FormatError(f"attribute record format {fmt} is not 1..4", offset=base + pos)
-        records.append(NvInfoRecord(fmt, attr, value, base + pos, compat))
         pos = nxt
-    return tuple(records)
+    return out

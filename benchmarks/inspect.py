@@ -1,0 +1,165 @@
+"""Inspection benchmark, side by side in one run: per-function resources (cuobjdump -res-usage vs
+fatbinkit), listing (cuobjdump -lelf -lptx vs fatbinkit ls), ``fatbinkit check`` for three archs
+and ``fatbinkit ls --summary``, on libtorch_cuda.so (torch 2.14.1's CUDA wheel) and
+libcublasLt.so.13, with ratios and peak memory (ru_maxrss of each child process).
+
+Usage: python benchmarks/inspect.py [--write docs/benchmarks-inspect.md] [--library PATH ...]
+
+The parallel resource reader (:func:`fatbinkit.cubin.functions_of`) is measured through a small
+``python -c`` script until the CLI calls it; the CLI rows are measured as the CLI is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# `python benchmarks/inspect.py` puts this folder first on the path, where this file's name hides
+# the standard library's inspect module (which dataclasses imports): take the folder off first.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
+import argparse
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fatbinkit.toolchain import find_tool  # noqa: E402
+
+RUNS = 3
+ARCHS = ("sm_80", "sm_90", "sm_120")
+TORCH_WHEEL = Path("/opt/pypi-more/files/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
+TORCH_MEMBER = "torch/lib/libtorch_cuda.so"
+# what `ls --resources` will do once it calls functions_of: read, then print every function
+RESOURCES = """
+import sys
+from pathlib import Path
+from fatbinkit.cli.fatbin import _usage
+from fatbinkit.cubin import functions_of
+from fatbinkit.fatbin import DecompressionBudget
+from fatbinkit.scan import listed, scan
+path = Path(sys.argv[1])
+codes = listed(scan(path))
+found = functions_of(codes, budget=DecompressionBudget.for_input(path.stat().st_size))
+sys.stdout.write("".join(f"    {_usage(f)}\\n" for fs in found for f in fs))
+"""
+
+
+def child(argv: list[str]) -> tuple[float, int]:
+    """Run ``argv`` under GNU time; (wall seconds, peak RSS in bytes), as benchmarks/fatbin.py."""
+    report = Path(tempfile.mkstemp(prefix="fatbinkit-rss-")[1])
+    start = time.perf_counter()
+    proc = subprocess.run(["/usr/bin/time", "-o", str(report), "-f", "%M", *argv],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+    kib = int(report.read_text().split()[-1])
+    report.unlink()
+    return wall, kib * 1024
+
+
+def versus(name: str, ours: float, theirs: float) -> str:
+    """``name`` N x faster (or slower) than the other measurement."""
+    if ours <= theirs:
+        return f"{name} {theirs / ours:.1f}x faster"
+    return f"{name} {ours / theirs:.1f}x slower"
+
+
+def torch_cuda() -> Path:
+    """libtorch_cuda.so, unzipped once from the torch wheel into the fixtures cache."""
+    cache = Path(os.environ.get("FATBINKIT_FIXTURES", ROOT / ".fixtures"))
+    target = cache / "torch-2.14.1" / TORCH_MEMBER
+    if not target.is_file():
+        with zipfile.ZipFile(TORCH_WHEEL) as z:
+            z.extract(TORCH_MEMBER, target.parents[2])
+    return target
+
+
+def median(argv: list[str]) -> tuple[float, int]:
+    """Median wall seconds and highest peak RSS of ``RUNS`` runs of ``argv``."""
+    runs = [child(argv) for _ in range(RUNS)]
+    return statistics.median(t for t, _ in runs), max(m for _, m in runs)
+
+
+def cell(t: float, m: int) -> str:
+    return f"{t:.2f} s, {m / 2**20:.0f} MiB"
+
+
+def bench(lib: Path, cuobjdump: str) -> list[tuple[str, str, str]]:
+    py = sys.executable
+    fk = [py, "-m", "fatbinkit"]
+    name = lib.name
+    rows = []
+    c_t, c_m = median([cuobjdump, "-res-usage", str(lib)])
+    rows.append((f"{name}: resources, cuobjdump -res-usage", cell(c_t, c_m), ""))
+    for label, argv in (
+        ("resources, functions_of on every core (python -c)", [py, "-c", RESOURCES, str(lib)]),
+        ("resources, fatbinkit ls --resources (CLI)", [*fk, "ls", "--resources", str(lib)]),
+    ):
+        t, m = median(argv)
+        rows.append((f"{name}: {label}", cell(t, m),
+                     f"{versus('fatbinkit', t, c_t)}, 1/{c_m / m:.0f} of the memory"))
+    c_t, c_m = median([cuobjdump, "-lelf", "-lptx", str(lib)])
+    rows.append((f"{name}: list, cuobjdump -lelf -lptx", cell(c_t, c_m), ""))
+    t, m = median([*fk, "ls", str(lib)])
+    rows.append((f"{name}: list, fatbinkit ls", cell(t, m),
+                 f"{versus('fatbinkit', t, c_t)}, 1/{c_m / m:.0f} of the memory"))
+    check = [*fk, "check", str(lib), *(a for arch in ARCHS for a in ("--arch", arch))]
+    t, m = median(check)
+    rows.append((f"{name}: fatbinkit check --arch {' --arch '.join(ARCHS)}", cell(t, m), ""))
+    summary = [*fk, "ls", "--summary", str(lib)]
+    probe = subprocess.run(summary, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           check=False)
+    rows.append((f"{name}: fatbinkit ls --summary",
+                 cell(*median(summary)) if probe.returncode == 0 else "n/a", ""))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", type=Path, help="also write the table (markdown) here")
+    parser.add_argument("--library", type=Path, action="append",
+                        help="libraries to measure (default: libtorch_cuda.so, cuBLASLt)")
+    args = parser.parse_args()
+    libs = args.library
+    if not libs:
+        from thirdparty import CUBLASLT13, fetch
+
+        libs = [torch_cuda(), fetch(CUBLASLT13)]
+    cuobjdump = str(find_tool("cuobjdump"))
+    py = sys.executable
+    subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "fatbinkit")], check=True)
+    rows = [row for lib in libs for row in bench(lib, cuobjdump)]
+    head = [
+        "# Inspection benchmark",
+        "",
+        f"`python benchmarks/inspect.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{platform.machine()}, {os.cpu_count()} cores (shared with other work), Python "
+        f"{platform.python_version()}; cuobjdump {cuobjdump}. Each figure is the median of "
+        f"{RUNS} runs in a new process (Python start-up included) and the highest peak RSS "
+        "(GNU time: the largest of the process and the pool workers it waited for), warm page "
+        "cache. Libraries: "
+        + ", ".join(f"`{lib.name}` ({lib.stat().st_size / 2**20:.0f} MiB)" for lib in libs)
+        + ".",
+        "",
+        "| measurement | result | ratio |",
+        "|---|---|---|",
+    ]
+    table = "\n".join(head + [f"| {a} | {b} | {c} |" for a, b, c in rows]) + "\n"
+    print(table)
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.write_text(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

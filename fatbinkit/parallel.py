@@ -1,0 +1,200 @@
+"""Run a function over the device codes of one input on every core; results in input order.
+
+The codes (what :func:`fatbinkit.scan.scan` returns: entries whose payloads are views of the
+memory-mapped input, or of the bytes given) are not sent to the workers: they are left in a module
+global before a fork-context process pool starts, so each forked worker inherits them and is sent
+only ``(start, stop)`` ranges; only the results travel back (pickled). Small inputs, ``jobs=1``,
+platforms without ``fork`` and calls made inside a worker run in the calling process instead.
+
+Errors: a :class:`~fatbinkit.errors.FatbinkitError` raised by the function in a worker is raised
+again in the caller with the same type, message and attributes (``offset``...). The error of the
+first failing code in input order wins, as in a serial run: later chunks are cancelled, earlier
+ones finish. Workers are joined before :func:`map_codes` returns or raises.
+
+Decompression budget: a worker cannot charge the caller's
+:class:`~fatbinkit.fatbin.DecompressionBudget` (it has its own copy of it). :func:`charge` takes,
+in the caller and before any work starts, the uncompressed size that each compressed entry
+records; the function then decompresses with no budget (each entry is still held to
+``MAX_DATA_SIZE`` and to its recorded size, which :meth:`~fatbinkit.fatbin.FatbinEntry.data`
+enforces). A bomb is therefore refused before anything is inflated, serial or parallel alike.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .errors import FatbinkitError, InvalidArgumentError
+from .fatbin import DecompressionBudget
+from .scan import DeviceCode
+
+__all__ = [
+    "PARALLEL_MIN_BYTES",
+    "PROGRESS_MIN_BYTES",
+    "charge",
+    "default_jobs",
+    "map_codes",
+    "payload_bytes",
+]
+
+R = TypeVar("R")
+
+#: below this many payload bytes (uncompressed) one process does the work: a pool costs ~50 ms
+PARALLEL_MIN_BYTES = 16 << 20
+#: a progress bar (on a terminal) from this many payload bytes: about a second of work
+PROGRESS_MIN_BYTES = 256 << 20
+#: chunks per worker: small enough to balance uneven cubins, large enough to amortise a task
+CHUNKS_PER_JOB = 16
+
+# (function, codes) of the map in progress: set before the pool forks, read by the workers
+_WORK: tuple[Callable[[DeviceCode], Any], Sequence[DeviceCode]] | None = None
+_IN_WORKER = False
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A FatbinkitError raised in a worker, by value: its type, ``args`` and ``__dict__``
+    (exceptions pickle as ``type(*args)``, which loses keyword-only attributes such as
+    ``FormatError.offset``), plus the worker's traceback text."""
+
+    index: int
+    kind: type[FatbinkitError]
+    args: tuple[Any, ...]
+    state: dict[str, Any]
+    trace: str
+
+    def error(self) -> FatbinkitError:
+        """The exception, rebuilt without calling ``__init__`` (which would format it again)."""
+        err = self.kind.__new__(self.kind, *self.args)
+        err.args = self.args
+        err.__dict__.update(self.state)
+        err.__cause__ = _RemoteTraceback(self.trace)
+        return err
+
+
+class _RemoteTraceback(Exception):
+    """The traceback of an error raised in a worker (shown as the cause of the error)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    count = getattr(os, "process_cpu_count", None)  # Python 3.13
+    if count is not None:
+        return int(count() or 1)
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def payload_bytes(codes: Sequence[DeviceCode]) -> int:
+    """The bytes the codes' payloads take once decompressed (the work :func:`map_codes` sizes)."""
+    return sum(c.entry.header.uncompressed_size or c.entry.header.size for c in codes)
+
+
+def charge(codes: Sequence[DeviceCode], budget: DecompressionBudget | None) -> None:
+    """Charge ``budget`` with the recorded uncompressed size of every compressed entry among
+    ``codes``, in entry order, before any is inflated (raises
+    :class:`~fatbinkit.errors.DecompressionError` naming the entry that goes over)."""
+    if budget is None:
+        return
+    for c in codes:
+        if c.entry.compression is not None:
+            budget.charge(c.entry.header.uncompressed_size, c.entry.offset)
+
+
+def map_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
+              jobs: int | None = None, desc: str | None = None) -> list[R]:
+    """``[fn(c) for c in codes]``, on ``jobs`` processes (default :func:`default_jobs`).
+
+    ``fn`` may be any callable (a lambda, a closure): workers inherit it by ``fork``. ``desc``
+    labels a progress bar shown on stderr when it is a terminal and the work is long. Runs in
+    this process when ``jobs`` is 1, the payloads total less than :data:`PARALLEL_MIN_BYTES`,
+    there is a single code, ``fork`` is not available, or this is already a worker.
+    """
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise InvalidArgumentError(f"jobs must be at least 1, not {jobs}")
+    size = payload_bytes(codes)
+    jobs = min(jobs, len(codes))
+    if (jobs <= 1 or size < PARALLEL_MIN_BYTES or _IN_WORKER
+            or "fork" not in multiprocessing.get_all_start_methods()):
+        return [fn(c) for c in codes]
+    return _pooled(fn, codes, jobs, desc if size >= PROGRESS_MIN_BYTES else None)
+
+
+def _pooled(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], jobs: int,
+            desc: str | None) -> list[R]:
+    global _WORK
+    step = max(1, -(-len(codes) // (jobs * CHUNKS_PER_JOB)))
+    ranges = [(start, min(start + step, len(codes))) for start in range(0, len(codes), step)]
+    results: list[list[R] | None] = [None] * len(ranges)
+    failures: list[_Failure] = []
+    bar = _bar(desc, len(codes))
+    _WORK = (fn, codes)
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_enter_worker)
+    try:
+        futures: dict[Future[list[R] | _Failure], int] = {
+            pool.submit(_run, start, stop): i for i, (start, stop) in enumerate(ranges)}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                if fut.cancelled():
+                    continue
+                out = fut.result()  # anything but a FatbinkitError is a bug: raised as is
+                i = futures[fut]
+                if isinstance(out, _Failure):
+                    failures.append(out)
+                    for later, j in futures.items():  # an earlier chunk may still fail first
+                        if j > i:
+                            later.cancel()
+                else:
+                    results[i] = out
+                    if bar is not None:
+                        bar.update(len(out))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        _WORK = None
+        if bar is not None:
+            bar.close()
+    if failures:
+        raise min(failures, key=lambda f: f.index).error()
+    return [r for chunk in results if chunk is not None for r in chunk]
+
+
+def _bar(desc: str | None, total: int) -> Any:
+    """A tqdm progress bar on stderr, or None (no label, or stderr is not a terminal)."""
+    if desc is None or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="entry", desc=desc, leave=False, file=sys.stderr)
+
+
+def _enter_worker() -> None:
+    global _IN_WORKER
+    _IN_WORKER = True
+
+
+def _run(start: int, stop: int) -> list[Any] | _Failure:
+    """In a worker: the function over ``codes[start:stop]``, or the first FatbinkitError."""
+    import traceback
+
+    assert _WORK is not None, "map_codes workers are forked after the work is set"
+    fn, codes = _WORK
+    out = []
+    for i in range(start, stop):
+        try:
+            out.append(fn(codes[i]))
+        except FatbinkitError as e:
+            return _Failure(i, type(e), e.args, dict(e.__dict__), traceback.format_exc())
+    return out

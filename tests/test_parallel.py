@@ -1,0 +1,142 @@
+"""fatbinkit.parallel and its users (cubin.functions_of, compat.image_sets): the parallel path
+gives what the serial one gives on real libraries, errors and the decompression budget cross the
+process boundary, and no worker outlives a call."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import struct
+from pathlib import Path
+
+import pytest
+from thirdparty import CUPY12_RANDOM, CURAND13, fetch
+
+from fatbinkit import elf, parallel
+from fatbinkit.compat import image_sets
+from fatbinkit.cubin import Cubin, cubin_arch, functions_of
+from fatbinkit.errors import DecompressionError, FormatError
+from fatbinkit.fatbin import DecompressionBudget, EntryKind, build_fatbin, make_entry
+from fatbinkit.scan import DeviceCode, scan
+
+LIBRARIES = [CUPY12_RANDOM, CURAND13]
+
+
+@pytest.fixture(autouse=True)
+def _always_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small test libraries would run serially: make every map use the pool."""
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+
+
+def _no_children() -> bool:
+    return not multiprocessing.active_children()
+
+
+@pytest.mark.parametrize("member", LIBRARIES, ids=lambda m: Path(m.member).name)
+def test_functions_of_equals_each_cubins_functions(member: object) -> None:
+    codes = scan(fetch(member))  # type: ignore[arg-type]
+    found = functions_of(codes, jobs=2)
+    assert len(found) == len(codes)
+    for code, functions in zip(codes, found, strict=True):
+        if code.entry.header.kind == EntryKind.ELF:
+            expected = Cubin.from_bytes(code.entry.data()).functions
+            assert functions == expected
+            assert [f.attributes for f in functions] == [f.attributes for f in expected]
+        else:
+            assert functions == ()
+    assert any(found) and _no_children()
+
+
+@pytest.mark.parametrize("member", LIBRARIES, ids=lambda m: Path(m.member).name)
+def test_parallel_equals_serial(member: object) -> None:
+    path = fetch(member)  # type: ignore[arg-type]
+    codes = scan(path)
+    assert functions_of(codes, jobs=2) == functions_of(codes, jobs=1)
+    assert image_sets(path, jobs=2) == image_sets(path, jobs=1)
+    data = path.read_bytes()  # bytes in memory, not a mapped file: the same
+    assert image_sets(data, jobs=2) == image_sets(path, jobs=1)
+    assert _no_children()
+
+
+def test_results_in_input_order_from_several_processes() -> None:
+    codes = scan(fetch(CURAND13))
+    pids = parallel.map_codes(lambda c: (c.offset, os.getpid()), codes, jobs=2)
+    assert [offset for offset, _ in pids] == [c.offset for c in codes]
+    assert os.getpid() not in {pid for _, pid in pids}
+    assert _no_children()
+
+
+def test_jobs_1_runs_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("jobs=1 started a pool")
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", no_pool)
+    codes = scan(fetch(CURAND13))
+    assert parallel.map_codes(lambda c: os.getpid(), codes, jobs=1) == [os.getpid()] * len(codes)
+    assert functions_of(codes, jobs=1) == [
+        Cubin.from_bytes(c.entry.data()).functions if c.entry.header.kind == EntryKind.ELF
+        else () for c in codes]
+
+
+def test_a_worker_error_is_the_same_error_in_the_caller() -> None:
+    codes = scan(fetch(CURAND13))
+    bad = {len(codes) // 2, len(codes) - 1}
+
+    def fn(code: DeviceCode) -> int:
+        if codes.index(code) in bad:
+            raise FormatError(f"entry {codes.index(code)} is bad", offset=code.offset)
+        return code.offset
+
+    with pytest.raises(FormatError) as err:
+        parallel.map_codes(fn, codes, jobs=2)
+    first = min(bad)  # the first failing entry in input order, as in a serial run
+    assert type(err.value) is FormatError and err.value.offset == codes[first].offset
+    assert str(err.value) == f"entry {first} is bad (at offset {codes[first].offset:#x})"
+    assert _no_children()
+
+
+def test_a_malformed_cubin_fails_functions_of_as_it_fails_serially() -> None:
+    """A cubin whose symbol table links to a missing section, among good ones: the parallel
+    call raises the FormatError Cubin.from_bytes raises for it."""
+    good = [c.entry.data() for c in scan(fetch(CUPY12_RANDOM))
+            if c.entry.header.kind == EntryKind.ELF]
+    broken = bytearray(good[0])
+    head = elf.file_header(broken)
+    symtab = next(s for s in elf.sections(broken, head) if s.name == ".symtab")
+    struct.pack_into("<I", broken, head.shoff + symtab.index * head.shentsize + 40, 999)
+    with pytest.raises(FormatError) as expected:
+        Cubin.from_bytes(bytes(broken))
+    cubins = [*good[1:], bytes(broken), *good[1:]]
+    blob = build_fatbin([make_entry(EntryKind.ELF, cubin_arch(c), c) for c in cubins])
+    with pytest.raises(FormatError) as err:
+        functions_of(scan(blob), jobs=2)
+    assert type(err.value) is type(expected.value) and str(err.value) == str(expected.value)
+    assert err.value.offset == expected.value.offset
+    assert _no_children()
+
+
+def test_the_budget_is_charged_up_front_across_workers() -> None:
+    path = fetch(CURAND13)
+    codes = scan(path)
+    cubins = [c for c in codes if c.entry.header.kind == EntryKind.ELF]
+    need = sum(c.entry.header.uncompressed_size for c in cubins if c.entry.compression)
+    assert need > 0
+    budget = DecompressionBudget(need)
+    functions_of(codes, budget=budget, jobs=2)
+    assert budget.used == need  # every cubin charged once, in this process
+    with pytest.raises(DecompressionError, match="decompression budget"):
+        functions_of(codes, budget=DecompressionBudget(need - 1), jobs=2)
+    with pytest.raises(DecompressionError, match="decompression budget"):
+        image_sets(path, DecompressionBudget(need - 1), jobs=2)  # its PTX is charged too
+    assert _no_children()
+
+
+def test_small_work_and_bad_jobs() -> None:
+    codes = scan(fetch(CUPY12_RANDOM))
+    assert parallel.map_codes(lambda c: c.offset, codes[:1], jobs=4) == [codes[0].offset]
+    assert parallel.map_codes(lambda c: c.offset, (), jobs=4) == []
+    from fatbinkit.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError):
+        parallel.map_codes(lambda c: c, codes, jobs=0)
+    assert parallel.default_jobs() >= 1
