@@ -23,10 +23,10 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .arch import Arch, ArchLike, as_arch
 from .driver import CudaVersion, DriverLike, as_cuda_version
@@ -34,7 +34,7 @@ from .errors import InputError, InvalidArgumentError
 from .fatbin import DecompressionBudget, EntryKind
 from .infile import as_path
 from .outfile import atomic_files
-from .scan import DeviceCode, extract_names, kind_name, listed, scan
+from .scan import DeviceCode, extract_names, kind_name, listed, scan, source_keys
 
 if TYPE_CHECKING:
     from .compat import ArchVerdict, Decision, ImageSet
@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
+R = TypeVar("R")
 
 # NVIDIA's generation name per compute capability ("CUDA GPUs - Compute Capability",
 # developer.nvidia.com/cuda-gpus, and the CUDA C++ Programming Guide's "Compute Capabilities"
@@ -187,13 +188,13 @@ class Item:
         """The listing row of the JSON vocabulary (docs/json.md)."""
         c = self.code
         e = c.entry
-        symbol = c.source if c.source.startswith("__") and c.source.endswith("_start") else None
+        section, symbol = source_keys(c.source)
         row: dict[str, Any] = {
             "number": self.number,
             "name": self.name,
             "kind": self.kind,
             "arch": self.arch,
-            "section": None if symbol or not c.source else c.source,
+            "section": section,
             "symbol": symbol,
             "container": c.container if c.container >= 0 else None,
             "offset": c.offset,
@@ -390,10 +391,13 @@ class Binary:
             codes = tuple(c for c in codes if any(
                 f.matches(c.entry.header.kind, c.entry.arch) for f in filters))
         if kernel is not None:
+            from .parallel import charge, map_codes
+
             kf = kernel if isinstance(kernel, KernelFilter) else KernelFilter.parse(kernel)
-            spend = budget or self.budget()
-            codes = tuple(c for c in codes
-                          if any(kf.matches(k) for k in _kernel_names(c, spend)))
+            charge(codes, budget or self.budget())
+            hits = map_codes(lambda c: any(kf.matches(k) for k in _kernel_names(c)), codes,
+                             desc="reading kernel names")
+            codes = tuple(c for c, hit in zip(codes, hits, strict=True) if hit)
         names = extract_names(codes, self.name)
         counters: dict[int, int] = {}
         items: list[Item] = []
@@ -414,7 +418,15 @@ class Binary:
             e = it.code.entry
             groups.setdefault((e.header.kind, e.arch.number, e.arch.suffix), []).append(it.code)
         rows: list[ArchSummary] = []
-        spend = budget or self.budget()
+        read: dict[int, tuple[list[str], tuple[int, int] | None]] = {}
+        if kernels:
+            from .parallel import charge, map_codes
+
+            codes = [it.code for it in items]
+            charge(codes, budget or self.budget())
+            read = dict(zip((id(c) for c in codes), map_codes(_outline, codes,
+                                                               desc="reading kernel names"),
+                            strict=True))
         for (kind, number, suffix), codes in sorted(groups.items()):
             arch = Arch(number, suffix)
             ptx = sorted({(c.entry.header.major, c.entry.header.minor) for c in codes}
@@ -425,16 +437,8 @@ class Binary:
                 tuple(sorted({c.entry.compression or "none" for c in codes})),
                 tuple(f"{a}.{b}" for a, b in ptx))
             if kernels:
-                names: set[str] = set()
-                toolkits: set[tuple[int, int]] = set()
-                for c in codes:
-                    names.update(_kernel_names(c, spend))
-                    if kind == _ELF:
-                        from .cubin import cubin_toolkit
-
-                        tk = cubin_toolkit(c.entry.data(budget=spend))
-                        if tk:
-                            toolkits.add(tk)
+                names = {k for c in codes for k in read[id(c)][0]}
+                toolkits = {tk for c in codes if (tk := read[id(c)][1])}
                 row = ArchSummary(row.kind, row.arch, row.entries, row.stored, row.uncompressed,
                                   row.compression, row.ptx_versions, len(names),
                                   tuple(f"CUDA {a}.{b}" for a, b in sorted(toolkits)))
@@ -446,13 +450,23 @@ class Binary:
                   budget: DecompressionBudget | None = None,
                   ) -> list[tuple[CubinFunction, ...]]:
         """Per-function resources (:class:`fatbinkit.cubin.CubinFunction`) of each SASS item
-        (``()`` for PTX), in order: what ``cuobjdump -res-usage`` prints."""
-        from .cubin import Cubin
+        (``()`` for PTX), in order, read on every core: what ``cuobjdump -res-usage`` prints."""
+        from .cubin import functions_of
 
-        spend = budget or self.budget()
-        return [Cubin.from_bytes(it.code.entry.data(budget=spend)).functions
-                if it.code.entry.header.kind == _ELF else () for it in
-                (self.select() if items is None else items)]
+        chosen = self.select() if items is None else items
+        return functions_of([it.code for it in chosen], budget=budget or self.budget())
+
+    def map(self, fn: Callable[[DeviceCode], R], items: Sequence[Item], *,
+            budget: DecompressionBudget | None = None, desc: str | None = None) -> list[R]:
+        """``[fn(item.code) for item in items]`` on every core
+        (:func:`fatbinkit.parallel.map_codes`: ``fn`` may be a closure; workers are forked),
+        with every compressed payload charged to ``budget`` first: ``fn`` reads
+        ``code.entry.data()`` with no budget of its own."""
+        from .parallel import charge, map_codes
+
+        codes = [it.code for it in items]
+        charge(codes, budget or self.budget())
+        return map_codes(fn, codes, desc=desc)
 
     def extract(self, directory: str | os.PathLike[str],
                 arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
@@ -492,13 +506,15 @@ class Binary:
         return list(dict.fromkeys(batch.targets))
 
     def check(self, archs: Iterable[ArchLike] | ArchLike, driver: DriverLike | None = None,
-              kernel: str | KernelFilter | None = None, *,
+              kernel: str | KernelFilter | None = None, *, every_image: bool = False,
               budget: DecompressionBudget | None = None) -> Check:
         """What the CUDA driver does with each module on each of ``archs`` (GPUs: a suffix is
         ignored) with ``driver`` (``"12.8"``, ``(12, 8)``, ``"570.124.06"``, ``12080``; None:
         driver floors are reported, not applied): per module and kernel the decision, per arch
         the verdict (:class:`fatbinkit.compat.ArchVerdict`). With ``kernel``, only the matching
-        kernels are judged (and modules without one are left out)."""
+        kernels are judged (and modules without one are left out). Only the images these GPUs
+        could load are read (:func:`fatbinkit.compat.image_sets` with ``devices``), unless
+        ``every_image``: then kernels that only other archs' images hold are listed too."""
         from .compat import ArchVerdict, image_sets
 
         if isinstance(archs, (str, int, Arch)):
@@ -511,7 +527,8 @@ class Binary:
             KernelFilter.parse(kernel)
         source = self.path if self.path is not None else self.data
         assert source is not None
-        sets = image_sets(source, budget=budget or self.budget()) if self.codes else ()
+        sets = image_sets(source, budget=budget or self.budget(),
+                          devices=None if every_image else wanted) if self.codes else ()
         rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
         for s in sets:
             by_arch = [s.decisions(a, cuda) for a in wanted]
@@ -565,19 +582,25 @@ class Check:
         return "\n".join(str(v) for v in self.verdicts)
 
 
-def _kernel_names(code: DeviceCode, budget: DecompressionBudget) -> list[str]:
-    """Kernel (entry function) names of a SASS or PTX image; [] for other kinds."""
+def _kernel_names(code: DeviceCode) -> list[str]:
+    """Kernel (entry function) names of a SASS or PTX image; [] for other kinds. The payload is
+    read with no budget: callers charge it first (:func:`fatbinkit.parallel.charge`)."""
+    return _outline(code)[0]
+
+
+def _outline(code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
+    """Kernel names and, for a cubin, the toolkit that built it (None: not recorded)."""
     kind = code.entry.header.kind
     if kind == _ELF:
-        from .cubin import Cubin
+        from .cubin import cubin_outline
 
-        return [f.name for f in Cubin.from_bytes(code.entry.data(budget=budget)).functions
-                if f.entry]
+        c = cubin_outline(code.entry.data())
+        return sorted(c.kernels), c.toolkit
     if kind == _PTX:
         from .ptx import Ptx
 
-        return [e.name for e in Ptx.from_bytes(code.entry.data(budget=budget)).entries]
-    return []
+        return [e.name for e in Ptx.from_bytes(code.entry.data()).entries], None
+    return [], None
 
 
 def _header_sets(items: Sequence[Item]) -> list[tuple[tuple[int, Arch, tuple[int, int]], ...]]:

@@ -167,6 +167,7 @@ class ImageInfo:
     compression: str | None = None
     variables: bool = False
     unread: str = ""  # why a cubin's ELF could not be read (its kernels and toolkit unknown)
+    offset: int | None = None  # file offset of the fatbin entry header, when read from a file
 
     def __post_init__(self) -> None:
         if self.kind not in (SASS, PTX):
@@ -537,11 +538,15 @@ def _ptx_why_not(image: Arch, dev: Arch) -> str:
 @dataclass(frozen=True)
 class ImageSet:
     """The images the driver chooses among in one load: one fatbin container, or one bare
-    cubin/PTX (``raw``). ``label`` says where it was found."""
+    cubin/PTX (``raw``). ``label`` says where it was found: ``source`` (the ELF section, or the
+    start symbol of an embedded blob; ``""`` for a bare file) and ``container`` (its index in the
+    file; None for a bare cubin/PTX)."""
 
     label: str
     images: tuple[ImageInfo, ...]
     raw: bool = False
+    source: str = ""
+    container: int | None = None
 
     @functools.cached_property
     def kernels(self) -> list[str]:
@@ -871,13 +876,21 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
 
 def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
                budget: DecompressionBudget | None = None, *,
-               jobs: int | None = None) -> tuple[ImageSet, ...]:
+               jobs: int | None = None,
+               devices: Iterable[ArchLike] | None = None) -> tuple[ImageSet, ...]:
     """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
     ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself (a ``str`` is a path).
     Images are read on ``jobs`` processes (default: every core;
     :func:`fatbinkit.parallel.map_codes`). Decompression is charged to ``budget`` (default:
-    :meth:`DecompressionBudget.for_input` of the input) up front, for every compressed cubin and
-    PTX (:func:`fatbinkit.parallel.charge`)."""
+    :meth:`DecompressionBudget.for_input` of the input) up front, for every cubin and PTX read
+    (:func:`fatbinkit.parallel.charge`).
+
+    With ``devices``, only the images one of those GPUs could load are read (SASS that runs on
+    it, PTX that JITs for it: :func:`sass_runs_on`, :func:`ptx_jits_for`), and in a module with
+    none of those its smallest image (its kernels and variables tell a restricted module from an
+    empty one); the others come from their entry headers, their kernels and toolkit unknown
+    (None). Decisions for those devices are the same; what is lost is the list of kernels only
+    other archs' images hold. libtorch_cuda.so, three archs: a third of its 5 GiB of images."""
     from .parallel import charge, map_codes
 
     source = as_input(source, "image_sets() source")
@@ -886,18 +899,44 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
         size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
                 else os.path.getsize(source))
         budget = DecompressionBudget.for_input(size)
-    charge([c for c in codes if c.entry.header.kind in (EntryKind.ELF, EntryKind.PTX)], budget)
-    images = map_codes(lambda c: image_from_entry(c.entry, f"entry at {c.offset:#x}"), codes,
-                       jobs=jobs, desc="reading images")
-    groups: dict[tuple[str, int], list[ImageInfo]] = {}
-    for code, img in zip(codes, images, strict=True):
-        group = groups.setdefault((code.source, code.container), [])
-        if img is not None:
-            group.append(img)
-    return tuple(
-        ImageSet(f"{src or 'file'} container {c}" if c >= 0 else (src or "file"), tuple(imgs),
-                 raw=c < 0)
-        for (src, c), imgs in groups.items())
+    groups: dict[tuple[str, int], list[int]] = {}  # the loadable entries (SASS, PTX) per module
+    for i, code in enumerate(codes):
+        members = groups.setdefault((code.source, code.container), [])
+        if code.entry.header.kind in (EntryKind.ELF, EntryKind.PTX):
+            members.append(i)
+    read = {i for members in groups.values() for i in members}
+    if devices is not None:
+        targets = [as_arch(d, "device") for d in devices]
+        read = {i for i in read if any(
+            (sass_runs_on if codes[i].entry.header.kind == EntryKind.ELF else ptx_jits_for)(
+                codes[i].entry.arch, d) for d in targets)}
+        read |= {min(members, key=lambda i: codes[i].entry.data_size)
+                 for members in groups.values() if members and read.isdisjoint(members)}
+    chosen = [codes[i] for i in sorted(read)]
+    charge(chosen, budget)
+    found = dict(zip(sorted(read), map_codes(
+        lambda c: image_from_entry(c.entry, f"entry at {c.offset:#x}"), chosen, jobs=jobs,
+        desc="reading images"), strict=True))
+    sets: list[ImageSet] = []
+    for (src, c), members in groups.items():
+        images = []
+        for i in members:
+            label = f"entry at {codes[i].offset:#x}"
+            img = found[i] if i in found else _header_image(codes[i].entry, label)
+            assert img is not None  # SASS and PTX entries only
+            images.append(replace(img, offset=codes[i].offset))
+        sets.append(ImageSet(f"{src or 'file'} container {c}" if c >= 0 else (src or "file"),
+                             tuple(images), raw=c < 0, source=src,
+                             container=c if c >= 0 else None))
+    return tuple(sets)
+
+
+def _header_image(entry: FatbinEntry, label: str) -> ImageInfo:
+    """What an entry header alone says of its image: kind, arch, PTX ISA, codec."""
+    if entry.header.kind == EntryKind.PTX:
+        return ImageInfo(PTX, entry.arch, entry.code_version, label,
+                         compression=entry.compression)
+    return ImageInfo(SASS, entry.arch, None, label, compression=entry.compression)
 
 
 def predict_load(data: bytes | bytearray | memoryview, device: ArchLike,

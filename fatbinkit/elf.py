@@ -410,12 +410,9 @@ def sections(src: Source | Buffer, head: FileHeader | None = None) -> tuple[Sect
     inside the file and every name inside the name table.
     """
     src = _source(src)
-    rows, names, name_ends = _section_table(src, head if head is not None else file_header(src))
-    return tuple(
-        Section(i, names[row[0] : end].decode("utf-8", "replace") if end >= 0 else "",
-                SectionHeader(*row))
-        for i, (row, end) in enumerate(zip(rows, name_ends, strict=True))
-    )  # fmt: skip
+    rows, names = _section_table(src, head if head is not None else file_header(src))
+    return tuple(Section(i, name, SectionHeader(*row))
+                 for i, (row, name) in enumerate(zip(rows, names, strict=True)))
 
 
 def section_table(
@@ -425,25 +422,21 @@ def section_table(
     and names: for readers of many small files (a library's thousands of cubins), where making a
     :class:`Section` and a :class:`SectionHeader` per section is a tenth of the parse."""
     src = _source(src)
-    rows, names, name_ends = _section_table(src, head if head is not None else file_header(src))
-    return rows, [
-        names[row[0] : end].decode("utf-8", "replace") if end >= 0 else ""
-        for row, end in zip(rows, name_ends, strict=True)
-    ]
+    return _section_table(src, head if head is not None else file_header(src))
 
 
 def _section_table(
     src: Source, head: FileHeader
-) -> tuple[list[tuple[int, ...]], bytes, list[int]]:
-    """The raw fields of every section header, the name table, and where each name ends in it
-    (-1 when the file has no name table), with what :func:`sections` promises checked.
+) -> tuple[list[tuple[int, ...]], list[str]]:
+    """The raw fields of every section header and each section's name ("" when the file has no
+    name table), with what :func:`sections` promises checked.
 
     Raw tuples, not :class:`SectionHeader` objects: :func:`find_section` (the writer, for each
     cubin) needs one section of a table of dozens.
     """
     size = SectionHeader.FORMAT.size
     if head.shoff == 0:
-        return [], b"", []
+        return [], []
     if head.shentsize < size:
         raise FormatError(f"ELF section header size {head.shentsize} < {size}", offset=0x3A)
     check_span(src, head.shoff, size, "section header table")
@@ -469,22 +462,33 @@ def _section_table(
         check_span(src, names_at, names_size, "section name table")
         names = src.read(names_at, names_size)
     file_size = len(src)
-    ends: list[int] = []
+    # Names by the offset each string starts at, from one split of the table (names almost
+    # always start a string; one that points inside another is looked up with the table's
+    # linear-time search). The part after the last NUL is not a string: it has no end.
+    starts: dict[int, bytes] = {}
+    pos = 0
+    for part in names.split(b"\0")[:-1]:
+        starts[pos] = part
+        pos += len(part) + 1
     lookup = StringTable(names)
+    out: list[str] = []
     for i, row in enumerate(rows):
-        end = -1
+        name = ""
         if names:
             index = row[_SH_NAME]
-            end = lookup.end(index)
-            if end < 0:
-                lookup.string(index, "section name", names_at)  # raises the precise error
+            raw = starts.get(index)
+            if raw is None:
+                end = lookup.end(index)
+                if end < 0:
+                    lookup.string(index, "section name", names_at)  # raises the precise error
+                raw = names[index:end]
+            name = raw.decode("utf-8", "replace")
         if row[_SH_TYPE] not in (SHT_NULL, SHT_NOBITS) and row[_SH_OFFSET] + row[_SH_SIZE] > (
             file_size
         ):
-            name = names[row[_SH_NAME] : end].decode("utf-8", "replace") if end >= 0 else ""
             check_span(src, row[_SH_OFFSET], row[_SH_SIZE], f"section {name or i}")
-        ends.append(end)
-    return rows, names, ends
+        out.append(name)
+    return rows, out
 
 
 class StringTable:
@@ -555,10 +559,9 @@ def find_section(data: Source | Buffer, name: str) -> bytes | None:
     """The contents of the first section called ``name`` in an ELF64 little-endian file, or None
     when it has none (the file checked as :func:`sections` checks it)."""
     src = _source(data)
-    rows, names, name_ends = _section_table(src, file_header(src))
-    wanted = name.encode()
-    for row, end in zip(rows, name_ends, strict=True):
-        if names[row[_SH_NAME] : end] == wanted if end >= 0 else not wanted:
+    rows, names = _section_table(src, file_header(src))
+    for row, found in zip(rows, names, strict=True):
+        if found == name:
             if row[_SH_TYPE] == SHT_NOBITS:
                 return b""
             return src.read(row[_SH_OFFSET], row[_SH_SIZE])

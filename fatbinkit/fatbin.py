@@ -571,7 +571,9 @@ def _decompress(codec: str, src: Buffer, expected: int, offset: int) -> bytes:
     """Decompress at most ``expected + 1`` bytes (so a lying size is detected, never trusted).
 
     LZ4 needs its output buffer up front, so a size beyond LZ4's maximum ratio (255:1) for the
-    input is refused before allocating; zstd output is read in 1 MiB steps.
+    input is refused before allocating. A zstd frame whose header declares exactly ``expected``
+    bytes (what nvcc and fatbinkit write) is decompressed in one call into one buffer of that
+    size; any other is read in 1 MiB steps, so its own header is never trusted either.
     """
     if codec == "lz4":
         import lz4.block
@@ -587,10 +589,14 @@ def _decompress(codec: str, src: Buffer, expected: int, offset: int) -> bytes:
         return out
     import zstandard
 
+    data = bytes(src)
+    if zstandard.frame_content_size(data) == expected:
+        whole: bytes = zstandard.ZstdDecompressor().decompress(data)
+        return whole
     chunks: list[bytes] = []
     total = 0
     dctx = zstandard.ZstdDecompressor()
-    with dctx.stream_reader(bytes(src), read_across_frames=False) as reader:
+    with dctx.stream_reader(data, read_across_frames=False) as reader:
         while total <= expected:
             chunk = reader.read(min(1 << 20, expected + 1 - total))
             if not chunk:

@@ -46,6 +46,7 @@ __all__ = [
     "kind_name",
     "listed",
     "scan",
+    "source_keys",
 ]
 
 FATBIN_SECTION = ".nv_fatbin"
@@ -79,6 +80,17 @@ class DeviceCode:
         size = (f"{h.uncompressed_size} bytes ({codec}, {h.size} stored)" if codec else
                 f"{h.size} bytes")
         return f"{where}: {_entry_name(h)} at {self.offset:#x}, {size}"
+
+
+def source_keys(source: str) -> tuple[str | None, str | None]:
+    """``(section, symbol)`` of a :attr:`DeviceCode.source`: the ELF section (``.nv_fatbin``,
+    ``__nv_relfatbin``) or the start symbol of an embedded blob (``__name_start``); both None
+    for a bare fatbin, cubin or PTX file (the JSON vocabulary's two keys, docs/json.md)."""
+    if not source:
+        return None, None
+    if source.startswith("__") and source.endswith("_start"):
+        return None, source
+    return source, None
 
 
 def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:

@@ -61,7 +61,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "module that cannot load, fails the arch")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="every module's table with untruncated kernel names, and the modules "
-                   "restricted to other archs")
+                   "restricted to other archs (reads every image, as --strict does; by default "
+                   "only the images the given archs could load are read)")
     p.add_argument("--kernel", type=kernel_filter, metavar="PATTERN",
                    help="judge only kernels matching PATTERN: a glob on the mangled or "
                    "demangled name, or re:REGEX")
@@ -99,6 +100,7 @@ def _check(args: argparse.Namespace) -> int:
         Arch(a.number) for a in args.arch or [Arch(n) for n in DEVICE_SUPPORT]))
     binary = _open(args)
     result = binary.check(archs, args.driver, args.kernel,
+                          every_image=args.strict or args.verbose,
                           budget=binary.budget(args.max_decompressed))
     if not result.rows:
         if args.kernel is not None:
@@ -179,14 +181,16 @@ def _json(args: argparse.Namespace, result: Check, ok: bool) -> dict[str, Any]:
         "modules": [
             {
                 "module": s.label,
+                **_source(s),
                 "raw": s.raw,
                 "empty": s.empty,
                 "images": [{"kind": i.kind,
                             "arch": i.arch.compute if i.kind == "ptx" else i.arch.sm,
-                            "label": i.label,
+                            "offset": i.offset,
                             "ptx_version": dotted(i.ptx_version) if i.ptx_version else None,
                             "toolkit": dotted(i.toolkit) if i.toolkit else None,
-                            "compression": i.compression} for i in s.images],
+                            "compression": i.compression,
+                            "read": i.kernels is not None} for i in s.images],
                 "kernels": [{"name": k, "archs": {a.sm: d.to_dict() for a, d in
                                                   zip(archs, ds, strict=True)}}
                             for k, ds in kernels],
@@ -194,6 +198,15 @@ def _json(args: argparse.Namespace, result: Check, ok: bool) -> dict[str, Any]:
             for s, kernels in result.rows
         ],
     }
+
+
+def _source(s: ImageSet) -> dict[str, Any]:
+    """Where a module was found, in the listing's words: ``section`` or ``symbol``, and
+    ``container``."""
+    from ..scan import source_keys
+
+    section, symbol = source_keys(s.source)
+    return {"section": section, "symbol": symbol, "container": s.container}
 
 
 def _cell(d: Decision) -> str:

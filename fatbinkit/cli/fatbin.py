@@ -8,6 +8,7 @@ trailing NULs, as cuobjdump writes it).
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import sys
@@ -20,8 +21,9 @@ from ..outfile import atomic_path
 from .args import UsageError, add_budget, arch_filter, examples, image_arg, kernel_filter
 
 if TYPE_CHECKING:
-    from ..binary import Binary, Item
+    from ..binary import Binary, Item, KernelFilter
     from ..cubin import CubinFunction
+    from ..scan import DeviceCode
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -188,27 +190,46 @@ def _list(args: argparse.Namespace) -> int:
             sys.stdout.write("".join(f"{line}\n" for line in summary.lines()))
         return 0
     items = binary.select(args.arch, args.kernel, budget=budget)
-    functions: list[tuple[CubinFunction, ...]] = (
-        binary.functions(items, budget=budget) if args.resources else [()] * len(items))
-    if args.kernel is not None:  # only the matching functions
-        functions = [tuple(f for f in fs if args.kernel.matches(f.name)) for fs in functions]
     if args.sort or args.top:
-        return _table(args, items, functions)
+        return _table(args, binary, items)
+    # Each cubin's functions are rendered where they are read, on every core: only text travels
+    # back (144,640 function objects of libtorch_cuda.so would cost as much to send as to parse)
+    rendered = (binary.map(functools.partial(_render, args.json, args.demangle, args.kernel),
+                           items, budget=budget, desc="reading cubins")
+                if args.resources else [""] * len(items))
     if args.json:
         rows = []
-        for it, fs in zip(items, functions, strict=True):
-            row = it.to_dict()
+        for it, functions in zip(items, rendered, strict=True):
+            row = json.dumps(it.to_dict())
             if args.resources and it.kind == "sass":
-                row["functions"] = [_function(f, args.demangle) for f in fs]
+                row = f'{row[:-1]}, "functions": {functions}}}'
             rows.append(row)
-        _dump_rows("entries", rows)
+        body = ",\n".join(f"  {r}" for r in rows)
+        sys.stdout.write(f'{{"entries": [\n{body}\n]}}\n' if rows else '{"entries": []}\n')
         return 0
-    lines: list[str] = []
-    for it, fs in zip(items, functions, strict=True):
-        lines.append(f"{it}\n")
-        lines += [f"    {_usage(f, args.demangle)}\n" for f in fs]
-    sys.stdout.write("".join(lines))  # one write: thousands of lines, stdout may be unbuffered
+    sys.stdout.write("".join(f"{it}\n{text}" for it, text in zip(items, rendered, strict=True)))
     return 0
+
+
+def _functions(code: DeviceCode, kernel: KernelFilter | None) -> tuple[CubinFunction, ...]:
+    """A cubin's functions (those matching ``kernel``); () for other kinds."""
+    if code.entry.header.kind != EntryKind.ELF:
+        return ()
+    from ..cubin import Cubin
+
+    functions = Cubin.from_bytes(code.entry.data()).functions
+    return functions if kernel is None else tuple(
+        f for f in functions if kernel.matches(f.name))
+
+
+def _render(as_json: bool, demangled: bool, kernel: KernelFilter | None,
+            code: DeviceCode) -> str:
+    """One cubin's functions as ``ls --resources`` prints them: cuobjdump's lines, or a JSON
+    list."""
+    functions = _functions(code, kernel)
+    if as_json:
+        return json.dumps([_function(f, demangled) for f in functions])
+    return "".join(f"    {_usage(f, demangled)}\n" for f in functions)
 
 
 def _function(f: CubinFunction, demangled: bool) -> dict[str, Any]:
@@ -220,25 +241,41 @@ def _function(f: CubinFunction, demangled: bool) -> dict[str, Any]:
     return row
 
 
-def _table(args: argparse.Namespace, items: tuple[Item, ...],
-           functions: list[tuple[CubinFunction, ...]]) -> int:
-    """``--sort``/``--top``: every function of the selected cubins in one table."""
+def _table(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...]) -> int:
+    """``--sort``/``--top``: every function of the selected cubins in one table, largest first.
+    Workers send back the sort keys and the rendered row of each function."""
     from ..binary import demangle
 
-    key = args.sort or "registers"
-    rows = [(it, f) for it, fs in zip(items, functions, strict=True) for f in fs]
-    rows.sort(key=lambda r: (-getattr(r[1], key), r[0].number, r[1].name))
+    key = _SORT_KEYS.index(args.sort or "registers")
+
+    def rows_of(code: DeviceCode) -> list[tuple[int, str, str, str]]:
+        """(sort value, name, then the JSON object or the figures and the name to print)."""
+        out = []
+        for f in _functions(code, args.kernel):
+            value = (f.registers, f.shared, f.stack, f.local)[key]
+            if args.json:
+                out.append((value, f.name, json.dumps(_function(f, args.demangle)), ""))
+            else:
+                out.append((value, f.name, f"{f.registers:>4} {f.stack:>6} {f.shared:>7} "
+                            f"{f.local:>6}", demangle(f.name) if args.demangle else f.name))
+        return out
+
+    found = binary.map(rows_of, items, budget=binary.budget(args.max_decompressed),
+                       desc="reading cubins")
+    rows = [(-value, it.number, name, it, row, shown)
+            for it, fs in zip(items, found, strict=True) for value, name, row, shown in fs]
+    rows.sort(key=lambda r: r[:3])
     if args.top:
         rows = rows[: args.top]
     if args.json:
-        _dump_rows("functions", [{**_function(f, args.demangle), "arch": it.arch,
-                                  "file": it.name, "number": it.number} for it, f in rows])
+        body = ",\n".join(
+            f'  {row[:-1]}, "arch": {json.dumps(it.arch)}, "file": {json.dumps(it.name)}, '
+            f'"number": {it.number}}}' for *_, it, row, _ in rows)
+        sys.stdout.write(f'{{"functions": [\n{body}\n]}}\n' if rows else
+                         '{"functions": []}\n')
         return 0
     out = [f"{'REG':>4} {'STACK':>6} {'SHARED':>7} {'LOCAL':>6}  {'ARCH':<8} FUNCTION (FILE)\n"]
-    for it, f in rows:
-        name = demangle(f.name) if args.demangle else f.name
-        out.append(f"{f.registers:>4} {f.stack:>6} {f.shared:>7} {f.local:>6}  {it.arch:<8} "
-                   f"{name} ({it.name})\n")
+    out += [f"{row}  {it.arch:<8} {shown} ({it.name})\n" for *_, it, row, shown in rows]
     sys.stdout.write("".join(out))
     return 0
 
@@ -246,13 +283,6 @@ def _table(args: argparse.Namespace, items: tuple[Item, ...],
 def _dump(doc: dict[str, Any]) -> None:
     json.dump(doc, sys.stdout, indent=2)
     sys.stdout.write("\n")
-
-
-def _dump_rows(key: str, rows: list[dict[str, Any]]) -> None:
-    # One compact row per line: json's C encoder (indent= falls back to pure Python, 3x slower
-    # on libraries with thousands of entries) and still greppable.
-    body = ",\n".join(f"  {json.dumps(r)}" for r in rows)
-    sys.stdout.write(f'{{"{key}": [\n{body}\n]}}\n' if rows else f'{{"{key}": []}}\n')
 
 
 def _usage(f: CubinFunction, demangled: bool = False) -> str:
