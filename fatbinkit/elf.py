@@ -461,33 +461,33 @@ def _section_table(
         names_at, names_size = rows[shstrndx][_SH_OFFSET], rows[shstrndx][_SH_SIZE]
         check_span(src, names_at, names_size, "section name table")
         names = src.read(names_at, names_size)
-    file_size = len(src)
     # Names by the offset each string starts at, from one split of the table (names almost
     # always start a string; one that points inside another is looked up with the table's
-    # linear-time search). The part after the last NUL is not a string: it has no end.
-    starts: dict[int, bytes] = {}
-    pos = 0
-    for part in names.split(b"\0")[:-1]:
-        starts[pos] = part
-        pos += len(part) + 1
-    lookup = StringTable(names)
-    out: list[str] = []
-    for i, row in enumerate(rows):
-        name = ""
-        if names:
-            index = row[_SH_NAME]
-            raw = starts.get(index)
+    # linear-time search). The part after the last NUL is not a string: it has no end. ASCII
+    # tables (every one the toolchains write) are split as text, decoding once.
+    out: list[str] = [""] * len(rows)
+    if names:
+        text = names.decode("ascii") if names.isascii() else None
+        parts = text.split("\0") if text is not None else names.split(b"\0")
+        starts: dict[int, str | bytes] = {}
+        pos = 0
+        for part in parts[:-1]:
+            starts[pos] = part
+            pos += len(part) + 1
+        found = [starts.get(row[_SH_NAME]) for row in rows]
+        lookup = StringTable(names)
+        for i, raw in enumerate(found):
             if raw is None:
+                index = rows[i][_SH_NAME]
                 end = lookup.end(index)
                 if end < 0:
                     lookup.string(index, "section name", names_at)  # raises the precise error
                 raw = names[index:end]
-            name = raw.decode("utf-8", "replace")
-        if row[_SH_TYPE] not in (SHT_NULL, SHT_NOBITS) and row[_SH_OFFSET] + row[_SH_SIZE] > (
-            file_size
-        ):
-            check_span(src, row[_SH_OFFSET], row[_SH_SIZE], f"section {name or i}")
-        out.append(name)
+            out[i] = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+    file_size = len(src)
+    for i in [i for i, row in enumerate(rows) if row[_SH_OFFSET] + row[_SH_SIZE] > file_size
+              and row[_SH_TYPE] not in (SHT_NULL, SHT_NOBITS)]:
+        check_span(src, rows[i][_SH_OFFSET], rows[i][_SH_SIZE], f"section {out[i] or i}")
     return rows, out
 
 

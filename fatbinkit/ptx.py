@@ -57,6 +57,7 @@ HEADER_LIMIT = 65536  # bytes read by ptx_header: the header directives open the
 
 # Comments; an unterminated block comment runs to the end (which also keeps the scan linear).
 _COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
+_LINE_COMMENT_RE = re.compile(r"//[^\n]*")
 _SNIFF_RE = re.compile(rb"^\s*\.version\s+\d+\.\d+", re.M)
 _VERSION_RE = re.compile(r"^[ \t]*\.version[ \t]+(\S+)", re.M)
 _VERSION_NUM_RE = re.compile(r"^([0-9]{1,9})\.([0-9]{1,9})$")
@@ -171,7 +172,11 @@ def ptx_header(data: bytes | bytearray | memoryview) -> tuple[tuple[int, int], A
 
 
 def _strip_comments(text: str) -> str:
-    """``text`` with comments blanked out (line breaks kept, so lines stay lines)."""
+    """``text`` with comments blanked out (line breaks kept, so lines stay lines). Text with no
+    ``/*`` has line comments only: they go with no callback per comment (nvcc's PTX has a
+    million of them in cuBLASLt, 2.7 s the other way)."""
+    if "/*" not in text:
+        return _LINE_COMMENT_RE.sub("", text)
     return _COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
 
 
