@@ -528,7 +528,8 @@ class Binary:
         source = self.path if self.path is not None else self.data
         assert source is not None
         sets = image_sets(source, budget=budget or self.budget(),
-                          devices=None if every_image else wanted) if self.codes else ()
+                          devices=None if every_image else wanted,
+                          codes=self.codes) if self.codes else ()
         rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
         for s in sets:
             by_arch = [s.decisions(a, cuda) for a in wanted]
@@ -539,8 +540,9 @@ class Binary:
                 if not kernels:
                     continue
             rows.append((s, kernels))
-        verdicts = tuple(ArchVerdict.of(a, cuda, [(s, [ds[i] for _, ds in ks])
-                                                    for s, ks in rows])
+        names = [[k for k, _ in ks if k is not None] for _, ks in rows]
+        verdicts = tuple(ArchVerdict.of(a, cuda, [(s, [ds[i] for _, ds in ks]) for s, ks in rows],
+                                        names)
                          for i, a in enumerate(wanted))
         return Check(str(self.path or "input"), tuple(wanted), cuda, tuple(rows), verdicts)
 

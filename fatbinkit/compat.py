@@ -82,7 +82,7 @@ from .errors import (
 from .fatbin import DecompressionBudget, EntryKind, FatbinEntry
 from .infile import as_content, as_input
 from .ptx import NEWEST_KNOWN_CUDA, Ptx, is_ptx, max_ptx_isa_for_driver, min_driver_for_ptx_isa
-from .scan import scan
+from .scan import DeviceCode, scan
 
 __all__ = [
     "ABI_V2_MIN_CUDA",
@@ -660,8 +660,11 @@ class ArchVerdict:
 
     @classmethod
     def of(cls, device: ArchLike, driver: DriverLike | None,
-           modules: Sequence[tuple[ImageSet, Sequence[Decision]]]) -> ArchVerdict:
-        """The verdict over modules whose per-kernel decisions are already made."""
+           modules: Sequence[tuple[ImageSet, Sequence[Decision]]],
+           kernels: Sequence[Sequence[str]] | None = None) -> ArchVerdict:
+        """The verdict over modules whose per-kernel decisions are already made: one decision
+        per name of ``kernels`` (one list per module; default: each module's
+        :attr:`ImageSet.kernels`, as :meth:`ImageSet.decisions` makes them)."""
         device = as_arch(device, "device")
         driver = None if driver is None else as_cuda_version(driver)
         loading: list[str] = []
@@ -673,6 +676,8 @@ class ArchVerdict:
         warnings: dict[str, None] = {}
         low: CudaVersion | None = None
         known = True
+        names = {id(s): s.kernels for s, _ in modules} if kernels is None else {
+            id(s): list(ks) for (s, _), ks in zip(modules, kernels, strict=True)}
         counted = [(s, ds) for s, ds in modules if not s.empty]
         if counted:
             empty = [s.label for s, _ in modules if s.empty]
@@ -689,9 +694,10 @@ class ArchVerdict:
             else:
                 loading.append(s.label)
                 # ds holds one decision per kernel (one for a set without kernels: none missing)
-                missing += [(s.label, k) for k, d in zip(s.kernels, ds, strict=False)
+                missing += [(s.label, k) for k, d in zip(names[id(s)], ds, strict=False)
                             if d.restricted]
-            for d in ds:
+            # a module's kernels mostly share its one decision: each distinct one counted once
+            for d in {id(d): d for d in ds}.values():
                 warnings.update(dict.fromkeys(d.warnings))
                 if d.restricted or not d.floors or (not s.kernels and any_kernels):
                     continue  # the minimum is what the kernels need
@@ -896,7 +902,8 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
 def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
                budget: DecompressionBudget | None = None, *,
                jobs: int | None = None,
-               devices: Iterable[ArchLike] | None = None) -> tuple[ImageSet, ...]:
+               devices: Iterable[ArchLike] | None = None,
+               codes: Sequence[DeviceCode] | None = None) -> tuple[ImageSet, ...]:
     """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
     ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself (a ``str`` is a path).
     Images are read on ``jobs`` processes (default: every core;
@@ -909,11 +916,12 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     none of those its smallest image (its kernels and variables tell a restricted module from an
     empty one); the others come from their entry headers, their kernels and toolkit unknown
     (None). Decisions for those devices are the same; what is lost is the list of kernels only
-    other archs' images hold. libtorch_cuda.so, three archs: a third of its 5 GiB of images."""
+    other archs' images hold. libtorch_cuda.so, three archs: a third of its 5 GiB of images.
+    ``codes``: what :func:`~fatbinkit.scan.scan` found in ``source``, when the caller has it."""
     from .parallel import charge, map_codes
 
     source = as_input(source, "image_sets() source")
-    codes = scan(source)
+    codes = scan(source) if codes is None else codes
     if budget is None:
         size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
                 else os.path.getsize(source))

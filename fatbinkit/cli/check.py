@@ -14,6 +14,7 @@ driver each arch needs instead. A thin layer over :meth:`fatbinkit.binary.Binary
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from pathlib import Path
@@ -90,6 +91,15 @@ def _driver(text: str) -> CudaVersion:
 
 
 def _check(args: argparse.Namespace) -> int:
+    # hundreds of thousands of small objects, no cycles: the cyclic collector only slows it down
+    gc.disable()
+    try:
+        return _run(args)
+    finally:
+        gc.enable()
+
+
+def _run(args: argparse.Namespace) -> int:
     from .fatbin import _open
 
     if args.min_driver and args.driver:
