@@ -523,7 +523,7 @@ class Binary:
         cuda = None if driver is None else as_cuda_version(driver)
         if not wanted:
             raise InvalidArgumentError("check needs at least one GPU arch")
-        kf = None if kernel is None or isinstance(kernel, KernelFilter) else \
+        kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
             KernelFilter.parse(kernel)
         source = self.path if self.path is not None else self.data
         assert source is not None

@@ -307,3 +307,35 @@ def test_no_device_code_is_one_error_everywhere(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
     with pytest.raises(FormatError):
         fatbinkit.open(src)
+
+
+def test_check_kernel_filter_judges_the_matching_kernels(tmp_path: Path) -> None:
+    """One module whose sm_80 image has kernels a1, a2 and whose sm_90 image has b1 only (built
+    from two sources, packed by fatbinkit build): on sm_90 the driver loads the sm_90 image, so
+    a1 and a2 are missing there (cuModuleGetFunction: CUDA_ERROR_NOT_FOUND)."""
+    from cudabuild import NVCC
+
+    for name, src, arch in (("a", "a1() {} extern \"C\" __global__ void a2() {}", "sm_80"),
+                            ("b", "b1() {}", "sm_90")):
+        cu = tmp_path / f"{name}.cu"
+        cu.write_text(f'extern "C" __global__ void {src}\n')
+        run([NVCC, "-cubin", f"-arch={arch}", "-o", tmp_path / f"{name}.cubin", cu])
+    fat = tmp_path / "ab.fatbin"
+    assert cli("build", "-o", fat, "--cubin", f"sm_80={tmp_path / 'a.cubin'}",
+               "--cubin", f"sm_90={tmp_path / 'b.cubin'}").returncode == 0
+    # judged alone, a2 (or a1 and a2) has no image on sm_90: the module is built for other GPUs
+    # as far as those kernels go; with b1 beside them, it loads and they are missing from it
+    for pattern, judged, missing, elsewhere in (
+            ("a2", ["a2"], [], True), ("a*", ["a1", "a2"], [], True), ("b1", ["b1"], [], False),
+            ("*", ["a1", "a2", "b1"], ["a1", "a2"], False)):
+        doc = json.loads(cli("check", fat, "--arch", "sm_90", "--kernel", pattern, "--strict",
+                             "--json").stdout)
+        validate(doc, "check")
+        (module,) = doc["modules"]
+        assert [k["name"] for k in module["kernels"]] == judged
+        v = doc["verdicts"]["sm_90"]
+        assert [m["kernel"] for m in v["missing_kernels"]] == missing, pattern
+        assert bool(v["restricted"]) == elsewhere, pattern
+        assert doc["ok"] == (not missing and not elsewhere)  # --strict: all must load
+    proc = cli("check", fat, "--arch", "sm_90", "--kernel", "zz*")
+    assert proc.returncode == 1 and "no kernel matches zz*" in proc.stderr
