@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
+_READ = (_ELF, _PTX)  # the kinds whose kernels are read
 R = TypeVar("R")
 
 # NVIDIA's generation name per compute capability ("CUDA GPUs - Compute Capability",
@@ -394,7 +395,7 @@ class Binary:
             from .parallel import charge, map_codes
 
             kf = kernel if isinstance(kernel, KernelFilter) else KernelFilter.parse(kernel)
-            charge(codes, budget or self.budget())
+            charge(codes, budget or self.budget(), _READ)
             hits = map_codes(lambda c: any(kf.matches(k) for k in _kernel_names(c)), codes,
                              desc="reading kernel names")
             codes = tuple(c for c, hit in zip(codes, hits, strict=True) if hit)
@@ -423,7 +424,7 @@ class Binary:
             from .parallel import charge, map_codes
 
             codes = [it.code for it in items]
-            charge(codes, budget or self.budget())
+            charge(codes, budget or self.budget(), _READ)
             read = dict(zip((id(c) for c in codes), map_codes(_outline, codes,
                                                                desc="reading kernel names"),
                             strict=True))
@@ -457,15 +458,16 @@ class Binary:
         return functions_of([it.code for it in chosen], budget=budget or self.budget())
 
     def map(self, fn: Callable[[DeviceCode], R], items: Sequence[Item], *,
-            budget: DecompressionBudget | None = None, desc: str | None = None) -> list[R]:
+            kinds: Sequence[str] = ("sass", "ptx"), budget: DecompressionBudget | None = None,
+            desc: str | None = None) -> list[R]:
         """``[fn(item.code) for item in items]`` on every core
         (:func:`fatbinkit.parallel.map_codes`: ``fn`` may be a closure; workers are forked),
-        with every compressed payload charged to ``budget`` first: ``fn`` reads
-        ``code.entry.data()`` with no budget of its own."""
+        with the compressed payloads of the ``kinds`` ``fn`` reads charged to ``budget`` first:
+        ``fn`` reads ``code.entry.data()`` with no budget of its own."""
         from .parallel import charge, map_codes
 
         codes = [it.code for it in items]
-        charge(codes, budget or self.budget())
+        charge(codes, budget or self.budget(), [_ELF if k == "sass" else _PTX for k in kinds])
         return map_codes(fn, codes, desc=desc)
 
     def extract(self, directory: str | os.PathLike[str],
@@ -512,9 +514,12 @@ class Binary:
         ignored) with ``driver`` (``"12.8"``, ``(12, 8)``, ``"570.124.06"``, ``12080``; None:
         driver floors are reported, not applied): per module and kernel the decision, per arch
         the verdict (:class:`fatbinkit.compat.ArchVerdict`). With ``kernel``, only the matching
-        kernels are judged (and modules without one are left out). Only the images these GPUs
-        could load are read (:func:`fatbinkit.compat.image_sets` with ``devices``), unless
-        ``every_image``: then kernels that only other archs' images hold are listed too."""
+        kernels are judged (and modules without one are left out).
+
+        Without ``kernel``, only the images these GPUs could load are read
+        (:func:`fatbinkit.compat.image_sets` with ``devices``), unless ``every_image``: the
+        decisions are the same, but kernels that only other archs' images hold are not looked
+        for (:attr:`Check.every_image_read` says so). A kernel filter reads every image."""
         from .compat import ArchVerdict, image_sets
 
         if isinstance(archs, (str, int, Arch)):
@@ -527,6 +532,7 @@ class Binary:
             KernelFilter.parse(kernel)
         source = self.path if self.path is not None else self.data
         assert source is not None
+        every_image = every_image or kf is not None
         sets = image_sets(source, budget=budget or self.budget(),
                           devices=None if every_image else wanted,
                           codes=self.codes) if self.codes else ()
@@ -544,7 +550,9 @@ class Binary:
         verdicts = tuple(ArchVerdict.of(a, cuda, [(s, [ds[i] for _, ds in ks]) for s, ks in rows],
                                         names)
                          for i, a in enumerate(wanted))
-        return Check(str(self.path or "input"), tuple(wanted), cuda, tuple(rows), verdicts)
+        unread = sum(i.kernels is None and not i.unread for s in sets for i in s.images)
+        return Check(str(self.path or "input"), tuple(wanted), cuda, tuple(rows), verdicts,
+                     unread == 0)
 
 
 @dataclass(frozen=True)
@@ -558,6 +566,7 @@ class Check:
     rows: tuple[tuple[ImageSet, list[tuple[str | None, list[Decision]]]], ...] = field(
         repr=False)
     verdicts: tuple[ArchVerdict, ...]
+    every_image_read: bool = True  # False: kernels only other archs' images hold not looked for
 
     def ok(self, strict: bool = False) -> bool:
         return all(v.ok(strict) for v in self.verdicts)

@@ -912,11 +912,12 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     (:func:`fatbinkit.parallel.charge`).
 
     With ``devices``, only the images one of those GPUs could load are read (SASS that runs on
-    it, PTX that JITs for it: :func:`sass_runs_on`, :func:`ptx_jits_for`), and in a module with
-    none of those its smallest image (its kernels and variables tell a restricted module from an
-    empty one); the others come from their entry headers, their kernels and toolkit unknown
-    (None). Decisions for those devices are the same; what is lost is the list of kernels only
-    other archs' images hold. libtorch_cuda.so, three archs: a third of its 5 GiB of images.
+    it, PTX that JITs for it: :func:`sass_runs_on`, :func:`ptx_jits_for`), and every image of a
+    module with none of those (its kernels and variables tell a module built for other GPUs
+    from an empty one); the others come from their entry headers, their kernels and toolkit
+    unknown (None). The image each device picks and its floors are the same; what is not
+    known is which kernels only the unread images hold (a kernel the picked image lacks is
+    ``CUDA_ERROR_NOT_FOUND``). libtorch_cuda.so, three archs: a third of its 5 GiB of images.
     ``codes``: what :func:`~fatbinkit.scan.scan` found in ``source``, when the caller has it."""
     from .parallel import charge, map_codes
 
@@ -937,8 +938,7 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
         read = {i for i in read if any(
             (sass_runs_on if codes[i].entry.header.kind == EntryKind.ELF else ptx_jits_for)(
                 codes[i].entry.arch, d) for d in targets)}
-        read |= {min(members, key=lambda i: codes[i].entry.data_size)
-                 for members in groups.values() if members and read.isdisjoint(members)}
+        read |= {i for members in groups.values() if read.isdisjoint(members) for i in members}
     chosen = [codes[i] for i in sorted(read)]
     charge(chosen, budget)
     found = dict(zip(sorted(read), map_codes(

@@ -463,9 +463,13 @@ def _section_table(
         names = src.read(names_at, names_size)
     # Names by the offset each string starts at, from one split of the table (names almost
     # always start a string; one that points inside another is looked up with the table's
-    # linear-time search). The part after the last NUL is not a string: it has no end. ASCII
-    # tables (every one the toolchains write) are split as text, decoding once.
+    # linear-time search, once per index). The part after the last NUL is not a string: it has
+    # no end. ASCII tables (every one the toolchains write) are split as text, decoding once.
+    # Rows are judged in order, a row's name before its bounds, as one loop over them would.
     out: list[str] = [""] * len(rows)
+    file_size = len(src)
+    bad = [i for i, row in enumerate(rows) if row[_SH_OFFSET] + row[_SH_SIZE] > file_size
+           and row[_SH_TYPE] not in (SHT_NULL, SHT_NOBITS)]
     if names:
         text = names.decode("ascii") if names.isascii() else None
         parts = text.split("\0") if text is not None else names.split(b"\0")
@@ -476,19 +480,31 @@ def _section_table(
             pos += len(part) + 1
         found = [starts.get(row[_SH_NAME]) for row in rows]
         lookup = StringTable(names)
-        for i, raw in enumerate(found):
+        inner = 0  # bytes of names that start inside another: bounded, as the table is
+        first_bad = bad[0] if bad else len(rows)
+        for i in (i for i, raw in enumerate(found) if raw is None):
+            if i > first_bad:
+                break  # an earlier row's section runs past the end: that is the error
+            index = rows[i][_SH_NAME]
+            raw = starts.get(index)
             if raw is None:
-                index = rows[i][_SH_NAME]
                 end = lookup.end(index)
                 if end < 0:
                     lookup.string(index, "section name", names_at)  # raises the precise error
-                raw = names[index:end]
-            out[i] = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
-    file_size = len(src)
-    for i in [i for i, row in enumerate(rows) if row[_SH_OFFSET] + row[_SH_SIZE] > file_size
-              and row[_SH_TYPE] not in (SHT_NULL, SHT_NOBITS)]:
+                inner += end - index
+                if inner > len(names) + _NAME_SLACK:
+                    raise FormatError("section names overlap more than the name table holds",
+                                      offset=names_at)
+                raw = starts[index] = text[index:end] if text is not None else names[index:end]
+            found[i] = raw
+        out = [raw if isinstance(raw, str) else "" if raw is None else
+               raw.decode("utf-8", "replace") for raw in found]
+    for i in bad:
         check_span(src, rows[i][_SH_OFFSET], rows[i][_SH_SIZE], f"section {out[i] or i}")
     return rows, out
+
+
+_NAME_SLACK = 1 << 20  # names inside other names may add this much beyond the table's size
 
 
 class StringTable:

@@ -500,7 +500,7 @@ class FatbinEntry:
                 offset=self.offset,
             )
         if budget is not None:
-            budget.charge(expected, self.offset)
+            budget.charge(expected, self.offset, id(self))
         src = self.stored[: h.compressed_size]
         try:
             out = _decompress(codec, src, expected, self.offset)
@@ -537,14 +537,19 @@ class DecompressionBudget:
             raise InvalidArgumentError(f"a decompression budget of {limit} bytes is negative")
         self.limit = limit
         self.used = 0
+        self._charged: set[int] = set()
 
     @classmethod
     def for_input(cls, size: int, limit: int | None = None) -> DecompressionBudget:
         """The budget of an operation on ``size`` input bytes (``limit`` overrides it)."""
         return cls(BUDGET_FLOOR + BUDGET_RATIO * size if limit is None else limit)
 
-    def charge(self, size: int, offset: int) -> None:
-        """Take ``size`` bytes from the budget before inflating them, or raise."""
+    def charge(self, size: int, offset: int, key: int | None = None) -> None:
+        """Take ``size`` bytes from the budget before inflating them, or raise. ``key`` names
+        what is inflated (``id()`` of a fatbin entry): charged once, however often it is read
+        (a command that selects images by kernel reads them again to write them)."""
+        if key is not None and key in self._charged:
+            return
         if self.used + size > self.limit:
             raise DecompressionError(
                 f"inflating {size} more bytes would exceed this operation's decompression budget "
@@ -553,6 +558,8 @@ class DecompressionBudget:
                 offset=offset,
             )
         self.used += size
+        if key is not None:
+            self._charged.add(key)
 
     def __repr__(self) -> str:
         return f"DecompressionBudget(limit={self.limit}, used={self.used})"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -99,15 +99,17 @@ def payload_bytes(codes: Sequence[DeviceCode]) -> int:
     return sum(c.entry.header.uncompressed_size or c.entry.header.size for c in codes)
 
 
-def charge(codes: Sequence[DeviceCode], budget: DecompressionBudget | None) -> None:
+def charge(codes: Sequence[DeviceCode], budget: DecompressionBudget | None,
+           kinds: Collection[int] | None = None) -> None:
     """Charge ``budget`` with the recorded uncompressed size of every compressed entry among
-    ``codes``, in entry order, before any is inflated (raises
-    :class:`~fatbinkit.errors.DecompressionError` naming the entry that goes over)."""
+    ``codes`` (of ``kinds`` only: those the work will read), in entry order, before any is
+    inflated (raises :class:`~fatbinkit.errors.DecompressionError` naming the entry that goes
+    over). Each entry is charged once per budget, however often it is then read."""
     if budget is None:
         return
     for c in codes:
-        if c.entry.compression is not None:
-            budget.charge(c.entry.header.uncompressed_size, c.entry.offset)
+        if c.entry.compression is not None and (kinds is None or c.entry.header.kind in kinds):
+            budget.charge(c.entry.header.uncompressed_size, c.entry.offset, id(c.entry))
 
 
 def map_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
@@ -137,13 +139,14 @@ def _pooled(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], jobs: in
     ranges = [(start, min(start + step, len(codes))) for start in range(0, len(codes), step)]
     results: list[list[R] | None] = [None] * len(ranges)
     failures: list[_Failure] = []
-    bar = _bar(desc, len(codes))
+    bar = None
     _WORK = (fn, codes)
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
                                initializer=_enter_worker)
     try:
         futures: dict[Future[list[R] | _Failure], int] = {
             pool.submit(_run, start, stop): i for i, (start, stop) in enumerate(ranges)}
+        bar = _bar(desc, len(codes))  # after the workers are forked: its thread is not copied
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)

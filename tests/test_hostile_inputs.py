@@ -290,3 +290,33 @@ def test_entries_without_payload_are_refused_as_cuobjdump_refuses_them(tmp_path:
         proc = _cli(*command, many)
         assert proc.returncode == 1 and "empty payload" in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _overlapping_names(count: int, length: int, distinct: bool) -> bytes:
+    """An ELF whose ``count`` sections are all named inside one ``length``-byte name (each at
+    its own offset, or all at the same one): names that share bytes, as tail-merging linkers
+    write them, taken to the extreme."""
+    import struct
+
+    names = b"\0" + b"A" * length + b"\0"
+    shoff = 64 + len(names) + (-(64 + len(names))) % 8
+    head = bytearray(64)
+    head[0:7] = b"\x7fELF\x02\x01\x01"
+    struct.pack_into("<HHIQQQIHHHHHH", head, 16, 1, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64,
+                     count, 1)
+    row = struct.Struct("<IIQQQQIIQQ")
+    rows = [row.pack(*[0] * 10), row.pack(0, 3, 0, 0, 64, len(names), 0, 0, 1, 0)]
+    rows += [row.pack(2 + (i % length if distinct else 0), 1, 0, 0, 0, 0, 0, 0, 1, 0)
+             for i in range(count - 2)]
+    return bytes(head) + names + b"\0" * (shoff - 64 - len(names)) + b"".join(rows)
+
+
+def test_section_names_inside_a_long_name_cost_no_more_than_the_table() -> None:
+    """60,000 sections named at 60,000 offsets inside one 1 MiB name would be 60 GB of names:
+    refused; sharing one offset is fine (one name, made once)."""
+    from fatbinkit import elf
+
+    with pytest.raises(FormatError, match="section names overlap"):
+        elf.sections(_overlapping_names(60_000, 1 << 20, distinct=True))
+    shared = elf.sections(_overlapping_names(1000, 1 << 20, distinct=False))
+    assert len({id(s.name) for s in shared[2:]}) == 1 and len(shared[2].name) == (1 << 20) - 1

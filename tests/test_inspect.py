@@ -236,7 +236,7 @@ def test_every_json_document_validates(kernels_fatbin: Path) -> None:
         validate(json.loads(proc.stdout), what)
     for args, what in (
         ((path, "--arch", "sm_90", "--arch", "sm_70", "--driver", "12.8"), "check"),
-        ((kernels_fatbin, "--arch", "sm_90", "--arch", "sm_110", "--kernel", "*k*"), "check"),
+        ((kernels_fatbin, "--arch", "sm_90", "--arch", "sm_110", "--kernel", "add*"), "check"),
         ((path, "--min-driver"), "min_driver"),
     ):
         proc = cli("check", *args, "--json")
@@ -331,6 +331,11 @@ def test_check_kernel_filter_judges_the_matching_kernels(tmp_path: Path) -> None
         doc = json.loads(cli("check", fat, "--arch", "sm_90", "--kernel", pattern, "--strict",
                              "--json").stdout)
         validate(doc, "check")
+        # a kernel filter reads every image, --strict or not: the same answer without it
+        loose = json.loads(cli("check", fat, "--arch", "sm_90", "--kernel", pattern,
+                               "--json").stdout)
+        assert loose["modules"] == doc["modules"] and loose["every_image_read"]
+        assert loose["verdicts"] == doc["verdicts"]
         (module,) = doc["modules"]
         assert [k["name"] for k in module["kernels"]] == judged
         v = doc["verdicts"]["sm_90"]
@@ -339,3 +344,27 @@ def test_check_kernel_filter_judges_the_matching_kernels(tmp_path: Path) -> None
         assert doc["ok"] == (not missing and not elsewhere)  # --strict: all must load
     proc = cli("check", fat, "--arch", "sm_90", "--kernel", "zz*")
     assert proc.returncode == 1 and "no kernel matches zz*" in proc.stderr
+    # without a filter, only the image sm_90 loads is read: the decision is the same, a1 and a2
+    # are not looked for, and both outputs say so
+    doc = json.loads(cli("check", fat, "--arch", "sm_90", "--json").stdout)
+    assert not doc["every_image_read"] and doc["verdicts"]["sm_90"]["status"] == "works"
+    assert [i["read"] for i in doc["modules"][0]["images"]] == [False, True]
+    assert "kernels that only other archs' images hold are not looked for" in cli(
+        "check", fat, "--arch", "sm_90").stdout
+
+
+def test_the_budget_charges_each_image_read_once(kernels_fatbin: Path, tmp_path: Path) -> None:
+    """fatbinary compresses the PTX and stores the cubins plain: ``ls --resources`` reads only
+    cubins (nothing to inflate), ``extract --kernel`` reads each image twice (to select it, to
+    write it) and must be charged once."""
+    rows = json.loads(cli("ls", kernels_fatbin, "--json").stdout)["entries"]
+    inflated = sum(r["uncompressed"] for r in rows if r["compression"])
+    assert inflated and all(r["compression"] is None for r in rows if r["kind"] == "sass")
+    assert cli("ls", kernels_fatbin, "--resources", "--max-decompressed", "0").returncode == 0
+    assert cli("ls", kernels_fatbin, "--resources", "--top", "3",
+               "--max-decompressed", "0").returncode == 0
+    for budget, status in ((inflated, 0), (inflated - 1, 1)):
+        proc = cli("extract", kernels_fatbin, "-o", tmp_path / str(budget), "--kernel", "add*",
+                   "--max-decompressed", str(budget))
+        assert proc.returncode == status, proc.stderr
+    assert "decompression budget" in proc.stderr

@@ -35,6 +35,8 @@ JIT_NOTE = ("PTX-JIT: the driver compiles the PTX at first load (cold start: ~0.
             "cached in ~/.nv/ComputeCache unless CUDA_CACHE_DISABLE=1)")
 NOT_CHECKED = ("driver floors not checked (no --driver): the device, toolkit, compression and "
                "PTX ISA minimums are shown as 'needs'")
+UNREAD_NOTE = ("note: only the images these archs load were read; kernels that only other archs' "
+               "images hold are not looked for (--strict or --verbose reads every image)")
 TABLES_SHOWN = 8  # module tables printed without --verbose (modules that fail or need JIT)
 
 # (image set, [(kernel, [decision per arch])])
@@ -186,6 +188,7 @@ def _json(args: argparse.Namespace, result: Check, ok: bool) -> dict[str, Any]:
         "strict": args.strict,
         "archs": [a.sm for a in archs],
         "ok": ok,
+        "every_image_read": result.every_image_read,
         "verdicts": {v.device.sm: {**v.to_dict(), **result.counts(i)}
                      for i, v in enumerate(result.verdicts)},
         "modules": [
@@ -200,7 +203,8 @@ def _json(args: argparse.Namespace, result: Check, ok: bool) -> dict[str, Any]:
                             "ptx_version": dotted(i.ptx_version) if i.ptx_version else None,
                             "toolkit": dotted(i.toolkit) if i.toolkit else None,
                             "compression": i.compression,
-                            "read": i.kernels is not None} for i in s.images],
+                            "read": i.kernels is not None or bool(i.unread)}
+                           for i in s.images],
                 "kernels": [{"name": k, "archs": {a.sm: d.to_dict() for a, d in
                                                   zip(archs, ds, strict=True)}}
                             for k, ds in kernels],
@@ -259,6 +263,8 @@ def _print(args: argparse.Namespace, result: Check) -> None:
             print("    data-only, cannot load: " + ", ".join(m for m, _ in v.data_only_failed))
     if empty:
         print(f"{empty} empty module(s) (no kernels, no variables: never loaded) not counted")
+    if not result.every_image_read:
+        print(UNREAD_NOTE)
     for w in dict.fromkeys(w for v in verdicts for w in v.warnings):
         print(f"warning: {w}")
     # the modules to look at: cannot load, or load by JIT (with --strict also the restricted)

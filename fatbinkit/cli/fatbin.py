@@ -23,6 +23,7 @@ from .args import UsageError, add_budget, arch_filter, examples, image_arg, kern
 if TYPE_CHECKING:
     from ..binary import Binary, Item, KernelFilter
     from ..cubin import CubinFunction
+    from ..fatbin import DecompressionBudget
     from ..scan import DeviceCode
 
 
@@ -191,11 +192,11 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     items = binary.select(args.arch, args.kernel, budget=budget)
     if args.sort or args.top:
-        return _table(args, binary, items)
+        return _table(args, binary, items, budget)
     # Each cubin's functions are rendered where they are read, on every core: only text travels
     # back (144,640 function objects of libtorch_cuda.so would cost as much to send as to parse)
     rendered = (binary.map(functools.partial(_render, args.json, args.demangle, args.kernel),
-                           items, budget=budget, desc="reading cubins")
+                           items, kinds=("sass",), budget=budget, desc="reading cubins")
                 if args.resources else [""] * len(items))
     if args.json:
         rows = []
@@ -241,7 +242,8 @@ def _function(f: CubinFunction, demangled: bool) -> dict[str, Any]:
     return row
 
 
-def _table(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...]) -> int:
+def _table(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
+           budget: DecompressionBudget) -> int:
     """``--sort``/``--top``: every function of the selected cubins in one table, largest first.
     Workers send back the sort keys and the rendered row of each function."""
     from ..binary import demangle
@@ -260,8 +262,7 @@ def _table(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...]) ->
                             f"{f.local:>6}", demangle(f.name) if args.demangle else f.name))
         return out
 
-    found = binary.map(rows_of, items, budget=binary.budget(args.max_decompressed),
-                       desc="reading cubins")
+    found = binary.map(rows_of, items, kinds=("sass",), budget=budget, desc="reading cubins")
     rows = [(-value, it.number, name, it, row, shown)
             for it, fs in zip(items, found, strict=True) for value, name, row, shown in fs]
     rows.sort(key=lambda r: r[:3])
