@@ -119,7 +119,8 @@ def map_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
     ``fn`` may be any callable (a lambda, a closure): workers inherit it by ``fork``. ``desc``
     labels a progress bar shown on stderr when it is a terminal and the work is long. Runs in
     this process when ``jobs`` is 1, the payloads total less than :data:`PARALLEL_MIN_BYTES`,
-    there is a single code, ``fork`` is not available, or this is already a worker.
+    there is a single code, ``fork`` is not available, this is already a worker, or this is a
+    daemonic process (a ``multiprocessing.Pool`` worker, which may not start processes).
     """
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
@@ -127,6 +128,7 @@ def map_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
     size = payload_bytes(codes)
     jobs = min(jobs, len(codes))
     if (jobs <= 1 or size < PARALLEL_MIN_BYTES or _IN_WORKER
+            or multiprocessing.current_process().daemon  # a Pool worker may not have children
             or "fork" not in multiprocessing.get_all_start_methods()):
         return [fn(c) for c in codes]
     return _pooled(fn, codes, jobs, desc if size >= PROGRESS_MIN_BYTES else None)

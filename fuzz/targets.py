@@ -9,6 +9,7 @@ writes inside its folder only and nothing on failure, a failed ``inject`` leaves
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -16,6 +17,8 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import jsonschema
 
 from fatbinkit.arch import Arch
 from fatbinkit.errors import FatbinkitError
@@ -86,7 +89,11 @@ def _cli(data: bytes, work: Path) -> None:
                  ["extract", path, "-o", out, "--all"],
                  ["check", path, "--arch", "sm_90", "--arch", "sm_100", "--driver", "12.4",
                   "--json"],
-                 ["check", path, "--arch", "sm_80", "-v"]):
+                 ["check", path, "--arch", "sm_80", "-v"],
+                 ["ls", path, "--summary", "--kernels", "--json"],
+                 ["ls", path, "--resources", "--top", "5", "--demangle", "--json"],
+                 ["extract", path, "-o", out, "--arch", "sm_90", "--kernel", "*"],
+                 ["check", path, "--arch", "sm_90", "--kernel", "re:.", "--json"]):
         stdout, stderr = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             status = main([str(a) for a in argv])
@@ -99,14 +106,21 @@ def _cli(data: bytes, work: Path) -> None:
             refused = lines[0]
             continue
         assert status == 0, (argv, status, stderr.getvalue())
-        if "--json" in argv:
-            json.loads(stdout.getvalue())
+        if "--json" in argv:  # one of the documents docs/json-schema.json describes
+            jsonschema.validate(json.loads(stdout.getvalue()), _schema())
         if argv[0] == "extract":
             for p in out.rglob("*"):
                 assert p.parent == out and p.is_file(), f"extract wrote {p}"
             shutil.rmtree(out)
     if refused is not None:
         raise _Refused(refused)
+
+
+@functools.cache
+def _schema() -> dict[str, object]:
+    schema: dict[str, object] = json.loads(
+        (Path(__file__).resolve().parent.parent / "docs" / "json-schema.json").read_text())
+    return schema
 
 
 class _Refused(FatbinkitError):

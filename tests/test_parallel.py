@@ -140,3 +140,18 @@ def test_small_work_and_bad_jobs() -> None:
     with pytest.raises(InvalidArgumentError):
         parallel.map_codes(lambda c: c, codes, jobs=0)
     assert parallel.default_jobs() >= 1
+
+
+def _pids_in_a_pool_worker(path: str) -> tuple[int, list[int]]:
+    """In a multiprocessing.Pool worker (daemonic: it may not start processes), map_codes over
+    a library big enough for a pool."""
+    parallel.PARALLEL_MIN_BYTES = 0
+    return os.getpid(), parallel.map_codes(lambda c: os.getpid(), scan(Path(path)), jobs=2)
+
+
+def test_inside_a_pool_worker_it_runs_in_that_worker() -> None:
+    """Users call fatbinkit from their own process pools: it must not try to start one there
+    ("daemonic processes are not allowed to have children"), found by the cli fuzz target."""
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        pid, pids = pool.apply(_pids_in_a_pool_worker, (str(fetch(CURAND13)),))
+    assert pids and set(pids) == {pid}
