@@ -305,7 +305,7 @@ class Summary:
 
     def lines(self) -> Iterator[str]:
         """The text the CLI prints: one screen even for libtorch."""
-        yield (f"{self.file}: {self.entries} images in {self.modules} modules, "
+        yield (f"{self.file}: {_count(self.entries, 'image')} in {_count(self.modules, 'module')}, "
                f"{_size(self.stored)} stored, {_size(self.uncompressed)} uncompressed")
         if not self.archs:
             return
@@ -330,6 +330,10 @@ class Summary:
             what = ", ".join(p for p in parts if p)
             images = f" [{', '.join(d.images)}]" if d.images else ""
             yield f"  {d.device:<8} {d.generation:<10} {d.verdict:<8} {what}{images}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _size(n: int) -> str:

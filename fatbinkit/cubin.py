@@ -457,7 +457,8 @@ class _Reader:
         module_banks: dict[int, int] = {}
         banks: dict[str, dict[int, int]] = {}
         global_size = 0
-        for name, row in zip(self.names, self.rows, strict=True):
+        for name, row in [(n, r) for n, r in zip(self.names, self.rows, strict=True)
+                          if n.startswith((".nv.constant", ".nv.global"))]:
             if name.startswith(".nv.constant"):
                 m = _CONST_RE.match(name)
                 if m and m.group(2) is None:
@@ -485,13 +486,9 @@ class _Reader:
     def kernels(self) -> frozenset[str]:
         """The names of the entry functions (what :attr:`CubinFunction.entry` marks)."""
         symbols = self.function_symbols()
-        out = set()
-        for i, name in enumerate(self.names):
-            if name.startswith(".text."):
-                sym = symbols.get((name[6:], i))
-                if sym is not None and sym[1] & STO_CUDA_ENTRY:
-                    out.add(name[6:])
-        return frozenset(out)
+        texts = [(name[6:], i) for i, name in enumerate(self.names) if name.startswith(".text.")]
+        return frozenset(name for name, i in texts
+                         if (sym := symbols.get((name, i))) is not None and sym[1] & STO_CUDA_ENTRY)
 
     def cubin(self) -> Cubin:
         compat = self.compat()
