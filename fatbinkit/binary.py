@@ -21,16 +21,17 @@ cuobjdump's, counted over the selected images as ``cuobjdump -arch`` counts them
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from .arch import Arch, ArchLike, as_arch
 from .driver import CudaVersion, DriverLike, as_cuda_version
-from .errors import InputError, InvalidArgumentError
+from .errors import FatbinkitError, InputError, InvalidArgumentError, naming
 from .fatbin import DecompressionBudget, EntryKind
 from .infile import as_path
 from .outfile import atomic_files
@@ -57,6 +58,7 @@ __all__ = [
 _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 _READ = (_ELF, _PTX)  # the kinds whose kernels are read
 R = TypeVar("R")
+P = ParamSpec("P")
 
 # NVIDIA's generation name per compute capability ("CUDA GPUs - Compute Capability",
 # developer.nvidia.com/cuda-gpus, and the CUDA C++ Programming Guide's "Compute Capabilities"
@@ -346,6 +348,26 @@ def _size(n: int) -> str:
     return f"{n / (1 << 30):.2f} GiB"
 
 
+def _names_its_file(method: Callable[P, R]) -> Callable[P, R]:
+    """A :class:`Binary` method whose errors (a corrupt payload met while reading images, in
+    this process or a worker) start with the file's path, as every fatbinkit error about a
+    file does."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except InputError:
+            raise  # "cannot read PATH: ..." names it already
+        except FatbinkitError as e:
+            path = args[0].path if isinstance(args[0], Binary) else None
+            if path is None or str(e).startswith(f"{path}:"):
+                raise
+            raise naming(e, path) from e
+
+    return wrapper
+
+
 def _as_filters(values: Iterable[str | Arch | ArchFilter] | str | Arch | None,
                 ) -> tuple[ArchFilter, ...]:
     if values is None:
@@ -384,6 +406,7 @@ class Binary:
         :meth:`DecompressionBudget.for_input`)."""
         return DecompressionBudget.for_input(self.size, limit)
 
+    @_names_its_file
     def select(self, arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
                kernel: str | KernelFilter | None = None, *,
                budget: DecompressionBudget | None = None) -> tuple[Item, ...]:
@@ -412,6 +435,7 @@ class Binary:
             items.append(Item(n, name, c))
         return tuple(items)
 
+    @_names_its_file
     def summary(self, *, kernels: bool = False,
                 budget: DecompressionBudget | None = None) -> Summary:
         """Per (kind, arch): entries, bytes, codecs (headers only, fast); with ``kernels``, also
@@ -451,6 +475,7 @@ class Binary:
         sets = _header_sets(items)
         return Summary(str(self.path or "input"), len(sets), tuple(rows), _devices(sets))
 
+    @_names_its_file
     def functions(self, items: Sequence[Item] | None = None, *,
                   budget: DecompressionBudget | None = None,
                   ) -> list[tuple[CubinFunction, ...]]:
@@ -461,6 +486,7 @@ class Binary:
         chosen = self.select() if items is None else items
         return functions_of([it.code for it in chosen], budget=budget or self.budget())
 
+    @_names_its_file
     def map(self, fn: Callable[[DeviceCode], R], items: Sequence[Item], *,
             kinds: Sequence[str] = ("sass", "ptx"), budget: DecompressionBudget | None = None,
             desc: str | None = None) -> list[R]:
@@ -474,6 +500,7 @@ class Binary:
         charge(codes, budget or self.budget(), [_ELF if k == "sass" else _PTX for k in kinds])
         return map_codes(fn, codes, desc=desc)
 
+    @_names_its_file
     def extract(self, directory: str | os.PathLike[str],
                 arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
                 kernel: str | KernelFilter | None = None, *, kinds: Sequence[str] = ("sass", "ptx"),
@@ -511,6 +538,7 @@ class Binary:
             raise
         return list(dict.fromkeys(batch.targets))
 
+    @_names_its_file
     def check(self, archs: Iterable[ArchLike] | ArchLike, driver: DriverLike | None = None,
               kernel: str | KernelFilter | None = None, *, every_image: bool = False,
               budget: DecompressionBudget | None = None) -> Check:

@@ -369,3 +369,22 @@ def test_the_budget_charges_each_image_read_once(kernels_fatbin: Path, tmp_path:
                    "--max-decompressed", str(budget))
         assert proc.returncode == status, proc.stderr
     assert "decompression budget" in proc.stderr
+
+
+def test_a_corrupt_payload_is_an_error_naming_the_file(kernels_fatbin: Path,
+                                                       tmp_path: Path) -> None:
+    """A payload is read after the scan (in a worker, or here): its error names the file too."""
+    rows = json.loads(cli("ls", kernels_fatbin, "--json").stdout)["entries"]
+    ptx = next(r for r in rows if r["kind"] == "ptx" and r["compression"] == "zstd")
+    data = bytearray(kernels_fatbin.read_bytes())
+    payload = ptx["offset"] + 64 + 16  # inside the zstd frame, past its header
+    data[payload : payload + 64] = bytes(64)
+    bad = tmp_path / "bad.fatbin"
+    bad.write_bytes(bytes(data))
+    assert cli("ls", bad).returncode == 0  # the listing reads headers only
+    for args in (("extract", bad, "-o", tmp_path / "out"), ("ls", bad, "--kernel", "add*"),
+                 ("ls", bad, "--summary", "--kernels")):
+        proc = cli(*args)
+        assert proc.returncode == 1, args
+        assert proc.stderr.startswith(f"fatbinkit: error: {bad}: "), proc.stderr
+        assert len(proc.stderr.splitlines()) == 1

@@ -252,7 +252,8 @@ def _print(args: argparse.Namespace, result: Check) -> None:
         needs = _needs(v)
         print(f"  {v.device.sm.ljust(width)}{status.ljust(9)}{counts}"
               + (f"; {needs}" if needs else ""))
-        print(f"  {''.ljust(width)}{''.ljust(9)}{v.reason}")
+        if v.status != "works":  # why: the reason groups, under the verdict line
+            print(f"  {''.ljust(width)}{''.ljust(9)}{v.reason}")
         if (args.verbose or args.strict) and v.restricted:
             print("    built for other GPUs: " + ", ".join(v.restricted))
         if (args.verbose or args.strict) and v.missing:
