@@ -29,7 +29,7 @@ gpu-test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/embed.py
 	$(PY) benchmarks/fatbin.py
-	$(PY) benchmarks/inspect.py --write docs/benchmarks-inspect.md
+	$(PY) benchmarks/inspection.py --write docs/benchmarks-inspect.md
 
 # Every fuzz target for FUZZ_SECONDS each, two at a time; reproducers and the report in out/fuzz.
 FUZZ_SECONDS ?= 600

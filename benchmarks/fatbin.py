@@ -63,6 +63,23 @@ def child(argv: list[str], cwd: Path | None = None) -> tuple[float, int]:
     return wall, kib * 1024
 
 
+def median(argv: list[str], runs: int) -> tuple[float, int]:
+    """Median wall seconds and highest peak RSS of ``runs`` runs of ``argv`` (:func:`child`)."""
+    found = [child(argv) for _ in range(runs)]
+    return statistics.median(t for t, _ in found), max(m for _, m in found)
+
+
+def report(head: list[str], rows: list[tuple[str, str, str]], write: Path | None) -> None:
+    """Print ``head`` and the ``| measurement | result | ratio |`` rows as markdown (also to
+    the file ``write``)."""
+    table = "\n".join([*head, "| measurement | result | ratio |", "|---|---|---|",
+                       *(f"| {a} | {b} | {c} |" for a, b, c in rows)]) + "\n"
+    print(table)
+    if write:
+        write.parent.mkdir(parents=True, exist_ok=True)
+        write.write_text(table)
+
+
 def versus(name: str, ours: float, theirs: float) -> str:
     """``name`` N x faster (or slower) than the other measurement."""
     if ours <= theirs:
@@ -122,11 +139,9 @@ def bench_library(lib: Path, tmp: Path, cuobjdump: str) -> list[tuple[str, str, 
     # Byte-compile fatbinkit as `pip install` does: with PYTHONDONTWRITEBYTECODE set (as in some
     # CI images) and no __pycache__, every child would recompile the sources (~13 ms).
     subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "fatbinkit")], check=True)
-    ours = [child([py, "-m", "fatbinkit", "ls", str(lib)]) for _ in range(LIST_RUNS)]
+    o_t, o_m = median([py, "-m", "fatbinkit", "ls", str(lib)], LIST_RUNS)
     ours_json = child([py, "-m", "fatbinkit", "ls", "--json", str(lib)])
-    theirs = [child([cuobjdump, "-lelf", "-lptx", str(lib)]) for _ in range(CUOBJDUMP_RUNS)]
-    o_t, o_m = statistics.median(t for t, _ in ours), max(m for _, m in ours)
-    c_t, c_m = statistics.median(t for t, _ in theirs), max(m for _, m in theirs)
+    c_t, c_m = median([cuobjdump, "-lelf", "-lptx", str(lib)], CUOBJDUMP_RUNS)
     rows.append(("list: cuobjdump -lelf -lptx", f"{c_t:.2f} s, {c_m / 2**20:.0f} MiB", ""))
     rows.append(("list: fatbinkit ls (new process, incl. Python start-up)",
                  f"{o_t:.3f} s, {o_m / 2**20:.0f} MiB",
@@ -143,11 +158,8 @@ def bench_library(lib: Path, tmp: Path, cuobjdump: str) -> list[tuple[str, str, 
     rows.append(("list: fatbinkit ls --json", f"{ours_json[0]:.3f} s, "
                  f"{ours_json[1] / 2**20:.0f} MiB", ""))
 
-    ours_r = [child([py, "-m", "fatbinkit", "ls", "--resources", str(lib)])
-              for _ in range(CUOBJDUMP_RUNS)]
-    theirs_r = [child([cuobjdump, "-res-usage", str(lib)]) for _ in range(CUOBJDUMP_RUNS)]
-    r_t, r_m = statistics.median(t for t, _ in ours_r), max(m for _, m in ours_r)
-    cr_t, cr_m = statistics.median(t for t, _ in theirs_r), max(m for _, m in theirs_r)
+    r_t, r_m = median([py, "-m", "fatbinkit", "ls", "--resources", str(lib)], CUOBJDUMP_RUNS)
+    cr_t, cr_m = median([cuobjdump, "-res-usage", str(lib)], CUOBJDUMP_RUNS)
     rows.append(("resources: cuobjdump -res-usage", f"{cr_t:.2f} s, {cr_m / 2**20:.0f} MiB", ""))
     rows.append(("resources: fatbinkit ls --resources", f"{r_t:.2f} s, {r_m / 2**20:.0f} MiB",
                  f"{versus('fatbinkit', r_t, cr_t)}, 1/{cr_m / r_m:.0f} of the memory"))
@@ -207,14 +219,8 @@ def main() -> int:
         f"resources: median of {CUOBJDUMP_RUNS} runs each, fatbinkit "
         "byte-compiled first (as pip installs it); extraction: one run each, warm page cache.",
         "",
-        "| measurement | result | ratio |",
-        "|---|---|---|",
     ]
-    table = "\n".join(head + [f"| {a} | {b} | {c} |" for a, b, c in rows]) + "\n"
-    print(table)
-    if args.write:
-        args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(table)
+    report(head, rows, args.write)
     return 0
 
 

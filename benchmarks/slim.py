@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fatbin import child  # noqa: E402  (benchmarks/fatbin.py: a child's time and peak RSS)
+from fatbin import median  # noqa: E402  (benchmarks/fatbin.py: time and peak RSS)
 from thirdparty import (  # noqa: E402
     CUBLASLT13,
     CUDA_TOOLKIT_118,
@@ -46,11 +45,6 @@ LEVELS = [("lz4", 1), ("lz4", 3), ("lz4", 9), ("zstd", 1), ("zstd", 3), ("zstd",
           ("zstd", 9), ("zstd", 15), ("zstd", 19)]
 
 
-def median(argv: list[str]) -> tuple[float, int]:
-    runs = [child(argv) for _ in range(RUNS)]
-    return statistics.median(t for t, _ in runs), max(m for _, m in runs)
-
-
 def mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
@@ -61,8 +55,8 @@ def libraries(work: Path) -> list[str]:
     for member in LIBRARIES:
         src = fetch(member)
         out = work / src.name
-        t, mem = median([*FATBINKIT, "prune", str(src), "-o", str(out), "--for", "sm_90"])
-        cp, _ = median(["cp", str(src), str(work / "copy")])
+        t, mem = median([*FATBINKIT, "prune", str(src), "-o", str(out), "--for", "sm_90"], RUNS)
+        cp, _ = median(["cp", str(src), str(work / "copy")], RUNS)
         before, after = src.stat().st_size, out.stat().st_size
         rows.append(f"| {src.name} ({member.package} {member.version}) | {mib(before)} | "
                     f"{mib(after)} | {100 * (before - after) / before:.1f} % | "
@@ -80,8 +74,9 @@ def wheel(work: Path) -> list[str]:
     if not TORCH_WHEEL.is_file():
         return [f"(no {TORCH_WHEEL.name} on this machine: the wheel row is left out)"]
     out = work / "dist"
-    t, mem = median([*FATBINKIT, "prune", str(TORCH_WHEEL), "-o", str(out), "--for", "sm_90"])
-    unzip, _ = median(["unzip", "-q", "-o", str(TORCH_WHEEL), "-d", str(work / "unz")])
+    t, mem = median([*FATBINKIT, "prune", str(TORCH_WHEEL), "-o", str(out), "--for", "sm_90"],
+                    RUNS)
+    unzip, _ = median(["unzip", "-q", "-o", str(TORCH_WHEEL), "-d", str(work / "unz")], RUNS)
     before, after = TORCH_WHEEL.stat().st_size, (out / TORCH_WHEEL.name).stat().st_size
     return ["| wheel | size | pruned `--for sm_90` | prune time, memory | `unzip -q` alone |",
             "|---|---:|---:|---:|---:|",
@@ -114,9 +109,9 @@ def objects(work: Path) -> list[str]:
     subprocess.run(["nvcc", "-c", "-o", str(obj), str(ROOT / "tests" / "data" / "slim_lib.cu"),
                     *GENCODE], check=True)
     ours, our_mem = median([*FATBINKIT, "prune", str(obj), "-o", str(work / "a.o"), "--for",
-                            "sm_90", "--ptx", "none"])
+                            "sm_90", "--ptx", "none"], RUNS)
     theirs, their_mem = median([str(nvprune), "-arch", "sm_90", str(obj), "-o",
-                                str(work / "b.o")])
+                                str(work / "b.o")], RUNS)
     return ["| object (nvcc -c, SASS for 5 archs) | tool | time, memory | output |",
             "|---|---|---:|---:|",
             f"| {mib(obj.stat().st_size)} | nvprune 11.8 `-arch sm_90` | {theirs * 1e3:.0f} ms, "

@@ -20,25 +20,26 @@ cuobjdump's, counted over the selected images as ``cuobjdump -arch`` counts them
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from .arch import Arch, ArchLike, as_arch
-from .driver import CudaVersion, DriverLike, as_cuda_version
-from .errors import FatbinkitError, InputError, InvalidArgumentError, naming
+from .driver import CudaVersion, DriverLike, as_cuda_version, dotted
+from .errors import FatbinkitError, InputError, InvalidArgumentError, OutputError, naming
 from .fatbin import DecompressionBudget, EntryKind
 from .infile import as_path
 from .outfile import atomic_files
 from .scan import DeviceCode, extract_names, kind_name, listed, scan, source_keys
 
 if TYPE_CHECKING:
-    from .compat import ArchVerdict, Decision, ImageSet
+    from .compat import ArchVerdict, Decision, ImageInfo, ImageSet
     from .cubin import CubinFunction
 
 __all__ = [
@@ -202,11 +203,10 @@ class Item:
             "container": c.container if c.container >= 0 else None,
             "offset": c.offset,
             "compression": e.compression,
-            "stored": e.size,
-            "uncompressed": e.data_size,
+            "stored": self.stored,
+            "uncompressed": self.uncompressed,
             "identifier": e.identifier or None,
-            "ptx_version": (f"{e.header.major}.{e.header.minor}"
-                            if e.header.kind == _PTX else None),
+            "ptx_version": dotted(e.code_version) if e.header.kind == _PTX else None,
         }
         return row
 
@@ -406,6 +406,14 @@ class Binary:
         :meth:`DecompressionBudget.for_input`)."""
         return DecompressionBudget.for_input(self.size, limit)
 
+    def _read(self, fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode],
+              kinds: Collection[int], budget: DecompressionBudget | None, desc: str) -> list[R]:
+        """``fn`` over ``codes`` on every core, the payloads of ``kinds`` charged first."""
+        from .parallel import charge, map_codes
+
+        charge(codes, budget or self.budget(), kinds)
+        return map_codes(fn, codes, desc=desc)
+
     @_names_its_file
     def select(self, arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
                kernel: str | KernelFilter | None = None, *,
@@ -419,12 +427,9 @@ class Binary:
             codes = tuple(c for c in codes if any(
                 f.matches(c.entry.header.kind, c.entry.arch) for f in filters))
         if kernel is not None:
-            from .parallel import charge, map_codes
-
             kf = kernel if isinstance(kernel, KernelFilter) else KernelFilter.parse(kernel)
-            charge(codes, budget or self.budget(), _READ)
-            hits = map_codes(lambda c: any(kf.matches(k) for k in _kernel_names(c)), codes,
-                             desc="reading kernel names")
+            hits = self._read(lambda c: any(kf.matches(k) for k in _outline(c)[0]), codes,
+                              _READ, budget, "reading kernel names")
             codes = tuple(c for c, hit in zip(codes, hits, strict=True) if hit)
         names = extract_names(codes, self.name)
         counters: dict[int, int] = {}
@@ -449,28 +454,23 @@ class Binary:
         rows: list[ArchSummary] = []
         read: dict[int, tuple[list[str], tuple[int, int] | None]] = {}
         if kernels:
-            from .parallel import charge, map_codes
-
             codes = [it.code for it in items]
-            charge(codes, budget or self.budget(), _READ)
-            read = dict(zip((id(c) for c in codes), map_codes(_outline, codes,
-                                                               desc="reading kernel names"),
-                            strict=True))
+            read = dict(zip(map(id, codes), self._read(_outline, codes, _READ, budget,
+                                                       "reading kernel names"), strict=True))
         for (kind, number, suffix), codes in sorted(groups.items()):
             arch = Arch(number, suffix)
-            ptx = sorted({(c.entry.header.major, c.entry.header.minor) for c in codes}
-                         ) if kind == _PTX else []
+            ptx = sorted({c.entry.code_version for c in codes}) if kind == _PTX else []
             row = ArchSummary(
                 _kind(kind), _arch_name(kind, arch), len(codes),
                 sum(c.entry.size for c in codes), sum(c.entry.data_size for c in codes),
                 tuple(sorted({c.entry.compression or "none" for c in codes})),
-                tuple(f"{a}.{b}" for a, b in ptx))
+                tuple(map(dotted, ptx)))
             if kernels:
                 names = {k for c in codes for k in read[id(c)][0]}
                 toolkits = {tk for c in codes if (tk := read[id(c)][1])}
                 row = ArchSummary(row.kind, row.arch, row.entries, row.stored, row.uncompressed,
                                   row.compression, row.ptx_versions, len(names),
-                                  tuple(f"CUDA {a}.{b}" for a, b in sorted(toolkits)))
+                                  tuple(f"CUDA {dotted(tk)}" for tk in sorted(toolkits)))
             rows.append(row)
         sets = _header_sets(items)
         return Summary(str(self.path or "input"), len(sets), tuple(rows), _devices(sets))
@@ -489,16 +489,13 @@ class Binary:
     @_names_its_file
     def map(self, fn: Callable[[DeviceCode], R], items: Sequence[Item], *,
             kinds: Sequence[str] = ("sass", "ptx"), budget: DecompressionBudget | None = None,
-            desc: str | None = None) -> list[R]:
+            desc: str = "reading images") -> list[R]:
         """``[fn(item.code) for item in items]`` on every core
         (:func:`fatbinkit.parallel.map_codes`: ``fn`` may be a closure; workers are forked),
         with the compressed payloads of the ``kinds`` ``fn`` reads charged to ``budget`` first:
         ``fn`` reads ``code.entry.data()`` with no budget of its own."""
-        from .parallel import charge, map_codes
-
-        codes = [it.code for it in items]
-        charge(codes, budget or self.budget(), [_ELF if k == "sass" else _PTX for k in kinds])
-        return map_codes(fn, codes, desc=desc)
+        return self._read(fn, [it.code for it in items],
+                          [_ELF if k == "sass" else _PTX for k in kinds], budget, desc)
 
     @_names_its_file
     def extract(self, directory: str | os.PathLike[str],
@@ -512,8 +509,6 @@ class Binary:
         out = as_path(directory, "output folder")
         spend = budget or self.budget()
         items = [it for it in self.select(arch, kernel, budget=spend) if it.kind in kinds]
-        from .errors import OutputError
-
         created = not out.exists()
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -531,8 +526,6 @@ class Binary:
                     batch.write(out / it.name, data)
         except BaseException:
             if created:
-                import contextlib
-
                 with contextlib.suppress(OSError):
                     out.rmdir()
             raise
@@ -603,36 +596,13 @@ class Check:
     def ok(self, strict: bool = False) -> bool:
         return all(v.ok(strict) for v in self.verdicts)
 
-    def counts(self, index: int) -> dict[str, int]:
-        """For ``archs[index]``: modules loading as SASS, by PTX JIT, that cannot load (a
-        floor, bad PTX), and restricted to other GPUs (no image for this arch)."""
-        out = {"sass": 0, "jit": 0, "cannot": 0, "other_gpus": 0}
-        for s, kernels in self.rows:
-            if s.empty:
-                continue
-            ds = [d[index] for _, d in kernels]
-            if any(d.how == "sass" for d in ds):
-                out["sass"] += 1
-            elif any(d.how == "ptx-jit" for d in ds):
-                out["jit"] += 1
-            elif all(d.restricted for d in ds):
-                out["other_gpus"] += 1
-            else:
-                out["cannot"] += 1
-        return out
-
     def __str__(self) -> str:
         return "\n".join(str(v) for v in self.verdicts)
 
 
-def _kernel_names(code: DeviceCode) -> list[str]:
-    """Kernel (entry function) names of a SASS or PTX image; [] for other kinds. The payload is
-    read with no budget: callers charge it first (:func:`fatbinkit.parallel.charge`)."""
-    return _outline(code)[0]
-
-
 def _outline(code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
-    """Kernel names and, for a cubin, the toolkit that built it (None: not recorded)."""
+    """Kernel names and, for a cubin, the toolkit that built it (None: not recorded); nothing
+    for other kinds. The payload is read with no budget: callers charge it first."""
     kind = code.entry.header.kind
     if kind == _ELF:
         from .cubin import cubin_outline
@@ -646,47 +616,43 @@ def _outline(code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
     return [], None
 
 
-def _header_sets(items: Sequence[Item]) -> list[tuple[tuple[int, Arch, tuple[int, int]], ...]]:
+def _header_sets(items: Sequence[Item]) -> list[tuple[ImageInfo, ...]]:
     """Per module (container, or a bare image), its loadable images as the headers say."""
-    sets: dict[tuple[str, int, int], list[tuple[int, Arch, tuple[int, int]]]] = {}
+    from .compat import header_image
+
+    sets: dict[tuple[str, int, int], list[ImageInfo]] = {}
     for i, it in enumerate(items):
         c = it.code
-        h = c.entry.header
-        if h.kind not in (_ELF, _PTX):
-            continue
-        key = (c.source, c.container, i if c.container < 0 else -1)
-        sets.setdefault(key, []).append((h.kind, c.entry.arch, (h.major, h.minor)))
+        if c.entry.header.kind in _READ:
+            key = (c.source, c.container, i if c.container < 0 else -1)
+            sets.setdefault(key, []).append(header_image(c.entry))
     return [tuple(v) for v in sets.values()]
 
 
-def _devices(sets: Sequence[tuple[tuple[int, Arch, tuple[int, int]], ...]],
-             ) -> tuple[DeviceSummary, ...]:
-    """Per known GPU arch (and any older one the file has code for), what each module loads."""
-    from .compat import PTX, SASS, ImageInfo, decide
+def _devices(sets: Sequence[tuple[ImageInfo, ...]]) -> tuple[DeviceSummary, ...]:
+    """Per known GPU arch (and any older one the file has code for), what each module loads
+    (modules with the same images decided once)."""
+    from .compat import PTX, decide
     from .driver import DEVICE_SUPPORT
 
-    present = {a.number for s in sets for _, a, _ in s}
-    devices = sorted(n for n in DEVICE_SUPPORT if n >= _OLDEST_SHOWN or n in present)
-    cache: dict[tuple[tuple[int, Arch, tuple[int, int]], ...], list[tuple[str, str]]] = {}
+    present = {i.arch.number for s in sets for i in s}
+    devices = [Arch(n) for n in sorted(DEVICE_SUPPORT) if n >= _OLDEST_SHOWN or n in present]
+    picks: dict[tuple[ImageInfo, ...], list[tuple[str, str]]] = {}
+    for images in sets:
+        if images not in picks:
+            decisions = [decide(images, d) for d in devices]
+            picks[images] = [(d.how, "" if d.image is None else d.image.arch.compute
+                              if d.image.kind == PTX else d.image.arch.sm) for d in decisions]
     out: list[DeviceSummary] = []
-    for key in sets:
-        if key not in cache:
-            images = tuple(ImageInfo(SASS, a, None) if k == _ELF else ImageInfo(PTX, a, v)
-                           for k, a, v in key)
-            picks: list[tuple[str, str]] = []
-            for n in devices:
-                d = decide(images, Arch(n))
-                picks.append((d.how, d.image.name.split(" ")[0] if d.image else ""))
-            cache[key] = picks
-    for i, n in enumerate(devices):
+    for i, device in enumerate(devices):
         counts = {"sass": 0, "ptx-jit": 0, "none": 0}
         used: dict[str, int] = {}
-        for key in sets:
-            how, img = cache[key][i]
+        for images in sets:
+            how, img = picks[images][i]
             counts[how if how in counts else "none"] += 1
             if img:
                 used[img] = used.get(img, 0) + 1
-        out.append(DeviceSummary(Arch(n).sm, GENERATIONS.get(n, "?"), counts["sass"],
+        out.append(DeviceSummary(device.sm, GENERATIONS.get(device.number, "?"), counts["sass"],
                                  counts["ptx-jit"], counts["none"],
                                  tuple(sorted(used, key=lambda a: (-used[a], a)))))
     return tuple(out)

@@ -108,6 +108,7 @@ __all__ = [
     "decide",
     "device_floor",
     "file_verdict",
+    "header_image",
     "image_floors",
     "image_from_bytes",
     "image_from_cubin",
@@ -657,6 +658,7 @@ class ArchVerdict:
     min_driver_known: bool          # picked image's floor is newer than the tables
     kernels_load: bool = True  # some module with kernels loads (or the file has no kernels)
     warnings: tuple[str, ...] = ()
+    jit: tuple[str, ...] = ()  # the loading modules that load by PTX JIT (no SASS for it)
 
     @classmethod
     def of(cls, device: ArchLike, driver: DriverLike | None,
@@ -672,6 +674,7 @@ class ArchVerdict:
         failed: list[tuple[str, Decision]] = []
         data_only: list[tuple[str, Decision]] = []
         missing: list[tuple[str, str]] = []
+        jit: list[str] = []
         empty: list[str] = []
         warnings: dict[str, None] = {}
         low: CudaVersion | None = None
@@ -693,6 +696,8 @@ class ArchVerdict:
                 restricted.append(s.label)
             else:
                 loading.append(s.label)
+                if not any(d.how == SASS for d in ds):
+                    jit.append(s.label)
                 # ds holds one decision per kernel (one for a set without kernels: none missing)
                 missing += [(s.label, k) for k, d in zip(names[id(s)], ds, strict=False)
                             if d.restricted]
@@ -710,13 +715,22 @@ class ArchVerdict:
             s.kernels and s.label in loading for s, _ in counted)
         return cls(Arch(device.number), driver, tuple(loading), tuple(restricted), tuple(failed),
                    tuple(data_only), tuple(missing), tuple(empty), low if known else None, known,
-                   kernels_load, tuple(warnings))
+                   kernels_load, tuple(warnings), tuple(jit))
 
     @property
     def modules(self) -> int:
         """Modules counted (empty ones are not)."""
         return (len(self.loading) + len(self.restricted) + len(self.failed)
                 + len(self.data_only_failed))
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Modules loading an image built for this arch (``sass``), by PTX JIT (``jit``), that
+        cannot load (``cannot``: a floor, PTX for another target; data-only ones too) and that
+        hold nothing for it (``other_gpus``)."""
+        return {"sass": len(self.loading) - len(self.jit), "jit": len(self.jit),
+                "cannot": len(self.failed) + len(self.data_only_failed),
+                "other_gpus": len(self.restricted)}
 
     @property
     def status(self) -> str:
@@ -804,6 +818,7 @@ class ArchVerdict:
             "max_driver": dotted(self.max_driver) if self.max_driver else None,
             "driver_gap": self.driver_gap,
             "warnings": list(self.warnings),
+            **self.counts,
         }
 
     def __str__(self) -> str:
@@ -949,7 +964,7 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
         images = []
         for i in members:
             label = f"entry at {codes[i].offset:#x}"
-            img = found[i] if i in found else _header_image(codes[i].entry, label)
+            img = found[i] if i in found else header_image(codes[i].entry, label)
             assert img is not None  # SASS and PTX entries only
             images.append(replace(img, offset=codes[i].offset))
         sets.append(ImageSet(f"{src or 'file'} container {c}" if c >= 0 else (src or "file"),
@@ -958,7 +973,7 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     return tuple(sets)
 
 
-def _header_image(entry: FatbinEntry, label: str) -> ImageInfo:
+def header_image(entry: FatbinEntry, label: str = "") -> ImageInfo:
     """What an entry header alone says of its image: kind, arch, PTX ISA, codec."""
     if entry.header.kind == EntryKind.PTX:
         return ImageInfo(PTX, entry.arch, entry.code_version, label,

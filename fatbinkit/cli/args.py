@@ -13,14 +13,16 @@ import argparse
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..arch import Arch
+from ..driver import CudaVersion, parse_driver
 from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from ..binary import ArchFilter, KernelFilter
 
+T = TypeVar("T")
 _SIZE_RE = re.compile(r"^([0-9]{1,15})([KMGT]?)(i?B)?$", re.I)
 
 
@@ -47,12 +49,29 @@ def alignment(text: str) -> int:
     return value
 
 
-def arch(text: str) -> Arch:
-    """A GPU arch name: ``sm_90``, ``sm_90a``, ``compute_100f``, ``90``."""
+def _usage(parse: Callable[[str], T], text: str) -> T:
+    """``parse(text)``, its InvalidArgumentError turned into a usage error."""
     try:
-        return Arch.parse(text)
+        return parse(text)
     except InvalidArgumentError as e:
         raise UsageError(str(e)) from e
+
+
+def arch(text: str) -> Arch:
+    """A GPU arch name: ``sm_90``, ``sm_90a``, ``compute_100f``, ``90``."""
+    return _usage(Arch.parse, text)
+
+
+def driver(text: str) -> CudaVersion:
+    """A driver: its CUDA version (``13.0``) or driver version (``580.65.06``)."""
+    return _usage(parse_driver, text)
+
+
+def positive(text: str) -> int:
+    """A whole number from 1 up (``--top N``)."""
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"expected a positive number, got {text!r}")
+    return int(text)
 
 
 def add_budget(p: argparse.ArgumentParser) -> None:
@@ -76,20 +95,14 @@ def arch_filter(text: str) -> ArchFilter:
     """``--arch`` of ls, extract and check: see :class:`fatbinkit.binary.ArchFilter`."""
     from ..binary import ArchFilter
 
-    try:
-        return ArchFilter.parse(text)
-    except InvalidArgumentError as e:
-        raise UsageError(str(e)) from e
+    return _usage(ArchFilter.parse, text)
 
 
 def kernel_filter(text: str) -> KernelFilter:
     """``--kernel PATTERN``: a glob, or ``re:REGEX``."""
     from ..binary import KernelFilter
 
-    try:
-        return KernelFilter.parse(text)
-    except InvalidArgumentError as e:
-        raise UsageError(str(e)) from e
+    return _usage(KernelFilter.parse, text)
 
 
 def image_arg(option: str, example: str) -> Callable[[str], tuple[Arch, Path]]:
@@ -112,7 +125,7 @@ def image_arg(option: str, example: str) -> Callable[[str], tuple[Arch, Path]]:
 
 
 def examples(*lines: str) -> str:
-    """An ``examples:`` epilog (for ``formatter_class=argparse.RawDescriptionHelpFormatter``)."""
+    """An ``examples:`` epilog (kept as written by :class:`HelpFormatter`)."""
     return "examples:\n" + "".join(f"  {line}\n" for line in lines)
 
 

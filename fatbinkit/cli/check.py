@@ -14,16 +14,14 @@ driver each arch needs instead. A thin layer over :meth:`fatbinkit.binary.Binary
 from __future__ import annotations
 
 import argparse
-import gc
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..arch import Arch
-from ..driver import DEVICE_SUPPORT, CudaVersion, cuda_name, dotted, parse_driver
-from ..errors import FormatError, InvalidArgumentError
-from .args import add_budget, kernel_filter
+from ..driver import DEVICE_SUPPORT, cuda_name, dotted
+from ..errors import FormatError
+from .args import add_budget, arch, driver, examples, kernel_filter
+from .fatbin import dump, open_input, shown, without_cyclic_gc
 
 if TYPE_CHECKING:  # the engine is imported by the handler: `fatbinkit ls` starts faster
     from collections.abc import Sequence
@@ -39,24 +37,19 @@ UNREAD_NOTE = ("note: only the images these archs load were read; kernels that o
                "images hold are not looked for (--strict or --verbose reads every image)")
 TABLES_SHOWN = 8  # module tables printed without --verbose (modules that fail or need JIT)
 
-# (image set, [(kernel, [decision per arch])])
-Rows = list[tuple["ImageSet", list[tuple[str | None, list["Decision"]]]]]
-
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``check``."""
     p = sub.add_parser(
         "check", help="predict which image each kernel loads on given GPU archs and drivers",
         description="Predict what the CUDA driver does with FILE's device code on each --arch "
         "(and --driver): exit 0 when every arch works, 1 when one fails.",
-        epilog="examples:\n"
-        "  fatbinkit check libfoo.so --arch sm_90 --arch sm_120 --driver 12.8\n"
-        "  fatbinkit check k.fatbin --arch sm_100 --driver 570.124.06 --json\n"
-        "  fatbinkit check libfoo.so --min-driver")
+        epilog=examples("fatbinkit check libfoo.so --arch sm_90 --arch sm_120 --driver 12.8",
+                        "fatbinkit check k.fatbin --arch sm_100 --driver 570.124.06 --json",
+                        "fatbinkit check libfoo.so --min-driver"))
     p.add_argument("file", type=Path, help="fatbin, cubin, PTX, or an ELF file holding fatbins")
-    p.add_argument("--arch", action="append", type=_arch, metavar="ARCH",
+    p.add_argument("--arch", action="append", type=arch, metavar="ARCH",
                    help="device arch to check, e.g. sm_90 (repeat for several)")
-    p.add_argument("--driver", type=_driver, metavar="VERSION",
+    p.add_argument("--driver", type=driver, metavar="VERSION",
                    help="the driver: its CUDA version (13.0) or driver version (580.65.06); "
                    "checks every driver floor (device, toolkit, compression, PTX ISA)")
     p.add_argument("--strict", action="store_true",
@@ -78,40 +71,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_check, parser=p)
 
 
-def _arch(text: str) -> Arch:
-    try:
-        return Arch.parse(text)
-    except InvalidArgumentError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
-
-
-def _driver(text: str) -> CudaVersion:
-    try:
-        return parse_driver(text)
-    except InvalidArgumentError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
-
-
+@without_cyclic_gc
 def _check(args: argparse.Namespace) -> int:
-    # hundreds of thousands of small objects, no cycles: the cyclic collector only slows it down
-    gc.disable()
-    try:
-        return _run(args)
-    finally:
-        gc.enable()
-
-
-def _run(args: argparse.Namespace) -> int:
-    from .fatbin import _open
-
     if args.min_driver and args.driver:
         args.parser.error("--min-driver computes the driver a file needs: it takes no --driver")
     if not args.arch and not args.min_driver:
         args.parser.error("the following arguments are required: --arch (or --min-driver)")
-    archs: list[Arch] = list(dict.fromkeys(
-        Arch(a.number) for a in args.arch or [Arch(n) for n in DEVICE_SUPPORT]))
-    binary = _open(args)
-    result = binary.check(archs, args.driver, args.kernel,
+    binary = open_input(args)
+    result = binary.check(args.arch or list(DEVICE_SUPPORT), args.driver, args.kernel,
                           every_image=args.strict or args.verbose,
                           budget=binary.budget(args.max_decompressed))
     if not result.rows:
@@ -119,26 +86,19 @@ def _run(args: argparse.Namespace) -> int:
             raise FormatError(f"{args.file}: no kernel matches {args.kernel}")
         raise FormatError(f"{args.file}: does not contain device code the driver loads "
                           "(no SASS or PTX)")
-    rows: Rows = list(result.rows)
-    verdicts = list(result.verdicts)
     if args.min_driver:
         if args.json:
-            _dump({"file": str(args.file), "modules": len(rows),
-                   "min_driver": {v.device.sm: _min_driver_dict(v) for v in verdicts}})
+            dump({"file": str(args.file), "modules": len(result.rows),
+                  "min_driver": {v.device.sm: _min_driver_dict(v) for v in result.verdicts}})
         else:
-            _print_min_driver(args.file, len(rows), verdicts)
+            _print_min_driver(args.file, len(result.rows), result.verdicts)
         return 0
     ok = result.ok(args.strict)
     if args.json:
-        _dump(_json(args, result, ok))
+        dump(_json(args, result, ok))
     else:
         _print(args, result)
     return 0 if ok else 1
-
-
-def _dump(doc: dict[str, Any]) -> None:
-    json.dump(doc, sys.stdout, indent=2)
-    sys.stdout.write("\n")
 
 
 def _needs(v: ArchVerdict) -> str:
@@ -163,7 +123,7 @@ def _min_driver_dict(v: ArchVerdict) -> dict[str, Any]:
     return {**v.to_dict(), "linux_driver": rel.linux if rel else None}
 
 
-def _print_min_driver(file: Path, modules: int, verdicts: list[ArchVerdict]) -> None:
+def _print_min_driver(file: Path, modules: int, verdicts: Sequence[ArchVerdict]) -> None:
     print(f"{file}: minimum driver per GPU arch ({modules} module(s))")
     width = max(len(v.device.sm) for v in verdicts) + 2
     for v in verdicts:
@@ -189,8 +149,7 @@ def _json(args: argparse.Namespace, result: Check, ok: bool) -> dict[str, Any]:
         "archs": [a.sm for a in archs],
         "ok": ok,
         "every_image_read": result.every_image_read,
-        "verdicts": {v.device.sm: {**v.to_dict(), **result.counts(i)}
-                     for i, v in enumerate(result.verdicts)},
+        "verdicts": {v.device.sm: v.to_dict() for v in result.verdicts},
         "modules": [
             {
                 "module": s.label,
@@ -244,9 +203,9 @@ def _print(args: argparse.Namespace, result: Check) -> None:
         print(NOT_CHECKED)
     print("verdict" + (" (--strict)" if args.strict else "") + ":")
     width = max(len(a.sm) for a in archs) + 2
-    for i, v in enumerate(verdicts):
+    for v in verdicts:
         status = v.status.upper() if not v.ok(args.strict) else v.status
-        n = result.counts(i)
+        n = v.counts
         counts = f"{n['sass']} SASS, {n['jit']} PTX JIT, {n['cannot']} cannot load" + (
             f", {n['other_gpus']} for other GPUs only" if n["other_gpus"] else "")
         needs = _needs(v)
@@ -258,7 +217,7 @@ def _print(args: argparse.Namespace, result: Check) -> None:
             print("    built for other GPUs: " + ", ".join(v.restricted))
         if (args.verbose or args.strict) and v.missing:
             print("    kernels not in this arch's image: " + ", ".join(
-                f"{_name(k, args.demangle)} ({m})" for m, k in v.missing[:20])
+                f"{shown(k, args.demangle)} ({m})" for m, k in v.missing[:20])
                 + (" ..." if len(v.missing) > 20 else ""))
         if (args.verbose or args.strict) and v.data_only_failed:
             print("    data-only, cannot load: " + ", ".join(m for m, _ in v.data_only_failed))
@@ -300,14 +259,6 @@ def _attention(row: tuple[ImageSet, list[tuple[str | None, list[Decision]]]],
     return False
 
 
-def _name(kernel: str, demangled: bool) -> str:
-    if not demangled:
-        return kernel
-    from ..binary import demangle
-
-    return demangle(kernel)
-
-
 def _print_module(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
                   archs: Sequence[Arch], verbose: bool, demangled: bool) -> bool:
     names = ", ".join(i.name for i in s.images) or "no loadable images"
@@ -316,7 +267,7 @@ def _print_module(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
     grouped: dict[tuple[str, ...], list[str]] = {}
     for k, ds in kernels:
         grouped.setdefault(tuple(_cell(d) for d in ds), []).append(
-            _name(k, demangled) if k else "(no kernels)")
+            shown(k, demangled) if k else "(no kernels)")
     limit = 1 << 30 if verbose else 60
     width = max(8, *(len(_label(v, limit)) for v in grouped.values())) + 2
     cw = max(10, *(len(c) for cells in grouped for c in cells)) + 2

@@ -12,13 +12,22 @@ import functools
 import gc
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FormatError
 from ..fatbin import EntryKind
 from ..outfile import atomic_path
-from .args import UsageError, add_budget, arch_filter, examples, image_arg, kernel_filter
+from .args import (
+    UsageError,
+    add_budget,
+    arch_filter,
+    examples,
+    image_arg,
+    kernel_filter,
+    positive,
+)
 
 if TYPE_CHECKING:
     from ..binary import Binary, Item, KernelFilter
@@ -59,7 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "that built its cubins (reads every image)")
     p.add_argument("--sort", choices=_SORT_KEYS,
                    help="with --resources: one table of functions, largest first")
-    p.add_argument("--top", type=_positive, metavar="N",
+    p.add_argument("--top", type=positive, metavar="N",
                    help="with --resources: only the N largest functions (by --sort, default "
                    "registers)")
     p.add_argument("--demangle", action="store_true",
@@ -131,12 +140,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 _SORT_KEYS = ("registers", "shared", "stack", "local")
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return int(text)
-
-
 def _input(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path,
                    help="a fatbin, cubin, PTX, or an ELF file (.so, .o, executable) with fatbins")
@@ -152,7 +155,7 @@ def _filters(p: argparse.ArgumentParser) -> None:
                    "the mangled or demangled name, or re:REGEX")
 
 
-def _open(args: argparse.Namespace) -> Binary:
+def open_input(args: argparse.Namespace) -> Binary:
     """The input, with one documented behaviour when it holds no device code (cuobjdump: "does
     not contain device code", exit 255): an error, exit 1, for every command."""
     from ..binary import open as open_binary
@@ -164,29 +167,46 @@ def _open(args: argparse.Namespace) -> Binary:
     return binary
 
 
+def without_cyclic_gc(handler: Callable[[argparse.Namespace], int],
+                      ) -> Callable[[argparse.Namespace], int]:
+    """A command handler run with the cyclic garbage collector off: listings and checks make
+    hundreds of thousands of small objects and no cycles, so the collector, which would walk
+    them every few hundred allocations, has nothing to find (10 % of a listing's time)."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        gc.disable()
+        try:
+            return handler(args)
+        finally:
+            gc.enable()
+
+    return run
+
+
+def shown(name: str, demangled: bool) -> str:
+    """A function name as printed: demangled with ``--demangle``."""
+    if not demangled:
+        return name
+    from ..binary import demangle
+
+    return demangle(name)
+
+
+@without_cyclic_gc
 def _ls(args: argparse.Namespace) -> int:
-    # A listing makes tens of thousands of small objects and no cycles: the cyclic collector,
-    # which would walk them every few hundred allocations, has nothing to find (10 % of the time).
-    gc.disable()
-    try:
-        return _list(args)
-    finally:
-        gc.enable()
-
-
-def _list(args: argparse.Namespace) -> int:
     if args.kernels and not args.summary:
         args.parser.error("--kernels goes with --summary")
     if (args.sort or args.top) and not args.resources:
         args.parser.error("--sort and --top go with --resources")
-    binary = _open(args)
+    binary = open_input(args)
     budget = binary.budget(args.max_decompressed)
     if args.summary:
         if args.arch or args.kernel:
             args.parser.error("--summary covers the whole file: it takes no --arch or --kernel")
         summary = binary.summary(kernels=args.kernels, budget=budget)
         if args.json:
-            _dump(summary.to_dict())
+            dump(summary.to_dict())
         else:
             sys.stdout.write("".join(f"{line}\n" for line in summary.lines()))
         return 0
@@ -236,9 +256,7 @@ def _render(as_json: bool, demangled: bool, kernel: KernelFilter | None,
 def _function(f: CubinFunction, demangled: bool) -> dict[str, Any]:
     row = f.to_dict()
     if demangled:
-        from ..binary import demangle
-
-        row["demangled"] = demangle(f.name)
+        row["demangled"] = shown(f.name, demangled)
     return row
 
 
@@ -246,8 +264,6 @@ def _table(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
            budget: DecompressionBudget) -> int:
     """``--sort``/``--top``: every function of the selected cubins in one table, largest first.
     Workers send back the sort keys and the rendered row of each function."""
-    from ..binary import demangle
-
     key = _SORT_KEYS.index(args.sort or "registers")
 
     def rows_of(code: DeviceCode) -> list[tuple[int, str, str, str]]:
@@ -259,7 +275,7 @@ def _table(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
                 out.append((value, f.name, json.dumps(_function(f, args.demangle)), ""))
             else:
                 out.append((value, f.name, f"{f.registers:>4} {f.stack:>6} {f.shared:>7} "
-                            f"{f.local:>6}", demangle(f.name) if args.demangle else f.name))
+                            f"{f.local:>6}", shown(f.name, args.demangle)))
         return out
 
     found = binary.map(rows_of, items, kinds=("sass",), budget=budget, desc="reading cubins")
@@ -281,7 +297,8 @@ def _table(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
     return 0
 
 
-def _dump(doc: dict[str, Any]) -> None:
+def dump(doc: dict[str, Any]) -> None:
+    """One JSON document on stdout, indented."""
     json.dump(doc, sys.stdout, indent=2)
     sys.stdout.write("\n")
 
@@ -292,18 +309,13 @@ def _usage(f: CubinFunction, demangled: bool = False) -> str:
     kind = "Kernel" if f.entry else "Function"
     params = (f" PARAMS:{len(f.params)} ({f.param_size} bytes)"
               if f.entry and f.param_size is not None else "")
-    name = f.name
-    if demangled:
-        from ..binary import demangle
-
-        name = demangle(name)
-    return (f"{kind} {name}: REG:{f.registers} STACK:{f.stack} SHARED:{f.shared} "
-            f"LOCAL:{f.local}{banks} TEXTURE:{f.texture} SURFACE:{f.surface} "
+    return (f"{kind} {shown(f.name, demangled)}: REG:{f.registers} STACK:{f.stack} "
+            f"SHARED:{f.shared} LOCAL:{f.local}{banks} TEXTURE:{f.texture} SURFACE:{f.surface} "
             f"SAMPLER:{f.sampler}{params}")
 
 
 def _extract(args: argparse.Namespace) -> int:
-    binary = _open(args)
+    binary = open_input(args)
     kinds = ("sass",) if args.elf else ("ptx",) if args.ptx else ("sass", "ptx")
     written = binary.extract(args.output, args.arch, args.kernel, kinds=kinds,
                              budget=binary.budget(args.max_decompressed))

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Keep, in every fatbin container, the image a device of each --for arch "
         "loads (sm_86 keeps the sm_80 SASS it runs when there is no sm_86 SASS), plus PTX by "
         "--ptx; the freed bytes are cut out of the file.",
-        epilog=_PRUNE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=_PRUNE_EXAMPLES)
     p.add_argument("--for", dest="archs", action="append", required=True, metavar="ARCH",
                    type=arch,
                    help="a GPU arch to keep everything for (sm_90, 90, sm_100...); repeatable")
@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Re-encode every fatbin entry as --codec; the freed bytes are cut out of "
         "the file. zstd needs a CUDA 12.4 driver: a rise of the minimum driver is refused "
         "unless --allow-newer-driver.",
-        epilog=_RECOMPRESS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=_RECOMPRESS_EXAMPLES)
     _common(p, codec_required=True)
     p.set_defaults(func=_recompress, archs=None, ptx="keep", exact=False)
 

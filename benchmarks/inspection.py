@@ -3,7 +3,7 @@ fatbinkit), listing (cuobjdump -lelf -lptx vs fatbinkit ls), ``fatbinkit check``
 and ``fatbinkit ls --summary``, on libtorch_cuda.so (torch 2.14.1's CUDA wheel) and
 libcublasLt.so.13, with ratios and peak memory (ru_maxrss of each child process).
 
-Usage: python benchmarks/inspect.py [--write docs/benchmarks-inspect.md] [--library PATH ...]
+Usage: python benchmarks/inspection.py [--write docs/benchmarks-inspect.md] [--library PATH ...]
 
 Targets (issue 11, on a 2-core machine): ``ls --resources`` on libtorch_cuda.so at least 2x
 faster than ``cuobjdump -res-usage``; ``check`` of libtorch_cuda.so for three archs within 2 s;
@@ -13,19 +13,11 @@ no cuobjdump equivalent: the ratio is to the listing a user would otherwise scri
 
 from __future__ import annotations
 
-import os
-import sys
-
-# `python benchmarks/inspect.py` puts this folder first on the path, where this file's name hides
-# the standard library's inspect module (which dataclasses imports): take the folder off first.
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
-
 import argparse
+import os
 import platform
-import statistics
 import subprocess
-import tempfile
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -33,33 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from fatbin import median, report, versus  # noqa: E402  (benchmarks/fatbin.py)
+
 from fatbinkit.toolchain import find_tool  # noqa: E402
 
 RUNS = 3
 ARCHS = ("sm_80", "sm_90", "sm_120")
 TORCH_WHEEL = Path("/opt/pypi-more/files/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
 TORCH_MEMBER = "torch/lib/libtorch_cuda.so"
-def child(argv: list[str]) -> tuple[float, int]:
-    """Run ``argv`` under GNU time; (wall seconds, peak RSS in bytes), as benchmarks/fatbin.py."""
-    report = Path(tempfile.mkstemp(prefix="fatbinkit-rss-")[1])
-    start = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-o", str(report), "-f", "%M", *argv],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
-    kib = int(report.read_text().split()[-1])
-    report.unlink()
-    return wall, kib * 1024
-
-
-def versus(name: str, ours: float, theirs: float) -> str:
-    """``name`` N x faster (or slower) than the other measurement."""
-    if ours <= theirs:
-        return f"{name} {theirs / ours:.1f}x faster"
-    return f"{name} {ours / theirs:.1f}x slower"
-
-
 def torch_cuda() -> Path:
     """libtorch_cuda.so, unzipped once from the torch wheel into the fixtures cache."""
     cache = Path(os.environ.get("FATBINKIT_FIXTURES", ROOT / ".fixtures"))
@@ -68,12 +41,6 @@ def torch_cuda() -> Path:
         with zipfile.ZipFile(TORCH_WHEEL) as z:
             z.extract(TORCH_MEMBER, target.parents[2])
     return target
-
-
-def median(argv: list[str]) -> tuple[float, int]:
-    """Median wall seconds and highest peak RSS of ``RUNS`` runs of ``argv``."""
-    runs = [child(argv) for _ in range(RUNS)]
-    return statistics.median(t for t, _ in runs), max(m for _, m in runs)
 
 
 def cell(t: float, m: int) -> str:
@@ -85,7 +52,7 @@ def bench(lib: Path, cuobjdump: str) -> list[tuple[str, str, str]]:
     fk = [py, "-m", "fatbinkit"]
     name = lib.name
     rows = []
-    c_t, c_m = median([cuobjdump, "-res-usage", str(lib)])
+    c_t, c_m = median([cuobjdump, "-res-usage", str(lib)], RUNS)
     rows.append((f"{name}: resources, cuobjdump -res-usage", cell(c_t, c_m), ""))
     for label, argv in (
         ("resources, fatbinkit ls --resources", [*fk, "ls", "--resources", str(lib)]),
@@ -94,10 +61,10 @@ def bench(lib: Path, cuobjdump: str) -> list[tuple[str, str, str]]:
         ("20 most registers, fatbinkit ls --resources --top 20", [
             *fk, "ls", "--resources", "--top", "20", str(lib)]),
     ):
-        t, m = median(argv)
+        t, m = median(argv, RUNS)
         rows.append((f"{name}: {label}", cell(t, m),
                      f"{versus('fatbinkit', t, c_t)}, 1/{c_m / m:.0f} of the memory"))
-    c_t, c_m = median([cuobjdump, "-lelf", "-lptx", str(lib)])
+    c_t, c_m = median([cuobjdump, "-lelf", "-lptx", str(lib)], RUNS)
     rows.append((f"{name}: list, cuobjdump -lelf -lptx", cell(c_t, c_m), ""))
     for label, argv in (
         ("list, fatbinkit ls", [*fk, "ls", str(lib)]),
@@ -105,7 +72,7 @@ def bench(lib: Path, cuobjdump: str) -> list[tuple[str, str, str]]:
         (f"fatbinkit check --arch {' --arch '.join(ARCHS)}",
          [*fk, "check", str(lib), *(a for arch in ARCHS for a in ("--arch", arch))]),
     ):
-        t, m = median(argv)
+        t, m = median(argv, RUNS)
         rows.append((f"{name}: {label}", cell(t, m),
                      f"{versus('fatbinkit', t, c_t)} than the listing, 1/{c_m / m:.0f} of its "
                      "memory"))
@@ -130,7 +97,7 @@ def main() -> int:
     head = [
         "# Inspection benchmark",
         "",
-        f"`python benchmarks/inspect.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"`python benchmarks/inspection.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; cuobjdump {cuobjdump}. Each figure is the median of "
         f"{RUNS} runs in a new process (Python start-up included) and the highest peak RSS "
@@ -139,14 +106,8 @@ def main() -> int:
         + ", ".join(f"`{lib.name}` ({lib.stat().st_size / 2**20:.0f} MiB)" for lib in libs)
         + ".",
         "",
-        "| measurement | result | ratio |",
-        "|---|---|---|",
     ]
-    table = "\n".join(head + [f"| {a} | {b} | {c} |" for a, b, c in rows]) + "\n"
-    print(table)
-    if args.write:
-        args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(table)
+    report(head, rows, args.write)
     return 0
 
 
