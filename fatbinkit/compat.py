@@ -954,9 +954,10 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
             (sass_runs_on if codes[i].entry.header.kind == EntryKind.ELF else ptx_jits_for)(
                 codes[i].entry.arch, d) for d in targets)}
         read |= {i for members in groups.values() if read.isdisjoint(members) for i in members}
-    chosen = [codes[i] for i in sorted(read)]
+    order = sorted(read)
+    chosen = [codes[i] for i in order]
     charge(chosen, budget)
-    found = dict(zip(sorted(read), map_codes(
+    found = dict(zip(order, map_codes(
         lambda c: image_from_entry(c.entry, f"entry at {c.offset:#x}"), chosen, jobs=jobs,
         desc="reading images"), strict=True))
     sets: list[ImageSet] = []
