@@ -53,8 +53,8 @@ def _cold_loads(path: Path, kernel: str, n: int) -> tuple[list[float], str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loads", type=int, default=10)
-    ap.add_argument("--ptx-version", type=int, default=88,
-                    help="PTX ISA to emit (88 = 8.8, which an R580 driver can JIT)")
+    ap.add_argument("--min-driver", default="12.9",
+                    help="oldest CUDA driver the kernel must load on (caps Triton's PTX ISA)")
     ap.add_argument("--triton-dir", type=Path,
                     help="use kernels compiled ahead by tests/gpu/triton_artifacts.py")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks-load.md")
@@ -63,7 +63,7 @@ def main() -> int:
     import triton_kernels as tk
 
     from fatbinkit.runtime import Device
-    from fatbinkit.triton import compile_kernel, to_fatbin
+    from fatbinkit.triton import TritonKernel, compile_kernel
 
     dev = Device.get(0)
     if args.triton_dir:  # compiled on another machine by tests/gpu/triton_artifacts.py
@@ -72,14 +72,15 @@ def main() -> int:
         target = f"sm_{dev.arch.number}a" if dev.arch.number >= 90 else dev.arch.sm
         image = read(args.triton_dir, "matmul_kernel", target)
     else:
-        (image,) = compile_kernel(tk.matmul_kernel, tk.MATMUL_SIGNATURE, [dev.arch],
-                                  constexprs=tk.MATMUL_CONSTEXPRS, num_warps=8,
-                                  ptx_version=args.ptx_version)
+        image = compile_kernel(tk.matmul_kernel, tk.MATMUL_SIGNATURE, [dev.arch],
+                               constexprs=tk.MATMUL_CONSTEXPRS, num_warps=8,
+                               min_driver=args.min_driver, floor=False).images[0]
+    one = TritonKernel(image.name, (image,), None)
     variants = {
         "bare cubin": image.cubin,
-        "SASS+PTX fatbin": to_fatbin([image]),
-        "SASS+PTX fatbin, zstd": to_fatbin([image], compression="zstd"),
-        "PTX-only fatbin": to_fatbin([image], sass=False),
+        "SASS+PTX fatbin": one.fatbin(ptx="all"),
+        "SASS+PTX fatbin, zstd": one.fatbin(ptx="all", compression="zstd"),
+        "PTX-only fatbin": one.fatbin(sass=False, ptx="all"),
     }
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

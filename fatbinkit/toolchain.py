@@ -110,14 +110,15 @@ class ToolResult:
 
 
 def run_tool(
-    name: str,
+    name: str | Path,
     args: Sequence[str | os.PathLike[str]],
     *,
     cwd: os.PathLike[str] | None = None,
     timeout: float = 600,
 ) -> ToolResult:
-    """Run NVIDIA tool ``name`` with ``args``; raise :class:`ToolError` if it fails."""
-    exe = find_tool(name)
+    """Run NVIDIA tool ``name`` (found by :func:`find_tool`, or the path given) with ``args``;
+    raise :class:`ToolError` if it fails."""
+    exe = name if isinstance(name, Path) else find_tool(name)
     argv = (str(exe), *(os.fspath(a) for a in args))
     command = shlex.join(argv)
     try:

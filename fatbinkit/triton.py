@@ -1,31 +1,53 @@
-"""Compile Triton kernels for several GPU targets ahead of time (no GPU needed) into one fatbin.
+"""Compile Triton kernels for many GPU targets ahead of time (no GPU needed), with a portable PTX
+floor, into one fatbin per kernel.
 
 Triton compiles for the target it is given, not the GPU it runs on, so one process on a machine
-without a GPU can produce SASS for sm_80, sm_90a, sm_100a, ... plus their PTX. Triton labels its
-PTX ``.target sm_90a``: arch-specific, so the fatbin entry must say ``compute_90a`` too (such PTX
-never JIT-compiles for another GPU), which :func:`to_fatbin` does.
+without a GPU produces SASS for sm_80, sm_90a, sm_100a, ... :func:`compile_kernel` compiles a
+``@triton.jit`` function for every target on a thread pool sized to the cores (Triton releases the
+GIL in MLIR, LLVM and ptxas: threads scale, need no pickling and are safe inside a process that
+holds a CUDA context, such as torch); :func:`retarget` does the same for a kernel Triton has
+already compiled (what AOTInductor holds), from its target-independent Triton IR.
 
-``ptx_version`` caps the PTX ISA written into ``.version`` (e.g. 88 for 8.8): Triton follows its
-bundled ptxas (9.x for Triton 3.9), which drivers older than that CUDA release refuse to JIT. The
-cap never goes above what that ptxas accepts (8.7 for Triton 3.6), so one call works across
-Triton releases.
+The PTX floor is the PTX every GPU at or above the lowest target can JIT-compile: Triton labels
+its PTX with the arch-specific target from sm_90 on (``.target sm_90a``), which no other GPU
+accepts; the floor relabels the lowest target's PTX with the plain arch where the kernel allows it,
+decided by ptxas compiling it for that plain arch (a kernel using ``wgmma`` or ``tcgen05``
+cannot). ``min_driver`` caps the floor's PTX ISA at the newest that driver's CUDA release can JIT
+(PTX ISA release history, :data:`fatbinkit.ptx.PTX_ISA_MIN_CUDA`): Triton otherwise writes the ISA
+of its bundled ptxas (8.8 for Triton 3.9), which older drivers refuse.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+import functools
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
 
-from .arch import Arch
-from .errors import FatbinkitError, InvalidArgumentError, ToolNotFoundError
-from .ptx import ptx_header
+from .arch import Arch, as_arch
+from .driver import DEVICE_SUPPORT, CudaVersion, as_cuda_version, dotted
+from .errors import FatbinkitError, InvalidArgumentError, ToolError, ToolNotFoundError
+from .parallel import default_jobs
+from .ptx import max_ptx_isa_for_driver, ptx_header
 
 __all__ = [
+    "Floor",
     "TritonImage",
+    "TritonKernel",
     "compile_kernel",
-    "to_fatbin",
+    "retarget",
 ]
+
+# Options that Triton derives from the target (parse_options): never carried to another target.
+_TARGET_OPTIONS = frozenset({"arch", "ptx_version", "supported_fp8_dtypes",
+                             "deprecated_fp8_dot_operand_dtypes"})
 
 
 @dataclass(frozen=True)
@@ -47,6 +69,370 @@ class TritonImage:
         """Threads per block the kernel must be launched with (``num_warps * 32``)."""
         return self.num_warps * 32
 
+    def __str__(self) -> str:
+        return (f"{self.name} {self.arch.sm}: cubin {len(self.cubin)} B, PTX ISA "
+                f"{dotted(self.ptx_version)}, {self.num_warps} warps, {self.shared} B shared")
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The PTX shipped for GPUs no SASS image fits: the lowest target's, labelled ``arch``.
+
+    ``portable`` when ``arch`` is the plain virtual arch (``compute_80``, ``compute_90``: every
+    GPU of that compute capability or newer JIT-compiles it); otherwise ``arch`` keeps Triton's
+    arch-specific label (``compute_90a``: that GPU only) and ``reason`` says why (ptxas' error for
+    the plain arch).
+    """
+
+    arch: Arch
+    ptx: bytes = field(repr=False)
+    ptx_version: tuple[int, int]
+    portable: bool
+    reason: str = ""
+
+    def __str__(self) -> str:
+        what = "portable" if self.portable else f"arch-specific: {self.reason}"
+        return f"PTX floor {self.arch.compute} (ISA {dotted(self.ptx_version)}, {what})"
+
+
+@dataclass(frozen=True)
+class TritonKernel:
+    """One kernel for many targets: a SASS image per target and the PTX floor.
+
+    ``shared`` and the scratch sizes are the largest over the images: one launch configuration
+    (what a C++ wrapper such as AOTInductor's hard-codes) that is enough on every target.
+    """
+
+    name: str
+    images: tuple[TritonImage, ...]
+    floor: Floor | None
+
+    @property
+    def num_warps(self) -> int:
+        return self.images[0].num_warps
+
+    @property
+    def shared(self) -> int:
+        return max(i.shared for i in self.images)
+
+    @property
+    def global_scratch_size(self) -> int:
+        return max(i.global_scratch_size for i in self.images)
+
+    @property
+    def profile_scratch_size(self) -> int:
+        return max(i.profile_scratch_size for i in self.images)
+
+    def fatbin(self, *, sass: bool = True, ptx: Literal["floor", "all", "none"] = "floor",
+               compression: str | None = None) -> bytes:
+        """One fatbin (pure-Python writer, no NVIDIA tool): SASS for every target labelled with
+        Triton's real target (``sm_90a``), and the PTX floor (``ptx="floor"``), every target's
+        own PTX (``"all"``, labelled ``compute_90a``...) or none."""
+        from .fatbin import EntryKind, build_fatbin, make_entry
+
+        if ptx not in ("floor", "all", "none"):
+            raise InvalidArgumentError(f"ptx must be 'floor', 'all' or 'none', not {ptx!r}")
+        entries = []
+        if sass:
+            entries += [make_entry(EntryKind.ELF, i.arch, i.cubin, identifier=self.name,
+                                   compression=compression) for i in self.images]
+        if ptx == "all":
+            entries += [make_entry(EntryKind.PTX, i.arch, i.ptx, identifier=self.name,
+                                   compression=compression) for i in self.images]
+        elif ptx == "floor":
+            if self.floor is None:
+                raise InvalidArgumentError(f"{self.name} was compiled without a PTX floor")
+            entries.append(make_entry(EntryKind.PTX, self.floor.arch, self.floor.ptx,
+                                      identifier=self.name, compression=compression))
+        if not entries:
+            raise InvalidArgumentError("a fatbin needs SASS, PTX or both")
+        return build_fatbin(entries)
+
+    def __str__(self) -> str:
+        archs = ", ".join(i.arch.sm for i in self.images)
+        floor = f"; {self.floor}" if self.floor else ""
+        return f"{self.name}: SASS {archs}{floor}"
+
+
+def compile_kernel(
+    fn: Callable[..., Any],
+    signature: Mapping[str, str],
+    targets: Sequence[Arch | str],
+    *,
+    constexprs: Mapping[str, Any] | None = None,
+    num_warps: int = 4,
+    num_stages: int = 3,
+    min_driver: object = None,
+    floor: bool = True,
+    jobs: int | None = None,
+) -> TritonKernel:
+    """Compile the ``@triton.jit`` function ``fn`` for every target (``sm_80``, ``90``...), on
+    ``jobs`` threads (default: the cores), plus the PTX floor (``floor``).
+
+    ``signature`` maps every parameter to a Triton type (``"*fp32"``, ``"i32"``, ``"constexpr"``),
+    as ``triton.compiler.ASTSource`` takes it; ``constexprs`` gives the constexpr values.
+    ``min_driver`` (``"12.4"``, ``(12, 4)``) caps the floor's PTX ISA to what that driver JITs.
+    """
+    triton, _, ast_source = _import_triton()
+    options = {"num_warps": num_warps, "num_stages": num_stages}
+
+    def compile_one(arch: Arch, ptx_version: int | None) -> TritonImage:
+        src = ast_source(fn=fn, signature=dict(signature), constexprs=dict(constexprs or {}))
+        return _compile(triton, src, arch, options, ptx_version)
+
+    return _build(compile_one, targets, min_driver=min_driver, floor=floor, jobs=jobs)
+
+
+def retarget(
+    compiled: Any,
+    targets: Sequence[Arch | str],
+    *,
+    min_driver: object = None,
+    floor: bool = True,
+    jobs: int | None = None,
+) -> TritonKernel:
+    """Compile a kernel Triton has already compiled (a ``triton.compiler.CompiledKernel``, for
+    any target) for every target, from its Triton IR (``asm["ttir"]``, which precedes every
+    target-specific pass) with the same options (warps, stages, ...); the result is byte-identical
+    to compiling the source for each target. The given kernel's own image is reused where its
+    target is asked for."""
+    triton, _, _ = _import_triton()
+    try:
+        ttir = compiled.asm["ttir"]
+        meta = compiled.metadata._asdict()
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise InvalidArgumentError(
+            f"not a compiled Triton kernel with its Triton IR: {type(compiled).__name__}"
+        ) from exc
+    from triton.backends.nvidia.compiler import CUDAOptions
+
+    known = {f.name for f in fields(CUDAOptions)} - _TARGET_OPTIONS
+    options = {k: _frozen(v) for k, v in meta.items() if k in known and v is not None}
+    own = _image(compiled)
+
+    def compile_one(arch: Arch, ptx_version: int | None) -> TritonImage:
+        if arch == own.arch and ptx_version is None:
+            return own
+        with tempfile.TemporaryDirectory(prefix="fatbinkit-ttir-") as tmp:
+            path = Path(tmp) / f"{own.name}.ttir"
+            path.write_text(ttir if isinstance(ttir, str) else bytes(ttir).decode())
+            return _compile(triton, str(path), arch, options, ptx_version)
+
+    return _build(compile_one, targets, min_driver=min_driver, floor=floor, jobs=jobs)
+
+
+def _frozen(value: Any) -> Any:
+    """Lists in kernel metadata (its JSON form) as the tuples Triton's options hash."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def _build(compile_one: Callable[[Arch, int | None], TritonImage],
+           targets: Sequence[Arch | str], *, min_driver: object, floor: bool,
+           jobs: int | None) -> TritonKernel:
+    """Every target on a thread pool, the lowest one with the floor's ISA cap; then the floor."""
+    archs = sorted({_target(t) for t in targets})
+    if not archs:
+        raise InvalidArgumentError("no target arch given")
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise InvalidArgumentError(f"jobs must be at least 1, not {jobs}")
+    caps: list[int | None] = [None] * len(archs)
+    env: dict[str, str] = {}
+    if min_driver is not None:
+        driver = as_cuda_version(min_driver, "min_driver")
+        env, sass_cap = _sass_for_driver(archs, driver)
+        caps = [sass_cap] * len(archs)
+        if floor:
+            caps[0] = _min_isa(_isa_cap(archs[0], driver), sass_cap)
+    with _environment(env), ThreadPoolExecutor(
+            min(jobs, len(archs)), thread_name_prefix="fatbinkit-triton") as pool:
+        images = list(pool.map(compile_one, archs, caps))
+    return TritonKernel(images[0].name, tuple(images), _floor(images[0]) if floor else None)
+
+
+def _min_isa(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _sass_for_driver(archs: Sequence[Arch], driver: CudaVersion) -> tuple[dict[str, str],
+                                                                          int | None]:
+    """Make every cubin loadable by ``driver``: a cubin needs a driver of its ptxas' CUDA major
+    (CUDA Compatibility guide, minor-version compatibility; :mod:`fatbinkit.compat`'s toolkit
+    floor). Triton 3.5+ runs its newer ``ptxas-blackwell`` (CUDA 13.x in Triton 3.9) from sm_90
+    on; for an older driver those targets take Triton's other ptxas
+    (``TRITON_PTXAS_BLACKWELL_PATH``, Triton's cache bypassed: its key does not see the swap)
+    and its PTX ISA. Returns the
+    environment for the compiles and the ISA cap they need (None: Triton's own choice)."""
+    newest = max(archs)
+    used = {_ptxas(a) for a in archs}
+    releases = {tool: _ptxas_release(tool) for tool in used | {_ptxas(Arch(80))}}
+    if all(releases[t][0] <= driver[0] for t in used):
+        return {}, None
+    legacy = _ptxas(Arch(80))
+    if releases[legacy][0] > driver[0]:
+        raise InvalidArgumentError(
+            f"min_driver {dotted(driver)}: Triton's ptxas is CUDA {dotted(releases[legacy])}, "
+            f"whose cubins need a CUDA {releases[legacy][0]}.x driver; install a Triton whose "
+            "ptxas is that old, or raise min_driver")
+    isa = max_ptx_isa_for_driver(releases[legacy])
+    env = {"TRITON_ALWAYS_COMPILE": "1"}
+    if _ptxas(newest) != legacy:
+        env["TRITON_PTXAS_BLACKWELL_PATH"] = str(legacy)
+    return env, None if isa is None else isa[0] * 10 + isa[1]
+
+
+_ENV_LOCK = threading.Lock()
+
+
+@contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    """``env`` set in ``os.environ`` (where Triton reads its knobs) for the block, then
+    restored; one block at a time."""
+    if not env:
+        yield
+        return
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def _ptxas_release(tool: Path | str) -> CudaVersion:
+    """The CUDA release of a ptxas (``release 12.9`` in ``--version``)."""
+    from .toolchain import run_tool
+
+    text = run_tool(tool, ["--version"]).stdout.decode("utf-8", "replace")
+    m = re.search(r"release (\d+)\.(\d+)", text)
+    if not m:
+        raise ToolError(f"{tool}: no release in its --version output")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _isa_cap(arch: Arch, driver: CudaVersion) -> int | None:
+    """The PTX ISA (``84`` for 8.4) for ``arch``'s floor PTX that a ``driver`` JITs; None when
+    the driver is newer than the ISA table. Refused before Triton runs when ``arch`` needs a newer
+    ISA (LLVM aborts the process on it): the first CUDA release for that GPU (DEVICE_SUPPORT),
+    and for Triton's arch-specific targets from sm_90 on at least CUDA 12.0, where PTX ISA 8.0
+    brought ``sm_90a`` (PTX ISA, "PTX ISA version 8.0")."""
+    isa = max_ptx_isa_for_driver(driver)
+    support = DEVICE_SUPPORT.get(arch.number)
+    if support is not None:
+        first = max(support.first, (12, 0)) if arch.number >= 90 else support.first
+        if first > driver:
+            raise InvalidArgumentError(
+                f"min_driver {dotted(driver)}: the floor target {arch.sm} needs PTX from CUDA "
+                f"{dotted(first)} on, so no driver that old can JIT it: add a lower target for "
+                f"the floor (e.g. sm_80) or raise min_driver")
+    return None if isa is None else isa[0] * 10 + isa[1]
+
+
+def _target(target: Arch | str) -> Arch:
+    return Arch(as_arch(target, "target").number)  # Triton picks the suffix: sm_90 -> sm_90a
+
+
+def _compile(triton: Any, src: Any, arch: Arch, options: Mapping[str, Any],
+             ptx_version: int | None) -> TritonImage:
+    """One ``triton.compile`` for ``arch``; Triton's errors (any type) become FatbinkitError."""
+    from triton.backends.compiler import GPUTarget
+
+    opts = dict(options)
+    if ptx_version is not None:
+        opts["ptx_version"] = min(ptx_version, _triton_ptx_version(arch))
+    try:
+        compiled = triton.compile(src, target=GPUTarget("cuda", arch.number, 32), options=opts)
+    except Exception as exc:  # Triton raises many types; keep its message
+        isa = f" with PTX ISA {opts['ptx_version'] / 10:.1f}" if ptx_version is not None else ""
+        raise FatbinkitError(f"Triton failed to compile for {arch.sm}{isa}: {exc}") from exc
+    return _image(compiled)
+
+
+def _image(compiled: Any) -> TritonImage:
+    ptx = compiled.asm["ptx"]
+    ptx_bytes = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+    meta = compiled.metadata
+    version, ptx_arch = ptx_header(ptx_bytes)  # Triton's real target: sm_90a, not sm_90
+    return TritonImage(
+        name=meta.name,
+        arch=Arch(ptx_arch.number, ptx_arch.suffix),
+        cubin=bytes(compiled.asm["cubin"]),
+        ptx=ptx_bytes,
+        ptx_version=version,
+        num_warps=meta.num_warps,
+        shared=meta.shared,
+        global_scratch_size=getattr(meta, "global_scratch_size", 0) or 0,
+        profile_scratch_size=getattr(meta, "profile_scratch_size", 0) or 0,
+    )
+
+
+def _floor(image: TritonImage) -> Floor:
+    """The lowest target's PTX as the floor, relabelled with the plain arch where ptxas compiles
+    it for that arch."""
+    plain = Arch(image.arch.number)
+    if image.arch == plain:
+        return Floor(plain, image.ptx, image.ptx_version, portable=True)
+    relabelled = _relabel(image.ptx, image.arch, plain)
+    reason = _ptxas_refuses(relabelled, plain)
+    if reason:
+        return Floor(image.arch, image.ptx, image.ptx_version, portable=False, reason=reason)
+    return Floor(plain, relabelled, image.ptx_version, portable=True)
+
+
+def _relabel(ptx: bytes, old: Arch, new: Arch) -> bytes:
+    """``ptx`` with its ``.target sm_90a`` directive (the first, in the header) made ``new``."""
+    directive = f".target {old.sm}".encode()
+    at = ptx.find(directive)
+    end = at + len(directive)
+    if at < 0 or ptx[end:end + 1].isalnum():
+        raise FatbinkitError(f"the PTX has no '.target {old.sm}' directive to relabel")
+    return ptx[:at] + f".target {new.sm}".encode() + ptx[end:]
+
+
+def _ptxas_refuses(ptx: bytes, arch: Arch) -> str:
+    """Why ptxas (Triton's own, else the toolkit's) will not compile ``ptx`` for ``arch``, or
+    '' when it does: the floor is only as portable as a real compile proves."""
+    from .toolchain import run_tool
+
+    with tempfile.TemporaryDirectory(prefix="fatbinkit-floor-") as tmp:
+        src = Path(tmp) / "floor.ptx"
+        src.write_bytes(ptx.rstrip(b"\0"))
+        try:
+            run_tool(_ptxas(arch), [f"-arch={arch.sm}", str(src), "-o", os.devnull])
+        except ToolError as exc:
+            lines = str(exc).splitlines()[1:] or [str(exc)]
+            first = next((ln for ln in lines if "error" in ln.lower()), lines[-1])
+            return "ptxas: " + first.split("error", 1)[-1].lstrip(" :").strip()
+    return ""
+
+
+@functools.cache
+def _ptxas(arch: Arch) -> Path | str:
+    """Triton's bundled ptxas for ``arch`` (the one that compiled the kernel), else ``ptxas``
+    from the toolkit or the pip wheels."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        try:
+            tool = get_ptxas(arch.number)
+        except TypeError:  # Triton < 3.5: one ptxas for every arch
+            tool = get_ptxas()
+        return Path(tool.path)
+    except (ImportError, AttributeError, RuntimeError):
+        return "ptxas"
+
+
+def _triton_ptx_version(arch: Arch) -> int:
+    """The PTX ISA (e.g. 88) Triton's bundled ptxas writes for ``arch``, as Triton computes it."""
+    from triton.backends.nvidia import compiler as nv
+
+    return int(nv.get_ptx_version_from_options(nv.CUDAOptions(), arch.number))
+
 
 def _import_triton() -> Any:
     try:
@@ -58,82 +444,3 @@ def _import_triton() -> Any:
             "Triton is not installed: pip install 'fatbinkit[triton]' (package triton)"
         ) from exc
     return triton, GPUTarget, ASTSource
-
-
-def compile_kernel(
-    fn: Callable[..., Any],
-    signature: Mapping[str, str],
-    targets: Sequence[Arch | str],
-    *,
-    constexprs: Mapping[str, Any] | None = None,
-    ptx_version: int | None = None,
-    num_warps: int = 4,
-    num_stages: int = 3,
-) -> list[TritonImage]:
-    """Compile the ``@triton.jit`` function ``fn`` once per target (``sm_80``, ``90``, ...).
-
-    ``signature`` maps every parameter to a Triton type (``"*fp32"``, ``"i32"``, ``"constexpr"``),
-    as ``triton.compiler.ASTSource`` takes it; ``constexprs`` gives the constexpr values.
-    """
-    triton, gpu_target, ast_source = _import_triton()
-    if not targets:
-        raise InvalidArgumentError("no target arch given")
-    images = []
-    for target in targets:
-        arch = target if isinstance(target, Arch) else Arch.parse(target)
-        src = ast_source(fn=fn, signature=dict(signature), constexprs=dict(constexprs or {}))
-        options: dict[str, Any] = {"num_warps": num_warps, "num_stages": num_stages}
-        if ptx_version is not None:
-            options["ptx_version"] = min(ptx_version, _triton_ptx_version(arch))
-        try:
-            compiled = triton.compile(
-                src, target=gpu_target("cuda", arch.number, 32), options=options
-            )
-        except Exception as exc:  # Triton raises many types; keep its message
-            raise FatbinkitError(f"Triton failed to compile for {arch}: {exc}") from exc
-        ptx = compiled.asm["ptx"]
-        ptx_bytes = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
-        meta = compiled.metadata
-        version, ptx_arch = ptx_header(ptx_bytes)  # Triton's real target: sm_90a, not sm_90
-        images.append(
-            TritonImage(
-                name=meta.name,
-                arch=ptx_arch,
-                cubin=bytes(compiled.asm["cubin"]),
-                ptx=ptx_bytes,
-                ptx_version=version,
-                num_warps=meta.num_warps,
-                shared=meta.shared,
-                global_scratch_size=getattr(meta, "global_scratch_size", 0),
-                profile_scratch_size=getattr(meta, "profile_scratch_size", 0),
-            )
-        )
-    return images
-
-
-def _triton_ptx_version(arch: Arch) -> int:
-    """The PTX ISA (e.g. 94) Triton's bundled ptxas writes for ``arch``, as Triton computes it."""
-    from triton.backends.nvidia import compiler as nv
-
-    return int(nv.get_ptx_version_from_options(nv.CUDAOptions(), arch.number))
-
-
-def to_fatbin(
-    images: Sequence[TritonImage], *, ptx: bool = True, sass: bool = True,
-    compression: str | None = None,
-) -> bytes:
-    """One fatbin holding each image's SASS and (with ``ptx``) its PTX, labelled with Triton's
-    real target (``sm_90a`` SASS, ``compute_90a`` PTX), written without any NVIDIA tool."""
-    from .fatbin import EntryKind, build_fatbin, make_entry
-
-    if not (ptx or sass):
-        raise InvalidArgumentError("a fatbin needs SASS, PTX or both")
-    entries = []
-    for image in images:
-        if sass:
-            entries.append(make_entry(EntryKind.ELF, image.arch, image.cubin,
-                                      identifier=image.name, compression=compression))
-        if ptx:
-            entries.append(make_entry(EntryKind.PTX, image.arch, image.ptx,
-                                      identifier=image.name, compression=compression))
-    return build_fatbin(entries)

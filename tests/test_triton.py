@@ -1,9 +1,12 @@
-"""Triton kernels compiled for several GPUs on a machine without one, packed into one fatbin,
-checked with cuobjdump (what is inside, byte for byte) and the compatibility engine."""
+"""Triton kernels compiled for several GPUs on a machine without one, on every core, with a PTX
+floor: packed into one fatbin and checked with cuobjdump (what is inside, byte for byte), the
+toolkit's own ptxas (is the floor portable?), cuobjdump -elf (which ptxas built each cubin) and the
+compatibility engine."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -15,50 +18,79 @@ from fatbin_kernels import cuobjdump_extract, cuobjdump_fields, cuobjdump_list
 
 from fatbinkit.arch import Arch
 from fatbinkit.compat import predict_load
-from fatbinkit.triton import TritonImage, compile_kernel, to_fatbin
+from fatbinkit.errors import FatbinkitError, InvalidArgumentError, ToolError
+from fatbinkit.toolchain import find_tool, run_tool
+from fatbinkit.triton import TritonKernel, compile_kernel, retarget
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+
+import triton_kernels as tk
 
 TARGETS = ["sm_80", "sm_90", "sm_100", "sm_120"]
 
 
 @pytest.fixture(scope="module")
-def images() -> list[TritonImage]:
-    import triton_kernels as tk
-
+def add() -> TritonKernel:
     return compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, TARGETS,
-                          constexprs=tk.ADD_CONSTEXPRS, ptx_version=88)
+                          constexprs=tk.ADD_CONSTEXPRS, min_driver="12.9")
 
 
-def test_triton_targets_are_arch_specific_from_sm_90(images: list[TritonImage]) -> None:
-    assert [i.arch.sm for i in images] == ["sm_80", "sm_90a", "sm_100a", "sm_120a"]
-    assert {i.ptx_version for i in images} == {(8, 8)}
-    assert all(i.name == "add_kernel" and i.block_threads == 128 for i in images)
+@pytest.fixture
+def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton compiles for real (its cache would make equal outputs trivially equal)."""
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
+
+
+def _toolkit_ptxas_refuses(ptx: bytes, arch: str, tmp_path: Path) -> bool:
+    """The oracle: the CUDA toolkit's ptxas (not Triton's) on the PTX for ``arch``."""
+    src = tmp_path / f"floor-{arch}.ptx"
+    src.write_bytes(ptx.rstrip(b"\0"))
+    try:
+        run_tool(find_tool("ptxas"), [f"-arch={arch}", str(src), "-o", str(tmp_path / "o")])
+    except ToolError:
+        return True
+    return False
+
+
+def _producer(cubin: bytes, tmp_path: Path) -> tuple[int, int] | None:
+    """The CUDA release of the ptxas that built ``cubin``, as ``cuobjdump -elf`` prints it from
+    the cubin's toolkit note ("Tool Version: Cuda compilation tools, release 13.4"); None where
+    the cubin has no such note (ptxas 12.x writes none)."""
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin)
+    text = run_tool("cuobjdump", ["-elf", str(path)]).stdout.decode()
+    m = re.search(r"Tool Version: Cuda compilation tools, release (\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def test_triton_targets_are_arch_specific_from_sm_90(add: TritonKernel) -> None:
+    assert [i.arch.sm for i in add.images] == ["sm_80", "sm_90a", "sm_100a", "sm_120a"]
+    assert all(i.name == "add_kernel" and i.block_threads == 128 for i in add.images)
+    assert add.floor is not None and add.floor.arch.compute == "compute_80"
+    assert add.floor.portable and add.floor.ptx == add.images[0].ptx
 
 
 @pytest.mark.parametrize("compression", [None, "zstd"])
 def test_one_fatbin_for_all_targets_reads_back_in_cuobjdump(
-    images: list[TritonImage], tmp_path: Path, compression: str | None
+    add: TritonKernel, tmp_path: Path, compression: str | None
 ) -> None:
     fat = tmp_path / "add.fatbin"
-    fat.write_bytes(to_fatbin(images, compression=compression))
+    fat.write_bytes(add.fatbin(compression=compression))
     # entries carry the kernel name as identifier, which cuobjdump uses for the file names
     assert cuobjdump_list(fat) == [
-        line for n, i in enumerate(images, 1)
-        for line in (f"ELF file {n:4}: add_kernel.{i.arch.sm}.cubin",
-                     f"PTX file {n:4}: add_kernel.{i.arch.sm}.ptx")
-    ]
+        *(f"ELF file {n:4}: add_kernel.{i.arch.sm}.cubin" for n, i in enumerate(add.images, 1)),
+        "PTX file    1: add_kernel.sm_80.ptx"]
     fields = cuobjdump_fields(fat)
-    assert [f["arch"] for f in fields] == [i.arch.sm for i in images for _ in (0, 1)]
+    assert [f["arch"] for f in fields] == [i.arch.sm for i in add.images] + ["sm_80"]
     extracted = cuobjdump_extract(fat, tmp_path / "x")
-    for image in images:
+    for image in add.images:
         assert extracted[f"add_kernel.{image.arch.sm}.cubin"] == image.cubin
-        assert extracted[f"add_kernel.{image.arch.sm}.ptx"] == image.ptx.rstrip(b"\0")
+    assert extracted["add_kernel.sm_80.ptx"] == add.floor.ptx.rstrip(b"\0")  # type: ignore[union-attr]
 
 
-def test_compat_sees_the_arch_specific_labels(images: list[TritonImage]) -> None:
-    fat = to_fatbin(images, sass=False)  # PTX only: which GPU could JIT it
+def test_compat_sees_the_arch_specific_labels(add: TritonKernel) -> None:
+    fat = add.fatbin(sass=False, ptx="all")  # every target's own PTX: which GPU could JIT it
     assert predict_load(fat, Arch(90), (13, 0)).how == "ptx-jit"
     assert predict_load(fat, Arch(89), (13, 0)).how == "ptx-jit"  # from compute_80
     sm_103 = predict_load(fat, Arch(103), (13, 0))
@@ -66,12 +98,80 @@ def test_compat_sees_the_arch_specific_labels(images: list[TritonImage]) -> None
     assert sm_103.image.arch.sm == "sm_80"  # compute_100a never JITs for 10.3
 
 
-def test_ptx_version_is_a_cap_never_above_tritons_ptxas() -> None:
-    import triton_kernels as tk
+def test_the_floor_drops_the_a_suffix_only_where_the_toolkits_ptxas_agrees(
+        tmp_path: Path) -> None:
+    add = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_90", "sm_120"],
+                         constexprs=tk.ADD_CONSTEXPRS, min_driver="12.9")
+    assert add.images[0].arch.sm == "sm_90a" and add.floor is not None
+    assert add.floor.portable and add.floor.arch.compute == "compute_90"
+    assert b".target sm_90\n" in add.floor.ptx and b"sm_90a" not in add.floor.ptx
+    for arch in ("sm_90", "sm_100", "sm_120"):  # every newer GPU can JIT it
+        assert not _toolkit_ptxas_refuses(add.floor.ptx, arch, tmp_path)
+    # the tutorial matmul uses wgmma on sm_90a: no portable PTX, and the label stays honest
+    mm = compile_kernel(tk.matmul_kernel, tk.MATMUL_SIGNATURE, ["sm_90", "sm_100"],
+                        constexprs=tk.MATMUL_CONSTEXPRS, min_driver="12.9")
+    assert mm.floor is not None and not mm.floor.portable
+    assert mm.floor.arch.compute == "compute_90a" and "wgmma" in mm.floor.reason
+    relabelled = mm.floor.ptx.replace(b".target sm_90a", b".target sm_90")
+    assert _toolkit_ptxas_refuses(relabelled, "sm_90", tmp_path)
+    assert not _toolkit_ptxas_refuses(mm.floor.ptx, "sm_90a", tmp_path)
+    # the largest shared memory over the targets: one launch size enough everywhere
+    assert mm.shared == max(i.shared for i in mm.images) > min(i.shared for i in mm.images)
 
-    (high,) = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_90"],
-                             constexprs=tk.ADD_CONSTEXPRS, ptx_version=99)
-    (native,) = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_90"],
-                               constexprs=tk.ADD_CONSTEXPRS)
-    # uncapped, 9.9 would make Triton's ptxas fail ("Unsupported .version")
-    assert high.ptx_version == native.ptx_version
+
+def test_min_driver_makes_every_image_load_on_that_driver(tmp_path: Path) -> None:
+    k = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, TARGETS,
+                       constexprs=tk.ADD_CONSTEXPRS, min_driver="12.4")
+    assert k.floor is not None and k.floor.ptx_version <= (8, 4)
+    assert b".version 8.4" in k.floor.ptx
+    producers = [_producer(i.cubin, tmp_path) for i in k.images]
+    assert not any(p and p[0] >= 13 for p in producers), producers  # no CUDA 13 ptxas cubin
+    fat = k.fatbin()
+    for arch, how in ((80, "sass"), (86, "sass"), (90, "sass")):
+        assert predict_load(fat, Arch(arch), (12, 4)).how == how
+    assert predict_load(fat, Arch(103), (12, 9)).how == "ptx-jit"
+    # without min_driver, Triton 3.5+ builds sm_90a+ with its CUDA 13 ptxas: an H100 on a
+    # 12.x driver gets nothing (the driver picks the SASS, refuses it, does not fall back)
+    import triton
+
+    if tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 5):
+        new = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_80", "sm_90"],
+                             constexprs=tk.ADD_CONSTEXPRS)
+        producer = _producer(new.images[1].cubin, tmp_path)
+        assert producer is not None and producer[0] >= 13
+        assert predict_load(new.fatbin(), Arch(90), (12, 4)).how == "none"
+
+
+def test_min_driver_that_cannot_be_met_is_refused_before_triton_runs() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"sm_100 needs PTX from CUDA 12\.8"):
+        compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_100", "sm_120"],
+                       constexprs=tk.ADD_CONSTEXPRS, min_driver="12.4")
+    with pytest.raises(InvalidArgumentError, match=r"cubins need a CUDA 12\.x driver"):
+        compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_80"],
+                       constexprs=tk.ADD_CONSTEXPRS, min_driver="11.8")
+    with pytest.raises(InvalidArgumentError, match="no target"):
+        compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, [], constexprs=tk.ADD_CONSTEXPRS)
+    with pytest.raises(FatbinkitError, match="Triton failed to compile for sm_80"):
+        compile_kernel(tk.add_kernel, {"x_ptr": "*fp32"}, ["sm_80"])
+
+
+@pytest.mark.usefixtures("fresh")
+def test_parallel_compiles_equal_serial_ones_and_retarget_equals_compiling_the_source() -> None:
+    args = (tk.matmul_kernel, tk.MATMUL_SIGNATURE, ["sm_80", "sm_90", "sm_120"])
+    serial = compile_kernel(*args, constexprs=tk.MATMUL_CONSTEXPRS, jobs=1)
+    parallel = compile_kernel(*args, constexprs=tk.MATMUL_CONSTEXPRS, jobs=3)
+    assert serial == parallel  # every cubin and PTX byte, every field
+    # what AOTInductor holds: the kernel Triton compiled for the build GPU (sm_90 here)
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    built = triton.compile(ASTSource(fn=tk.matmul_kernel, signature=dict(tk.MATMUL_SIGNATURE),
+                                     constexprs=dict(tk.MATMUL_CONSTEXPRS)),
+                           target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": 4, "num_stages": 3})
+    again = retarget(built, ["sm_80", "sm_90", "sm_120"])
+    assert again.images == serial.images
+    assert again.images[1].cubin == built.asm["cubin"]  # its own target: reused
+    with pytest.raises(InvalidArgumentError, match="not a compiled Triton kernel"):
+        retarget(object(), ["sm_80"])

@@ -22,7 +22,7 @@ from fatbinkit.fatbin import EntryKind
 from fatbinkit.inject import inject
 from fatbinkit.runtime import Buffer, Device, Module, to_object_code
 from fatbinkit.scan import scan
-from fatbinkit.triton import TritonImage, compile_kernel, to_fatbin
+from fatbinkit.triton import TritonImage, TritonKernel, compile_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,16 +117,17 @@ def _triton_image(gpu: Device, name: str) -> TritonImage:
     sys.path.insert(0, str(ROOT / "examples"))
     import triton_kernels as tk
 
-    (image,) = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, [gpu.arch],
-                              constexprs=tk.ADD_CONSTEXPRS, ptx_version=88)
-    return image
+    kernel = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, [gpu.arch],
+                            constexprs=tk.ADD_CONSTEXPRS, min_driver="12.9", floor=False)
+    return kernel.images[0]
 
 
 @pytest.mark.parametrize("packaging", ["cubin", "fatbin", "ptx-only fatbin"])
 def test_triton_kernel_runs(gpu: Device, packaging: str) -> None:
     image = _triton_image(gpu, "add_kernel")
-    data = {"cubin": image.cubin, "fatbin": to_fatbin([image], compression="zstd"),
-            "ptx-only fatbin": to_fatbin([image], sass=False)}[packaging]
+    one = TritonKernel(image.name, (image,), None)
+    data = {"cubin": image.cubin, "fatbin": one.fatbin(ptx="all", compression="zstd"),
+            "ptx-only fatbin": one.fatbin(sass=False, ptx="all")}[packaging]
     n = 10_000
     x = struct.pack(f"{n}f", *[i * 0.5 for i in range(n)])
     y = struct.pack(f"{n}f", *[1.0 - i for i in range(n)])

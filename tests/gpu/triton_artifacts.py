@@ -24,12 +24,13 @@ KERNELS = {
 }
 
 
-def write(out: Path, targets: list[str], ptx_version: int = 88) -> list[TritonImage]:
+def write(out: Path, targets: list[str], min_driver: str = "12.9") -> list[TritonImage]:
     out.mkdir(parents=True, exist_ok=True)
     images = []
     for fn, sig, consts, warps in KERNELS.values():
-        for image in compile_kernel(fn, sig, targets, constexprs=consts, num_warps=warps,
-                                    ptx_version=ptx_version):
+        kernel = compile_kernel(fn, sig, targets, constexprs=consts, num_warps=warps,
+                                min_driver=min_driver, floor=False)
+        for image in kernel.images:
             stem = f"{image.name}.{image.arch.sm}"
             (out / f"{stem}.cubin").write_bytes(image.cubin)
             (out / f"{stem}.ptx").write_bytes(image.ptx)
