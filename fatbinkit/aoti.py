@@ -1,22 +1,48 @@
-"""Drop-in replacements for PyTorch AOTInductor's kernel embedding.
+"""PyTorch AOTInductor without the toolchain, and for many GPUs: one switch, and its drop-ins.
 
-AOTInductor (``torch/_inductor/codecache.py``) turns each cubin into an object with three
-subprocesses: ``ld -r -b binary``, ``objcopy --rename-section .data=.rodata,...`` and ``objcopy
---redefine-sym`` to ``__<kernel>_{start,end,size}``. These functions write the same symbols
-directly, for the host machine, with no ld or objcopy and nothing lost to path mangling.
+AOTInductor (``torch/_inductor/codecache.py``) embeds each Triton kernel in the model's ``.so``
+with subprocesses: ``ld -r -b binary`` and two ``objcopy`` per cubin (``convert_cubin_to_obj``,
+torch <= 2.11), or one ``gcc -c`` of a ``.incbin`` file (``batch_convert_cubins_to_obj``, torch
+>= 2.12); and with ``aot_inductor.emit_multi_arch_kernel``, ``nvcc -fatbin`` or ``fatbinary`` per
+kernel, for the build GPU alone (its SASS and PTX). :func:`packaging` replaces all of them::
+
+    with fatbinkit.aoti.packaging(archs=["sm_80", "sm_90", "sm_100", "sm_120"]):
+        path = torch._inductor.aoti_compile_and_package(torch.export.export(model, args))
+
+Inside the block, every kernel is embedded by fatbinkit's object writer (no ld, objcopy, gcc,
+nvcc or fatbinary runs for kernels; the model's own C++ is still compiled and linked by torch's
+C++ compiler); with ``archs``, each kernel becomes one fatbin holding SASS for every requested
+arch, compiled from the kernel's Triton IR (:func:`fatbinkit.triton.retarget`; the build GPU's
+own cubin is kept as is), plus the PTX floor, and the launch reserves the largest shared memory
+and scratch any target needs. Without ``archs`` the output is what torch would have produced:
+each kernel's cubin, or, where ``emit_multi_arch_kernel`` is on, a fatbin of the cubin and its
+PTX, written by fatbinkit.
+
+torch's functions are replaced by name where they exist (torch 2.5 to 2.14 as read for this
+module; a name a release lacks is skipped) and restored when the block ends, also on error.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from .arch import ArchLike, as_arch
 from .elfobj import DEFAULT_ALIGN, Blob, write_object
+from .errors import InvalidArgumentError, ToolNotFoundError
 
 __all__ = [
+    "Packaging",
+    "batch_convert_cubins_to_obj",
     "convert_cubin_to_obj",
     "convert_cubins_to_obj",
+    "packaging",
 ]
 
 
@@ -37,6 +63,20 @@ def convert_cubin_to_obj(
     return obj_file
 
 
+def batch_convert_cubins_to_obj(
+    cubins: list[tuple[str, str]],
+    output_dir: str,
+    cpp_compiler: str = "gcc",
+) -> str:
+    """Write ``<output_dir>/cubins_combined.o`` embedding every ``(cubin path, kernel name)``.
+
+    Same arguments and return value as AOTInductor's function (torch >= 2.12), which assembles a
+    ``.incbin`` file with ``cpp_compiler``; accepted for that and ignored: no tool is run.
+    """
+    del cpp_compiler  # same signature as AOTInductor's; no tool is run
+    return convert_cubins_to_obj(cubins, os.path.join(output_dir, "cubins_combined.o"))
+
+
 def convert_cubins_to_obj(
     kernels: Iterable[tuple[str | os.PathLike[str], str]],
     obj_file: str | os.PathLike[str],
@@ -52,3 +92,199 @@ def convert_cubins_to_obj(
         Path(obj_file), [Blob(name, Path(path), align) for path, name in kernels], align=align
     )
     return os.fspath(obj_file)
+
+
+@dataclass(frozen=True)
+class PackagedKernel:
+    """One kernel as the switch packaged it: its images' archs, the floor, the fatbin's size."""
+
+    name: str
+    archs: tuple[str, ...]
+    floor: str
+    shared: int
+    size: int
+
+    def __str__(self) -> str:
+        floor = f" + {self.floor}" if self.floor else ""
+        return (f"{self.name}: SASS {', '.join(self.archs)}{floor}; {self.size} B, "
+                f"{self.shared} B shared")
+
+
+@dataclass
+class Packaging:
+    """What one :func:`packaging` block did: the kernels it packaged and the objects it wrote
+    (instead of torch's tool runs)."""
+
+    archs: tuple[str, ...] | None
+    kernels: list[PackagedKernel] = field(default_factory=list)
+    objects: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"fatbinkit.aoti: {len(self.kernels)} kernel(s) packaged for "
+                 f"{', '.join(self.archs) if self.archs else 'the build GPU'}, "
+                 f"{len(self.objects)} object(s) written, no toolchain run"]
+        lines += [f"  {k}" for k in self.kernels]
+        return "\n".join(lines)
+
+
+# The fatbin (and launch sizes) of the kernel being saved: set by the save_gpu_kernel wrapper,
+# read by the CudaKernelParamCache.set wrapper it calls.
+_SAVING: contextvars.ContextVar[tuple[bytes, Any] | None] = contextvars.ContextVar(
+    "fatbinkit_aoti_saving", default=None)
+_ACTIVE = threading.Lock()
+
+
+@contextmanager
+def packaging(
+    archs: Sequence[ArchLike] | None = None,
+    *,
+    min_driver: object = None,
+    floor: bool = True,
+    compression: str | None = None,
+    jobs: int | None = None,
+) -> Iterator[Packaging]:
+    """Within the block, torch's AOTInductor embeds kernels with fatbinkit, and with ``archs``
+    ships each as a fatbin for every arch: see the module's documentation.
+
+    ``min_driver`` and ``floor`` are those of :func:`fatbinkit.triton.retarget`; ``compression``
+    (``"zstd"``, ``"lz4"``) compresses the fatbins' entries; ``jobs`` caps the compile threads.
+    Yields a :class:`Packaging` that fills in as torch compiles. One block at a time.
+    """
+    try:
+        import torch._inductor.codecache as codecache
+        import torch._inductor.config as inductor_config
+        from torch._inductor.runtime import triton_heuristics
+    except ImportError as exc:
+        raise ToolNotFoundError("fatbinkit.aoti.packaging needs PyTorch (torch)") from exc
+    targets = tuple(as_arch(a, "archs").sm for a in archs) if archs is not None else None
+    if targets is not None and not targets:
+        raise InvalidArgumentError("archs is empty: give the GPUs to ship for, or None")
+    if not hasattr(inductor_config.aot_inductor, "embed_kernel_binary"):
+        raise ToolNotFoundError("this torch has no aot_inductor.embed_kernel_binary (torch >= 2.6)")
+    own_ptx = bool(getattr(inductor_config.aot_inductor, "emit_multi_arch_kernel", False))
+    if not _ACTIVE.acquire(blocking=False):
+        raise InvalidArgumentError("fatbinkit.aoti.packaging blocks cannot nest or overlap")
+    report = Packaging(targets)
+    try:
+        with ExitStack() as stack:
+            patches: dict[str, Any] = {"aot_inductor.embed_kernel_binary": True}
+            if hasattr(inductor_config.aot_inductor, "emit_multi_arch_kernel"):
+                patches["aot_inductor.emit_multi_arch_kernel"] = False  # no nvcc/fatbinary
+            stack.enter_context(inductor_config.patch(patches))
+            _replace(stack, codecache, "convert_cubin_to_obj", _recorded(
+                convert_cubin_to_obj, report))
+            _replace(stack, codecache, "batch_convert_cubins_to_obj", _recorded(
+                batch_convert_cubins_to_obj, report))
+            multi = _MultiArch(targets, min_driver, floor, compression, jobs, report)
+            if targets is not None or own_ptx:
+                tuner = triton_heuristics.CachingAutotuner
+                _replace(stack, tuner, "save_gpu_kernel", multi.save_gpu_kernel(
+                    tuner.save_gpu_kernel))
+            cache = codecache.CudaKernelParamCache
+            _replace(stack, cache, "set", multi.cache_set(cache.set, inductor_config))
+            _replace(stack, codecache, "_cuda_fatbin_command", _refuse_fatbin_command)
+            yield report
+    finally:
+        _ACTIVE.release()
+
+
+def _replace(stack: ExitStack, owner: Any, name: str, new: Any) -> None:
+    """``owner.name = new`` until the stack closes; nothing where ``owner`` has no ``name``
+    (a torch release without that function). Class attributes keep their descriptor kind."""
+    if name not in vars(owner) and not hasattr(owner, name):
+        return
+    old = vars(owner).get(name, getattr(owner, name))
+    if isinstance(old, classmethod):
+        new = classmethod(new)
+    setattr(owner, name, new)
+    stack.callback(setattr, owner, name, old)
+
+
+def _recorded(fn: Any, report: Packaging) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> str:
+        path = fn(*args, **kwargs)
+        report.objects.append(path)
+        return str(path)
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+@dataclass
+class _MultiArch:
+    """The two wrappers that turn each saved kernel's cubin into a multi-arch fatbin."""
+
+    targets: tuple[str, ...] | None
+    min_driver: object
+    floor: bool
+    compression: str | None
+    jobs: int | None
+    report: Packaging
+
+    def package(self, compiled: Any) -> tuple[bytes, Any]:
+        from .triton import TritonKernel, retarget
+
+        if self.targets is None:  # torch's own multi-arch output: the cubin and its PTX
+            kernel = retarget(compiled, [_own_arch(compiled)], floor=False, jobs=1)
+            data = TritonKernel(kernel.name, kernel.images, None).fatbin(
+                ptx="all", compression=self.compression)
+        else:
+            kernel = retarget(compiled, self.targets, min_driver=self.min_driver,
+                              floor=self.floor, jobs=self.jobs)
+            data = kernel.fatbin(ptx="floor" if self.floor else "none",
+                                 compression=self.compression)
+        self.report.kernels.append(PackagedKernel(
+            kernel.name, tuple(i.arch.sm for i in kernel.images),
+            kernel.floor.arch.compute if kernel.floor else "", kernel.shared, len(data)))
+        return data, kernel
+
+    def save_gpu_kernel(self, original: Any) -> Any:
+        def save_gpu_kernel(tuner: Any, stream: Any, launcher: Any) -> Any:
+            token = _SAVING.set(self.package(launcher.bin))
+            try:
+                return original(tuner, stream, launcher)
+            finally:
+                _SAVING.reset(token)
+
+        return save_gpu_kernel
+
+    def cache_set(self, original: Any, inductor_config: Any) -> Any:
+        func = original.__func__ if hasattr(original, "__func__") else original
+
+        def cache_set(cls: Any, key: str, params: dict[str, Any], cubin: Any, bin_type: str,
+                      *rest: Any, **kwargs: Any) -> Any:
+            if getattr(inductor_config.aot_inductor, "emit_multi_arch_kernel", False):
+                raise InvalidArgumentError(_MULTI_ARCH_BACK_ON)
+            saving = _SAVING.get()
+            if saving is not None and bin_type == "cubin":
+                data, kernel = saving
+                cubin = data
+                params = dict(params, shared_mem=kernel.shared)
+                for name, size in (("global_scratch", kernel.global_scratch_size),
+                                   ("profile_scratch", kernel.profile_scratch_size)):
+                    if params.get(name) is not None:
+                        params[name] = max(params[name], size)
+            return func(cls, key, params, cubin, bin_type, *rest, **kwargs)
+
+        return cache_set
+
+
+_MULTI_ARCH_BACK_ON = (
+    "aot_inductor.emit_multi_arch_kernel was turned back on inside fatbinkit.aoti.packaging "
+    "(by inductor_configs or compile_standalone): torch would run nvcc -fatbin or fatbinary; "
+    "leave it off, the switch writes the fatbins (archs=... for every GPU)")
+
+
+def _refuse_fatbin_command(*args: Any, **kwargs: Any) -> list[str]:
+    """torch >= 2.14's fatbin command builder, inside the switch: never a toolchain run."""
+    raise InvalidArgumentError(_MULTI_ARCH_BACK_ON)
+
+
+def _own_arch(compiled: Any) -> str:
+    """The target a compiled Triton kernel was built for (``sm_90`` for ``sm_90a``)."""
+    from .ptx import ptx_header
+
+    ptx = compiled.asm["ptx"]
+    _, arch = ptx_header(ptx.encode() if isinstance(ptx, str) else bytes(ptx))
+    return f"sm_{arch.number}"

@@ -15,11 +15,16 @@ decided by ptxas compiling it for that plain arch (a kernel using ``wgmma`` or `
 cannot). ``min_driver`` caps the floor's PTX ISA at the newest that driver's CUDA release can JIT
 (PTX ISA release history, :data:`fatbinkit.ptx.PTX_ISA_MIN_CUDA`): Triton otherwise writes the ISA
 of its bundled ptxas (8.8 for Triton 3.9), which older drivers refuse.
+
+For a Triton-only AOT flow, :func:`blobs` turns kernels into what one object (or one section of
+a linked library) embeds, the fatbins and their launch table, and :func:`header` into the C
+declarations a launcher includes.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import tempfile
@@ -33,17 +38,24 @@ from typing import Any, Literal
 
 from .arch import Arch, as_arch
 from .driver import DEVICE_SUPPORT, CudaVersion, as_cuda_version, dotted
+from .elfobj import Blob
 from .errors import FatbinkitError, InvalidArgumentError, ToolError, ToolNotFoundError
 from .parallel import default_jobs
 from .ptx import max_ptx_isa_for_driver, ptx_header
 
 __all__ = [
+    "LAUNCH_TABLE",
     "Floor",
     "TritonImage",
     "TritonKernel",
+    "blobs",
     "compile_kernel",
+    "header",
     "retarget",
 ]
+
+#: the blob name of the launch table :func:`blobs` adds (symbols ``__fatbinkit_triton_launch_*``)
+LAUNCH_TABLE = "fatbinkit_triton_launch"
 
 # Options that Triton derives from the target (parse_options): never carried to another target.
 _TARGET_OPTIONS = frozenset({"arch", "ptx_version", "supported_fp8_dtypes",
@@ -152,6 +164,50 @@ class TritonKernel:
         archs = ", ".join(i.arch.sm for i in self.images)
         floor = f"; {self.floor}" if self.floor else ""
         return f"{self.name}: SASS {archs}{floor}"
+
+
+def blobs(kernels: Sequence[TritonKernel], *, ptx: Literal["floor", "all", "none"] = "floor",
+          compression: str | None = None) -> list[Blob]:
+    """What a Triton-only AOT flow embeds: each kernel's fatbin (named after the kernel:
+    ``__<name>_start/_end/_size``) and a launch table (:data:`LAUNCH_TABLE`, JSON: per kernel its
+    symbol, warps, threads per block, shared memory, scratch sizes, SASS archs and PTX floor).
+    Write them into one object with :func:`fatbinkit.elfobj.write_object` (no toolchain) or into a
+    linked library with :func:`fatbinkit.inject.inject`; :func:`header` declares them for C."""
+    names = [k.name for k in kernels]
+    if not kernels or len(set(names)) != len(names) or LAUNCH_TABLE in names:
+        raise InvalidArgumentError(
+            f"kernels must be given once each (and none named {LAUNCH_TABLE}): {names}")
+    table = {"kernels": [{
+        "name": k.name, "symbol": f"__{k.name}_start", "num_warps": k.num_warps,
+        "block_threads": k.num_warps * 32, "shared": k.shared,
+        "global_scratch_size": k.global_scratch_size,
+        "profile_scratch_size": k.profile_scratch_size,
+        "sass": [i.arch.sm for i in k.images],
+        "ptx": k.floor.arch.compute if k.floor and ptx == "floor" else None} for k in kernels]}
+    out = [Blob(k.name, k.fatbin(ptx=ptx, compression=compression)) for k in kernels]
+    out.append(Blob(LAUNCH_TABLE, json.dumps(table, indent=1, sort_keys=True).encode()))
+    return out
+
+
+def header(kernels: Sequence[TritonKernel]) -> str:
+    """A C header for :func:`blobs`' object: each fatbin's symbols and launch constants
+    (``<NAME>_BLOCK_THREADS``, ``<NAME>_SHARED``, ...), for a C/C++ launcher that calls
+    ``cuModuleLoadData(__<name>_start)`` and ``cuLaunchKernel``."""
+    lines = ["/* Triton kernels embedded by fatbinkit (fatbinkit.triton.blobs): each a fatbin.",
+             " * Launch with the constants below; Triton kernels take two more pointer",
+             " * parameters after their own (global and profile scratch): NULL when 0. */",
+             "#pragma once", "#include <stddef.h>", ""]
+    for k in kernels:
+        macro = re.sub(r"\W", "_", k.name).upper()
+        floor = f", PTX {k.floor.arch.compute}" if k.floor else ""
+        lines += [
+            f"/* {k.name}: SASS {', '.join(i.arch.sm for i in k.images)}{floor} */",
+            f"extern const unsigned char __{k.name}_start[], __{k.name}_end[];",
+            f"#define {macro}_BLOCK_THREADS {k.num_warps * 32}",
+            f"#define {macro}_SHARED {k.shared}",
+            f"#define {macro}_GLOBAL_SCRATCH {k.global_scratch_size}",
+            f"#define {macro}_PROFILE_SCRATCH {k.profile_scratch_size}", ""]
+    return "\n".join(lines)
 
 
 def compile_kernel(

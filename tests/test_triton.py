@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -175,3 +176,83 @@ def test_parallel_compiles_equal_serial_ones_and_retarget_equals_compiling_the_s
     assert again.images[1].cubin == built.asm["cubin"]  # its own target: reused
     with pytest.raises(InvalidArgumentError, match="not a compiled Triton kernel"):
         retarget(object(), ["sm_80"])
+
+
+def test_a_kernel_from_pypi_gets_sass_for_every_target_and_a_portable_floor(
+        tmp_path: Path) -> None:
+    """Liger-Kernel's softmax (PyPI's liger-kernel, not written for these tests): the floor is
+    portable by the toolkit's own ptxas for every newer GPU, and the fatbin reads back in
+    cuobjdump as one cubin per target plus the floor."""
+    liger = pytest.importorskip("liger_kernel.ops.softmax")
+    kernel = compile_kernel(liger._softmax_single_block_forward_kernel, LIGER_SOFTMAX,
+                            TARGETS, constexprs={"BLOCK_SIZE": 1024}, min_driver="12.8")
+    assert kernel.floor is not None and kernel.floor.portable
+    for arch in ("sm_80", "sm_86", "sm_90", "sm_100", "sm_120"):
+        assert not _toolkit_ptxas_refuses(kernel.floor.ptx, arch, tmp_path)
+    fat = tmp_path / "softmax.fatbin"
+    fat.write_bytes(kernel.fatbin(compression="zstd"))
+    name = "_softmax_single_block_forward_kernel"
+    assert cuobjdump_list(fat) == [
+        *(f"ELF file {n:4}: {name}.{i.arch.sm}.cubin" for n, i in enumerate(kernel.images, 1)),
+        f"PTX file    1: {name}.sm_80.ptx"]
+
+
+#: Liger-Kernel's _softmax_single_block_forward_kernel(Y_ptr, Y_row_stride, X_ptr,
+#: X_row_stride, n_cols, BLOCK_SIZE: tl.constexpr)
+LIGER_SOFTMAX = {"Y_ptr": "*fp32", "Y_row_stride": "i32", "X_ptr": "*fp32",
+                 "X_row_stride": "i32", "n_cols": "i32", "BLOCK_SIZE": "constexpr"}
+
+
+def test_a_triton_only_aot_flow_links_with_gcc_and_reads_back(
+        add: TritonKernel, tmp_path: Path) -> None:
+    """Kernels + launch table into one object (no toolchain), declared by the generated header:
+    gcc compiles a C file against the header and links the object; ctypes reads every fatbin
+    back byte for byte, cuobjdump lists it, and the header's constants are the kernels'."""
+    import ctypes
+    import json
+    import shutil
+
+    from fatbinkit.elfobj import write_object
+    from fatbinkit.triton import LAUNCH_TABLE, blobs, header
+
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("no gcc")
+    mm = compile_kernel(tk.matmul_kernel, tk.MATMUL_SIGNATURE, ["sm_80", "sm_100"],
+                        constexprs=tk.MATMUL_CONSTEXPRS)
+    kernels = [add, mm]
+    obj = tmp_path / "kernels.o"
+    write_object(obj, blobs(kernels, compression="zstd"))
+    (tmp_path / "kernels.h").write_text(header(kernels))
+    (tmp_path / "use.c").write_text(
+        '#include "kernels.h"\n'
+        f"extern const unsigned char __{LAUNCH_TABLE}_start[], __{LAUNCH_TABLE}_end[];\n"
+        "const unsigned char *blob(int i) { return i == 0 ? __add_kernel_start :\n"
+        f"  i == 1 ? __matmul_kernel_start : __{LAUNCH_TABLE}_start; }}\n"
+        "size_t size(int i) { return i == 0 ? (size_t)(__add_kernel_end - __add_kernel_start) :\n"
+        "  i == 1 ? (size_t)(__matmul_kernel_end - __matmul_kernel_start) :\n"
+        f"  (size_t)(__{LAUNCH_TABLE}_end - __{LAUNCH_TABLE}_start); }}\n"
+        "int constant(int i) { return i == 0 ? ADD_KERNEL_BLOCK_THREADS :\n"
+        "  i == 1 ? MATMUL_KERNEL_SHARED : MATMUL_KERNEL_GLOBAL_SCRATCH; }\n")
+    lib = tmp_path / "libkernels.so"
+    subprocess.run([gcc, "-shared", "-fPIC", "-Wall", "-Werror", "-o", str(lib),
+                    str(tmp_path / "use.c"), str(obj)], check=True)
+    so = ctypes.CDLL(str(lib))
+    so.blob.restype = ctypes.c_void_p
+    so.size.restype = ctypes.c_size_t
+    got = [ctypes.string_at(so.blob(i), so.size(i)) for i in range(3)]
+    assert got[0] == add.fatbin(compression="zstd")
+    assert got[1] == mm.fatbin(compression="zstd")
+    table = json.loads(got[2])
+    assert [k["name"] for k in table["kernels"]] == ["add_kernel", "matmul_kernel"]
+    assert table["kernels"][1]["shared"] == mm.shared == so.constant(1)
+    assert table["kernels"][1]["sass"] == ["sm_80", "sm_100a"]
+    assert table["kernels"][0]["ptx"] == "compute_80"
+    assert so.constant(0) == add.num_warps * 32 and so.constant(2) == mm.global_scratch_size
+    fat = tmp_path / "mm.fatbin"
+    fat.write_bytes(got[1])
+    assert cuobjdump_list(fat) == ["ELF file    1: matmul_kernel.sm_80.cubin",
+                                   "ELF file    2: matmul_kernel.sm_100a.cubin",
+                                   "PTX file    1: matmul_kernel.sm_80.ptx"]
+    with pytest.raises(InvalidArgumentError, match="once each"):
+        blobs([add, add])
