@@ -14,10 +14,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) examples/demo.py
+	$(PY) -m fatbinkit demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check fatbinkit tests benchmarks examples fuzz
+	$(VENV)/bin/ruff check fatbinkit tests benchmarks fuzz
 	$(VENV)/bin/mypy
 
 test: lint

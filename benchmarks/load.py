@@ -23,7 +23,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "examples"))
 
 _CHILD = """
 import sys, time
@@ -60,8 +59,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks-load.md")
     args = ap.parse_args()
 
-    import triton_kernels as tk
-
+    import fatbinkit.demo.kernels as tk
     from fatbinkit.runtime import Device
     from fatbinkit.triton import TritonKernel, compile_kernel
 

@@ -106,7 +106,7 @@ def levels(work: Path) -> list[str]:
 def objects(work: Path) -> list[str]:
     nvprune = debian_tool(CUDA_TOOLKIT_118, "nvprune")
     obj = work / "k.o"
-    subprocess.run(["nvcc", "-c", "-o", str(obj), str(ROOT / "tests" / "data" / "slim_lib.cu"),
+    subprocess.run(["nvcc", "-c", "-o", str(obj), str(ROOT / "fatbinkit" / "demo" / "library.cu"),
                     *GENCODE], check=True)
     ours, our_mem = median([*FATBINKIT, "prune", str(obj), "-o", str(work / "a.o"), "--for",
                             "sm_90", "--ptx", "none"], RUNS)

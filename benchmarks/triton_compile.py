@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "examples"), str(ROOT / "benchmarks")]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 os.environ["TRITON_ALWAYS_COMPILE"] = "1"
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
@@ -32,8 +32,8 @@ def main() -> int:
     args = ap.parse_args()
 
     import triton
-    import triton_kernels as tk
 
+    import fatbinkit.demo.kernels as tk
     from fatbinkit.parallel import default_jobs
     from fatbinkit.triton import compile_kernel
 
@@ -53,7 +53,7 @@ def main() -> int:
     head = [
         f"# Triton multi-target compile ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
         "",
-        f"`python benchmarks/triton_compile.py`: the bundled matmul (examples/triton_kernels.py, "
+        f"`python benchmarks/triton_compile.py`: the bundled matmul (fatbinkit/demo/kernels.py, "
         f"128x128x64 tiles, 8 warps) for {', '.join(TARGETS)}, plus its PTX floor; Triton "
         f"{triton.__version__}, its cache off; {cores} cores, Python "
         f"{platform.python_version()}; median of {args.runs} alternating runs after a warm-up.",

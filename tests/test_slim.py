@@ -54,6 +54,8 @@ from fatbinkit.fatbin import iter_containers
 from fatbinkit.slim import prune, recompress
 
 DATA = Path(__file__).resolve().parent / "data"
+#: the demo's CUDA library (fatbinkit demo builds it for four GPU generations)
+LIBRARY = Path(__file__).resolve().parent.parent / "fatbinkit" / "demo" / "library.cu"
 NVCC = system_tool("nvcc")
 GENCODE = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
            "-gencode", "arch=compute_86,code=sm_86",
@@ -114,10 +116,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """libslim.so (4 SASS archs + PTX) and a program linked against it."""
     root = tmp_path_factory.mktemp("slim")
     subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", "-o", str(root / "libslim.so"),
-                    str(DATA / "slim_lib.cu"), *GENCODE], check=True)
+                    str(LIBRARY), *GENCODE], check=True)
     subprocess.run(["g++", "-o", str(root / "prog"), str(DATA / "slim_main.cpp"),
                     f"-L{root}", "-lslim", "-Wl,-rpath,$ORIGIN"], check=True)
-    subprocess.run([NVCC, "-o", str(root / "exe"), str(DATA / "slim_lib.cu"),
+    subprocess.run([NVCC, "-o", str(root / "exe"), str(LIBRARY),
                     str(DATA / "slim_main.cpp"), *GENCODE], check=True)
     return root
 
@@ -240,7 +242,7 @@ def test_prune_object_links_and_runs(tmp_path: Path, rdc: bool) -> None:
     flags = ["-rdc=true"] if rdc else []
     obj, out = tmp_path / "slim.o", tmp_path / "pruned.o"
     subprocess.run([NVCC, *flags, "-c", "-Xcompiler", "-fPIC", "-o", str(obj),
-                    str(DATA / "slim_lib.cu"), *GENCODE], check=True)
+                    str(LIBRARY), *GENCODE], check=True)
     report = prune(obj, out, [Arch(89)], ptx="none")
     assert listed_archs(out, all=True) == {"ELF sm_86": 1}
     assert report.output_size == out.stat().st_size < obj.stat().st_size
@@ -260,7 +262,7 @@ def test_object_prune_matches_nvprune(tmp_path: Path) -> None:
     --ptx none`` keeps the same entries, byte for byte, as ``nvprune -arch sm_90``."""
     nvprune = debian_tool(CUDA_TOOLKIT_118, "nvprune")
     obj = tmp_path / "slim.o"
-    subprocess.run([NVCC, "-c", "-o", str(obj), str(DATA / "slim_lib.cu"), *GENCODE],
+    subprocess.run([NVCC, "-c", "-o", str(obj), str(LIBRARY), *GENCODE],
                    check=True)
     ours, theirs = tmp_path / "ours.o", tmp_path / "theirs.o"
     prune(obj, ours, [Arch(90)], ptx="none")
@@ -274,7 +276,7 @@ def test_exact_prunes_as_nvprune_and_names_what_is_lost(tmp_path: Path) -> None:
     byte, on an object); where that changes what a GPU loads, the report names the kernels."""
     nvprune = debian_tool(CUDA_TOOLKIT_118, "nvprune")
     obj = tmp_path / "slim.o"
-    subprocess.run([NVCC, "-c", "-o", str(obj), str(DATA / "slim_lib.cu"), *GENCODE],
+    subprocess.run([NVCC, "-c", "-o", str(obj), str(LIBRARY), *GENCODE],
                    check=True)
     for arch in ("sm_80", "sm_89"):
         ours, theirs = tmp_path / f"ours_{arch}.o", tmp_path / f"theirs_{arch}.o"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,10 +22,9 @@ from fatbinkit.errors import FatbinkitError, InvalidArgumentError, ToolError
 from fatbinkit.toolchain import find_tool, run_tool
 from fatbinkit.triton import TritonKernel, compile_kernel, retarget
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
-import triton_kernels as tk
+import fatbinkit.demo.kernels as tk
 
 TARGETS = ["sm_80", "sm_90", "sm_100", "sm_120"]
 

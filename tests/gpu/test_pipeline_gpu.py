@@ -114,8 +114,7 @@ def _triton_image(gpu: Device, name: str) -> TritonImage:
     target = f"sm_{gpu.arch.number}a" if gpu.arch.number >= 90 else gpu.arch.sm
     if directory and (Path(directory) / f"{name}.{target}.cubin").is_file():
         return read_artifact(Path(directory), name, target)
-    sys.path.insert(0, str(ROOT / "examples"))
-    import triton_kernels as tk
+    import fatbinkit.demo.kernels as tk
 
     kernel = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, [gpu.arch],
                             constexprs=tk.ADD_CONSTEXPRS, min_driver="12.9", floor=False)

@@ -16,6 +16,7 @@ from fatbinkit.runtime import Device, Module
 from fatbinkit.slim import prune, recompress
 
 DATA = Path(__file__).resolve().parent.parent / "data"
+LIBRARY = Path(__file__).resolve().parents[2] / "fatbinkit" / "demo" / "library.cu"
 GENCODE = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
            "-gencode", "arch=compute_86,code=sm_86",
            "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
@@ -26,7 +27,7 @@ CUDA_ERROR_NO_KERNEL_IMAGE = 209  # cudaErrorNoKernelImageForDevice
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("slim")
     subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-o", str(root / "libslim.so"),
-                    str(DATA / "slim_lib.cu"), *GENCODE], check=True)
+                    str(LIBRARY), *GENCODE], check=True)
     subprocess.run(["g++", "-o", str(root / "prog"), str(DATA / "slim_main.cpp"),
                     f"-L{root}", "-lslim", "-Wl,-rpath,$ORIGIN"], check=True)
     return root
@@ -84,7 +85,7 @@ def test_a_module_pruned_to_nothing_reads_as_no_binary(gpu: Device) -> None:
 def test_pruned_object_links_and_computes(gpu: Device, tmp_path: Path) -> None:
     """``nvcc -c`` object pruned to this GPU, then linked: the kernel computes right."""
     obj, out, exe = tmp_path / "slim.o", tmp_path / "pruned.o", tmp_path / "exe"
-    subprocess.run(["nvcc", "-c", "-o", str(obj), str(DATA / "slim_lib.cu"), *GENCODE],
+    subprocess.run(["nvcc", "-c", "-o", str(obj), str(LIBRARY), *GENCODE],
                    check=True)
     prune(obj, out, [Arch(gpu.arch.number)], ptx="none")
     subprocess.run(["nvcc", "-o", str(exe), str(out), str(DATA / "slim_main.cpp")], check=True)

@@ -12,10 +12,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-
-import triton_kernels as tk
-
+import fatbinkit.demo.kernels as tk
 from fatbinkit.triton import TritonImage, compile_kernel
 
 KERNELS = {

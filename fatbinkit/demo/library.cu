@@ -1,6 +1,7 @@
-// The library tests/test_slim.py prunes: kernels for several GPU archs, host code whose results
-// are known, and C++ exceptions thrown inside the library (caught there, and caught by the
-// program that links it), so a rewrite that broke the unwind tables or the data shows.
+// The demo's CUDA library, which fatbinkit demo and the slimming tests prune: kernels for several
+// GPU archs, host code whose results are known, and C++ exceptions thrown inside the library
+// (caught there, and caught by the program that links it), so a rewrite that broke the unwind
+// tables or the data shows.
 #include <cuda_runtime.h>
 #include <stdexcept>
 #include <string>

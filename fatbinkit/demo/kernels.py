@@ -1,4 +1,4 @@
-"""Triton kernels used by the demo, the GPU tests and benchmarks/load.py.
+"""The bundled Triton kernels: the demo's, also used by the tests and benchmarks.
 
 ``add_kernel`` is checked for results on the GPU; ``matmul_kernel`` (the Triton tutorial's tiled
 fp16 matmul) is the realistic kernel whose cold-load cost benchmarks/load.py measures.
