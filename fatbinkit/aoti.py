@@ -38,6 +38,7 @@ from .elfobj import DEFAULT_ALIGN, Blob, write_object
 from .errors import InvalidArgumentError, ToolNotFoundError
 
 __all__ = [
+    "PackagedKernel",
     "Packaging",
     "batch_convert_cubins_to_obj",
     "convert_cubin_to_obj",

@@ -45,7 +45,7 @@ from .ptx import max_ptx_isa_for_driver, ptx_header
 
 __all__ = [
     "LAUNCH_TABLE",
-    "Floor",
+    "PtxFloor",
     "TritonImage",
     "TritonKernel",
     "blobs",
@@ -87,7 +87,7 @@ class TritonImage:
 
 
 @dataclass(frozen=True)
-class Floor:
+class PtxFloor:
     """The PTX shipped for GPUs no SASS image fits: the lowest target's, labelled ``arch``.
 
     ``portable`` when ``arch`` is the plain virtual arch (``compute_80``, ``compute_90``: every
@@ -117,7 +117,7 @@ class TritonKernel:
 
     name: str
     images: tuple[TritonImage, ...]
-    floor: Floor | None
+    floor: PtxFloor | None
 
     @property
     def num_warps(self) -> int:
@@ -427,17 +427,17 @@ def _image(compiled: Any) -> TritonImage:
     )
 
 
-def _floor(image: TritonImage) -> Floor:
+def _floor(image: TritonImage) -> PtxFloor:
     """The lowest target's PTX as the floor, relabelled with the plain arch where ptxas compiles
     it for that arch."""
     plain = Arch(image.arch.number)
     if image.arch == plain:
-        return Floor(plain, image.ptx, image.ptx_version, portable=True)
+        return PtxFloor(plain, image.ptx, image.ptx_version, portable=True)
     relabelled = _relabel(image.ptx, image.arch, plain)
     reason = _ptxas_refuses(relabelled, plain)
     if reason:
-        return Floor(image.arch, image.ptx, image.ptx_version, portable=False, reason=reason)
-    return Floor(plain, relabelled, image.ptx_version, portable=True)
+        return PtxFloor(image.arch, image.ptx, image.ptx_version, portable=False, reason=reason)
+    return PtxFloor(plain, relabelled, image.ptx_version, portable=True)
 
 
 def _relabel(ptx: bytes, old: Arch, new: Arch) -> bytes:

@@ -69,7 +69,7 @@ class _Demo:
         return proc.returncode == 0
 
 
-def step(title: str) -> None:
+def _step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
 
@@ -83,7 +83,7 @@ def run(out: Path, *, torch_model: bool = True) -> int:
     demo.out.mkdir(parents=True)
     out = demo.out
 
-    step(f"1. Triton compiles add_kernel for {', '.join(TARGETS)} on every core (no GPU, no "
+    _step(f"1. Triton compiles add_kernel for {', '.join(TARGETS)} on every core (no GPU, no "
          "CUDA toolkit), with a portable PTX floor a CUDA 12.4 driver can JIT")
     t0 = time.perf_counter()
     kernel = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, TARGETS,
@@ -101,11 +101,11 @@ def run(out: Path, *, torch_model: bool = True) -> int:
     print(f"   {kernel.floor}")
     print(f"   compiled in {time.perf_counter() - t0:.1f} s")
 
-    step("2. One fatbin with SASS for every target + the PTX floor, zstd, pure Python")
+    _step("2. One fatbin with SASS for every target + the PTX floor, zstd, pure Python")
     fat = out / "add_kernel.fatbin"
     demo.fatbinkit("build", "-o", fat, *build_args, "--compress", "zstd")
 
-    step("3. What is inside, which image each GPU would load with an R580 driver, and the "
+    _step("3. What is inside, which image each GPU would load with an R580 driver, and the "
          "minimum driver per GPU")
     demo.fatbinkit("ls", fat, "--summary", "--kernels")
     demo.fatbinkit("ls", fat)
@@ -114,7 +114,7 @@ def run(out: Path, *, torch_model: bool = True) -> int:
     demo.fatbinkit("check", fat, *arch_args, "--driver", "580.65.06", ok=(0, 1))
     demo.fatbinkit("check", fat, *arch_args, "--min-driver")
 
-    step("4. Embed into an ELF object (no ld/objcopy), link with gcc, find the kernels again")
+    _step("4. Embed into an ELF object (no ld/objcopy), link with gcc, find the kernels again")
     obj = out / "kernels.o"
     demo.fatbinkit("embed", "-o", obj, f"add_kernel={fat}",
                    f"add_kernel_sm90={out / 'add_kernel.sm_90a.cubin'}")
@@ -127,7 +127,7 @@ def run(out: Path, *, torch_model: bool = True) -> int:
     else:
         print("   (no gcc here: linking skipped)")
 
-    step("5. Or inject the fatbin into an already linked library (LIEF), no relink")
+    _step("5. Or inject the fatbin into an already linked library (LIEF), no relink")
     injected = out / "libhost-with-kernels.so"
     if gcc:
         src = out / "host.c"
@@ -138,7 +138,7 @@ def run(out: Path, *, torch_model: bool = True) -> int:
     else:
         print("   (no gcc here: no host library to inject into)")
 
-    step("6. On the GPU: load add_kernel from the library's symbol and run it")
+    _step("6. On the GPU: load add_kernel from the library's symbol and run it")
     device = _device()
     if device is None:
         print("   On a GPU machine this loads and runs it: fatbinkit load "
@@ -146,7 +146,7 @@ def run(out: Path, *, torch_model: bool = True) -> int:
     else:
         _run_add(demo, kernel, injected if injected.exists() else fat)
 
-    step("7. Slim for one GPU generation: keep what sm_90 GPUs load")
+    _step("7. Slim for one GPU generation: keep what sm_90 GPUs load")
     demo.fatbinkit("prune", fat, "-o", out / "add_kernel.sm_90.fatbin", "--for", "sm_90",
                    "--ptx", "none")
     cuda_lib = out / "libslim.so"
@@ -161,7 +161,7 @@ def run(out: Path, *, torch_model: bool = True) -> int:
         print("   (no working nvcc here: the library step is skipped; docs/slim.md shows torch's "
               "libraries pruned)")
 
-    step("8. A torch model through AOTInductor, with fatbinkit's switch: every kernel for "
+    _step("8. A torch model through AOTInductor, with fatbinkit's switch: every kernel for "
          f"{', '.join(TARGETS)}, no ld/objcopy/nvcc/fatbinary")
     if torch_model:
         _torch_model(demo, device is not None)

@@ -9,6 +9,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+__all__ = [
+    "ADD_CONSTEXPRS",
+    "ADD_SIGNATURE",
+    "MATMUL_CONSTEXPRS",
+    "MATMUL_SIGNATURE",
+    "add_kernel",
+    "matmul_kernel",
+]
+
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
