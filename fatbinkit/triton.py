@@ -300,7 +300,7 @@ def _build(compile_one: Callable[[Arch, int | None], TritonImage],
         caps = [sass_cap] * len(archs)
         if floor:
             caps[0] = _min_isa(_isa_cap(archs[0], driver), sass_cap)
-    with _environment(env), ThreadPoolExecutor(
+    with _environment(env), _serial_ast_parse(), ThreadPoolExecutor(
             min(jobs, len(archs)), thread_name_prefix="fatbinkit-triton") as pool:
         images = list(pool.map(compile_one, archs, caps))
     return TritonKernel(images[0].name, tuple(images), _floor(images[0]) if floor else None)
@@ -358,6 +358,40 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+_AST_LOCK = threading.Lock()  # held by each ast.parse while compile pools run
+_AST_STATE = threading.Lock()  # guards _AST_USERS and the swap of ast.parse
+_AST_USERS = [0]  # compile pools running; ast.parse is wrapped while any is
+_AST_PARSE: list[Callable[..., Any]] = []  # the real ast.parse while it is wrapped
+
+
+@contextmanager
+def _serial_ast_parse() -> Iterator[None]:
+    """``ast.parse`` one thread at a time while compile threads run. Triton parses each kernel's
+    source for every compile, and CPython's AST constructor keeps its recursion depth per
+    interpreter, not per thread: two parses at once can fail with "SystemError: AST constructor
+    recursion depth mismatch" (seen here on 3.11.7; CPython gh-106905). Only the parse is
+    serialised (microseconds); MLIR, LLVM and ptxas still run in parallel."""
+    import ast
+
+    with _AST_STATE:
+        _AST_USERS[0] += 1
+        if _AST_USERS[0] == 1:
+            _AST_PARSE[:] = [ast.parse]
+            setattr(ast, "parse", _serial_parse)  # noqa: B010 (mypy: parse is overloaded)
+    try:
+        yield
+    finally:
+        with _AST_STATE:
+            _AST_USERS[0] -= 1
+            if _AST_USERS[0] == 0:
+                setattr(ast, "parse", _AST_PARSE.pop())  # noqa: B010
+
+
+def _serial_parse(*args: Any, **kwargs: Any) -> Any:
+    with _AST_LOCK:
+        return _AST_PARSE[0](*args, **kwargs)
 
 
 def _ptxas_release(tool: Path | str) -> CudaVersion:

@@ -157,9 +157,13 @@ def test_min_driver_that_cannot_be_met_is_refused_before_triton_runs() -> None:
 @pytest.mark.usefixtures("fresh")
 def test_parallel_compiles_equal_serial_ones_and_retarget_equals_compiling_the_source() -> None:
     args = (tk.matmul_kernel, tk.MATMUL_SIGNATURE, ["sm_80", "sm_90", "sm_120"])
+    import ast
+
+    parse = ast.parse
     serial = compile_kernel(*args, constexprs=tk.MATMUL_CONSTEXPRS, jobs=1)
     parallel = compile_kernel(*args, constexprs=tk.MATMUL_CONSTEXPRS, jobs=3)
     assert serial == parallel  # every cubin and PTX byte, every field
+    assert ast.parse is parse  # serialised during the pool (CPython gh-106905), then restored
     # what AOTInductor holds: the kernel Triton compiled for the build GPU (sm_90 here)
     import triton
     from triton.backends.compiler import GPUTarget
