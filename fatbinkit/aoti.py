@@ -18,7 +18,7 @@ and scratch any target needs. Without ``archs`` the output is what torch would h
 each kernel's cubin, or, where ``emit_multi_arch_kernel`` is on, a fatbin of the cubin and its
 PTX, written by fatbinkit.
 
-torch's functions are replaced by name where they exist (torch 2.5 to 2.14 as read for this
+torch's functions are replaced by name where they exist (torch 2.6 to 2.14 as read for this
 module; a name a release lacks is skipped) and restored when the block ends, also on error.
 """
 
@@ -34,8 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from .arch import ArchLike, as_arch
+from .driver import as_cuda_version
 from .elfobj import DEFAULT_ALIGN, Blob, write_object
 from .errors import InvalidArgumentError, ToolNotFoundError
+from .fatbin import COMPRESSIONS
 
 __all__ = [
     "PackagedKernel",
@@ -101,7 +103,7 @@ class PackagedKernel:
 
     name: str
     archs: tuple[str, ...]
-    floor: str
+    floor: str | None
     shared: int
     size: int
 
@@ -160,6 +162,20 @@ def packaging(
     targets = tuple(as_arch(a, "archs").sm for a in archs) if archs is not None else None
     if targets is not None and not targets:
         raise InvalidArgumentError("archs is empty: give the GPUs to ship for, or None")
+    if targets is None and (min_driver is not None or jobs is not None):
+        raise InvalidArgumentError("min_driver and jobs apply to archs=[...]: give the archs")
+    if min_driver is not None:
+        as_cuda_version(min_driver, "min_driver")
+    if jobs is not None and jobs < 1:
+        raise InvalidArgumentError(f"jobs must be at least 1, not {jobs}")
+    if compression is not None and compression not in COMPRESSIONS:
+        raise InvalidArgumentError(
+            f"compression must be one of {', '.join(sorted(COMPRESSIONS))} or None, "
+            f"not {compression!r}")
+    import torch
+
+    if torch.version.hip is not None:
+        raise InvalidArgumentError("fatbinkit.aoti.packaging is for CUDA; this torch is ROCm")
     if not hasattr(inductor_config.aot_inductor, "embed_kernel_binary"):
         raise ToolNotFoundError("this torch has no aot_inductor.embed_kernel_binary (torch >= 2.6)")
     own_ptx = bool(getattr(inductor_config.aot_inductor, "emit_multi_arch_kernel", False))
@@ -172,33 +188,39 @@ def packaging(
             if hasattr(inductor_config.aot_inductor, "emit_multi_arch_kernel"):
                 patches["aot_inductor.emit_multi_arch_kernel"] = False  # no nvcc/fatbinary
             stack.enter_context(inductor_config.patch(patches))
-            _replace(stack, codecache, "convert_cubin_to_obj", _recorded(
-                convert_cubin_to_obj, report))
-            _replace(stack, codecache, "batch_convert_cubins_to_obj", _recorded(
-                batch_convert_cubins_to_obj, report))
+            _replace(stack, codecache, "convert_cubin_to_obj",
+                     lambda old: _recorded(convert_cubin_to_obj, report))
+            _replace(stack, codecache, "batch_convert_cubins_to_obj",
+                     lambda old: _recorded(batch_convert_cubins_to_obj, report))
             multi = _MultiArch(targets, min_driver, floor, compression, jobs, report)
             if targets is not None or own_ptx:
-                tuner = triton_heuristics.CachingAutotuner
-                _replace(stack, tuner, "save_gpu_kernel", multi.save_gpu_kernel(
-                    tuner.save_gpu_kernel))
-            cache = codecache.CudaKernelParamCache
-            _replace(stack, cache, "set", multi.cache_set(cache.set, inductor_config))
-            _replace(stack, codecache, "_cuda_fatbin_command", _refuse_fatbin_command)
+                _replace(stack, triton_heuristics.CachingAutotuner, "save_gpu_kernel",
+                         multi.save_gpu_kernel)
+            _replace(stack, codecache.CudaKernelParamCache, "set",
+                     lambda old: multi.cache_set(old, inductor_config))
+            _replace(stack, codecache, "_cuda_fatbin_command", lambda old: _refuse_fatbin_command)
             yield report
     finally:
         _ACTIVE.release()
 
 
-def _replace(stack: ExitStack, owner: Any, name: str, new: Any) -> None:
-    """``owner.name = new`` until the stack closes; nothing where ``owner`` has no ``name``
-    (a torch release without that function). Class attributes keep their descriptor kind."""
-    if name not in vars(owner) and not hasattr(owner, name):
+def _replace(stack: ExitStack, owner: Any, name: str, make: Any) -> None:
+    """``owner.name = make(current)`` until the stack closes; nothing where ``owner`` has no
+    ``name`` (a torch release without that function). A classmethod stays one (``make`` gets
+    the bound method); a name ``owner`` only inherits is deleted again, not copied down."""
+    if not hasattr(owner, name):
         return
-    old = vars(owner).get(name, getattr(owner, name))
-    if isinstance(old, classmethod):
+    own = vars(owner).get(name) if isinstance(owner, type) else None
+    new = make(getattr(owner, name))
+    if isinstance(own, classmethod):
         new = classmethod(new)
+    inherited = isinstance(owner, type) and name not in vars(owner)
+    saved = vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name)
     setattr(owner, name, new)
-    stack.callback(setattr, owner, name, old)
+    if inherited:
+        stack.callback(delattr, owner, name)
+    else:
+        stack.callback(setattr, owner, name, saved)
 
 
 def _recorded(fn: Any, report: Packaging) -> Any:
@@ -222,8 +244,17 @@ class _MultiArch:
     compression: str | None
     jobs: int | None
     report: Packaging
+    done: dict[tuple[str, str], tuple[bytes, Any]] = field(default_factory=dict)
 
-    def package(self, compiled: Any) -> tuple[bytes, Any]:
+    def package(self, key: str, compiled: Any) -> tuple[bytes, Any]:
+        """The fatbin of one saved kernel, made once per kernel (torch saves a kernel each time
+        its launcher runs outside benchmarking)."""
+        token = (key, str(getattr(compiled, "hash", id(compiled))))
+        if token not in self.done:
+            self.done[token] = self._package(compiled)
+        return self.done[token]
+
+    def _package(self, compiled: Any) -> tuple[bytes, Any]:
         from .triton import TritonKernel, retarget
 
         if self.targets is None:  # torch's own multi-arch output: the cubin and its PTX
@@ -233,16 +264,21 @@ class _MultiArch:
         else:
             kernel = retarget(compiled, self.targets, min_driver=self.min_driver,
                               floor=self.floor, jobs=self.jobs)
+            kernel.check_shared()
             data = kernel.fatbin(ptx="floor" if self.floor else "none",
                                  compression=self.compression)
         self.report.kernels.append(PackagedKernel(
             kernel.name, tuple(i.arch.sm for i in kernel.images),
-            kernel.floor.arch.compute if kernel.floor else "", kernel.shared, len(data)))
+            kernel.floor.arch.compute if kernel.floor else None, kernel.shared, len(data)))
         return data, kernel
 
     def save_gpu_kernel(self, original: Any) -> Any:
+        original = getattr(original, "__func__", original)
         def save_gpu_kernel(tuner: Any, stream: Any, launcher: Any) -> Any:
-            token = _SAVING.set(self.package(launcher.bin))
+            if getattr(getattr(tuner, "device_props", None), "type", "cuda") != "cuda":
+                return original(tuner, stream, launcher)  # XPU, CPU: torch's own path
+            key = str(getattr(tuner, "inductor_meta", {}).get("kernel_name", ""))
+            token = _SAVING.set(self.package(key, launcher.bin))
             try:
                 return original(tuner, stream, launcher)
             finally:

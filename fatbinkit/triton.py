@@ -45,6 +45,7 @@ from .ptx import max_ptx_isa_for_driver, ptx_header
 
 __all__ = [
     "LAUNCH_TABLE",
+    "SHARED_PER_BLOCK",
     "PtxFloor",
     "TritonImage",
     "TritonKernel",
@@ -56,6 +57,17 @@ __all__ = [
 
 #: the blob name of the launch table :func:`blobs` adds (symbols ``__fatbinkit_triton_launch_*``)
 LAUNCH_TABLE = "fatbinkit_triton_launch"
+
+#: The most shared memory one block may use, opting in
+#: (``cudaFuncAttributeMaxDynamicSharedMemorySize``), per SM number: CUDA C++ Programming
+#: Guide, "Technical Specifications per Compute Capability", "Maximum amount of shared memory
+#: per thread block" (7.0 96 KB, 7.5 64 KB, 8.0/8.7 163 KB, 8.6/8.9/12.x 99 KB, 9.0/10.x 227 KB);
+#: each GPU reports it as ``CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN``. Archs not
+#: listed are not checked.
+SHARED_PER_BLOCK: dict[int, int] = {
+    70: 96 << 10, 75: 64 << 10, 80: 163 << 10, 86: 99 << 10, 87: 163 << 10, 89: 99 << 10,
+    90: 227 << 10, 100: 227 << 10, 103: 227 << 10, 120: 99 << 10, 121: 99 << 10,
+}
 
 # Options that Triton derives from the target (parse_options): never carried to another target.
 _TARGET_OPTIONS = frozenset({"arch", "ptx_version", "supported_fp8_dtypes",
@@ -135,6 +147,20 @@ class TritonKernel:
     def profile_scratch_size(self) -> int:
         return max(i.profile_scratch_size for i in self.images)
 
+    def check_shared(self) -> None:
+        """Refuse (:class:`InvalidArgumentError`) a kernel whose one launch size (:attr:`shared`,
+        the largest over the targets) is more shared memory than a block may have on one of its
+        targets (:data:`SHARED_PER_BLOCK`): the launch would fail there, though that target's
+        own image might fit."""
+        for image in self.images:
+            limit = SHARED_PER_BLOCK.get(image.arch.number)
+            if limit is not None and self.shared > limit:
+                worst = max(self.images, key=lambda i: i.shared)
+                raise InvalidArgumentError(
+                    f"{self.name}: its {worst.arch.sm} image needs {worst.shared} B of shared "
+                    f"memory, more than a block may have on {image.arch.sm} ({limit} B); one "
+                    f"launch size serves every arch: drop {image.arch.sm} or use a smaller config")
+
     def fatbin(self, *, sass: bool = True, ptx: Literal["floor", "all", "none"] = "floor",
                compression: str | None = None) -> bytes:
         """One fatbin (pure-Python writer, no NVIDIA tool): SASS for every target labelled with
@@ -183,10 +209,16 @@ def blobs(kernels: Sequence[TritonKernel], *, ptx: Literal["floor", "all", "none
         "global_scratch_size": k.global_scratch_size,
         "profile_scratch_size": k.profile_scratch_size,
         "sass": [i.arch.sm for i in k.images],
-        "ptx": k.floor.arch.compute if k.floor and ptx == "floor" else None} for k in kernels]}
+        "ptx": _ptx_labels(k, ptx)} for k in kernels]}
     out = [Blob(k.name, k.fatbin(ptx=ptx, compression=compression)) for k in kernels]
     out.append(Blob(LAUNCH_TABLE, json.dumps(table, indent=1, sort_keys=True).encode()))
     return out
+
+
+def _ptx_labels(kernel: TritonKernel, ptx: str) -> list[str]:
+    if ptx == "all":
+        return [i.arch.compute for i in kernel.images]
+    return [kernel.floor.arch.compute] if ptx == "floor" and kernel.floor else []
 
 
 def header(kernels: Sequence[TritonKernel]) -> str:
@@ -232,9 +264,16 @@ def compile_kernel(
     triton, _, ast_source = _import_triton()
     options = {"num_warps": num_warps, "num_stages": num_stages}
 
+    def source() -> Any:
+        return ast_source(fn=fn, signature=dict(signature), constexprs=dict(constexprs or {}))
+
+    try:
+        source()  # a wrong signature or constexpr, or not a @triton.jit function: said once
+    except Exception as exc:  # Triton raises many types
+        raise InvalidArgumentError(f"not a Triton kernel and its signature: {exc}") from exc
+
     def compile_one(arch: Arch, ptx_version: int | None) -> TritonImage:
-        src = ast_source(fn=fn, signature=dict(signature), constexprs=dict(constexprs or {}))
-        return _compile(triton, src, arch, options, ptx_version)
+        return _compile(triton, source(), arch, options, ptx_version)
 
     return _build(compile_one, targets, min_driver=min_driver, floor=floor, jobs=jobs)
 
@@ -249,13 +288,16 @@ def retarget(
 ) -> TritonKernel:
     """Compile a kernel Triton has already compiled (a ``triton.compiler.CompiledKernel``, for
     any target) for every target, from its Triton IR (``asm["ttir"]``, which precedes every
-    target-specific pass) with the same options (warps, stages, ...); the result is byte-identical
-    to compiling the source for each target. The given kernel's own image is reused where its
-    target is asked for."""
+    target-specific pass) with the same options (warps, stages, ...). For the kernels tested
+    (pointwise, reductions, ``tl.dot`` matmuls) the cubins are byte-identical to compiling the
+    source for each target; the few front-end choices Triton makes from the target (fp8 types
+    allowed, ``max_num_imprecise_acc`` of fp8 dots on sm_90) stay those of the kernel's own
+    target. The given kernel's own image is reused where its GPU is asked for."""
     triton, _, _ = _import_triton()
     try:
         ttir = compiled.asm["ttir"]
         meta = compiled.metadata._asdict()
+        own = _image(compiled)
     except (AttributeError, KeyError, TypeError) as exc:
         raise InvalidArgumentError(
             f"not a compiled Triton kernel with its Triton IR: {type(compiled).__name__}"
@@ -264,10 +306,9 @@ def retarget(
 
     known = {f.name for f in fields(CUDAOptions)} - _TARGET_OPTIONS
     options = {k: _frozen(v) for k, v in meta.items() if k in known and v is not None}
-    own = _image(compiled)
 
     def compile_one(arch: Arch, ptx_version: int | None) -> TritonImage:
-        if arch == own.arch and ptx_version is None:
+        if arch.number == own.arch.number and ptx_version is None:  # sm_90 asked, sm_90a built
             return own
         with tempfile.TemporaryDirectory(prefix="fatbinkit-ttir-") as tmp:
             path = Path(tmp) / f"{own.name}.ttir"
@@ -293,48 +334,66 @@ def _build(compile_one: Callable[[Arch, int | None], TritonImage],
     if jobs < 1:
         raise InvalidArgumentError(f"jobs must be at least 1, not {jobs}")
     caps: list[int | None] = [None] * len(archs)
-    env: dict[str, str] = {}
-    if min_driver is not None:
-        driver = as_cuda_version(min_driver, "min_driver")
-        env, sass_cap = _sass_for_driver(archs, driver)
-        caps = [sass_cap] * len(archs)
-        if floor:
-            caps[0] = _min_isa(_isa_cap(archs[0], driver), sass_cap)
-    with _environment(env), _serial_ast_parse(), ThreadPoolExecutor(
-            min(jobs, len(archs)), thread_name_prefix="fatbinkit-triton") as pool:
-        images = list(pool.map(compile_one, archs, caps))
-    return TritonKernel(images[0].name, tuple(images), _floor(images[0]) if floor else None)
+    driver = None if min_driver is None else as_cuda_version(min_driver, "min_driver")
+    images: list[TritonImage | None] = [None] * len(archs)
+    # one build at a time: the ptxas swap lives in os.environ, which every thread shares
+    with _ENV_LOCK:
+        groups: list[tuple[dict[str, str], list[int]]] = [({}, list(range(len(archs))))]
+        if driver is not None:
+            env, swapped, sass_cap = _sass_for_driver(archs, driver)
+            caps = [sass_cap if a in swapped else None for a in archs]
+            if floor:
+                caps[0] = _min_isa(_isa_cap(archs[0], driver), caps[0])
+            groups = [(env, [i for i, a in enumerate(archs) if a in swapped]),
+                      ({}, [i for i, a in enumerate(archs) if a not in swapped])]
+        for env, picked in groups:
+            if not picked:
+                continue
+            with _environment(env), _serial_ast_parse(), ThreadPoolExecutor(
+                    min(jobs, len(picked)), thread_name_prefix="fatbinkit-triton") as pool:
+                done = pool.map(compile_one, [archs[i] for i in picked], [caps[i] for i in picked])
+                for i, image in zip(picked, done, strict=True):
+                    images[i] = image
+    built = tuple(i for i in images if i is not None)
+    return TritonKernel(built[0].name, built, _floor(built[0]) if floor else None)
 
 
 def _min_isa(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else min(a, b)
 
 
-def _sass_for_driver(archs: Sequence[Arch], driver: CudaVersion) -> tuple[dict[str, str],
-                                                                          int | None]:
-    """Make every cubin loadable by ``driver``: a cubin needs a driver of its ptxas' CUDA major
-    (CUDA Compatibility guide, minor-version compatibility; :mod:`fatbinkit.compat`'s toolkit
-    floor). Triton 3.5+ runs its newer ``ptxas-blackwell`` (CUDA 13.x in Triton 3.9) from sm_90
-    on; for an older driver those targets take Triton's other ptxas
-    (``TRITON_PTXAS_BLACKWELL_PATH``, Triton's cache bypassed: its key does not see the swap)
-    and its PTX ISA. Returns the
-    environment for the compiles and the ISA cap they need (None: Triton's own choice)."""
-    newest = max(archs)
-    used = {_ptxas(a) for a in archs}
-    releases = {tool: _ptxas_release(tool) for tool in used | {_ptxas(Arch(80))}}
-    if all(releases[t][0] <= driver[0] for t in used):
-        return {}, None
+def _sass_for_driver(archs: Sequence[Arch], driver: CudaVersion) -> tuple[
+        dict[str, str], set[Arch], int | None]:
+    """Make every cubin loadable by the drivers that run its GPU from ``driver`` on: a cubin
+    needs a driver of its ptxas' CUDA major (CUDA Compatibility guide, minor-version
+    compatibility; :mod:`fatbinkit.compat`'s toolkit floor), and a GPU needs a driver of at least
+    its first CUDA release (``DEVICE_SUPPORT``: sm_100 runs on 12.8 drivers, so ``min_driver``
+    12.4 means 12.8 there, and sm_110's 13.0 lets Triton's CUDA 13 ptxas build it). Triton 3.5+
+    runs its newer ``ptxas-blackwell`` (CUDA 13.x in Triton 3.9) from sm_90 on; the targets it
+    would build for too old a driver take Triton's other ptxas (``TRITON_PTXAS_BLACKWELL_PATH``,
+    Triton's cache bypassed: its key does not see the swap) and that ptxas' PTX ISA. Returns the
+    environment for those targets, the targets, and their ISA cap."""
     legacy = _ptxas(Arch(80))
-    if releases[legacy][0] > driver[0]:
-        raise InvalidArgumentError(
-            f"min_driver {dotted(driver)}: Triton's ptxas is CUDA {dotted(releases[legacy])}, "
-            f"whose cubins need a CUDA {releases[legacy][0]}.x driver; install a Triton whose "
-            "ptxas is that old, or raise min_driver")
-    isa = max_ptx_isa_for_driver(releases[legacy])
+    swapped = set()
+    for arch in archs:
+        support = DEVICE_SUPPORT.get(arch.number)
+        floor = max(driver, support.first) if support is not None else driver
+        if _ptxas_release(_ptxas(arch))[0] <= floor[0]:
+            continue
+        if _ptxas_release(legacy)[0] > floor[0]:
+            raise InvalidArgumentError(
+                f"min_driver {dotted(driver)}: Triton's ptxas is CUDA "
+                f"{dotted(_ptxas_release(legacy))}, whose {arch.sm} cubins need a CUDA "
+                f"{_ptxas_release(legacy)[0]}.x driver; install a Triton whose ptxas is that "
+                "old, or raise min_driver")
+        swapped.add(arch)
+    if not swapped:
+        return {}, swapped, None
     env = {"TRITON_ALWAYS_COMPILE": "1"}
-    if _ptxas(newest) != legacy:
+    if any(_ptxas(a) != legacy for a in swapped):
         env["TRITON_PTXAS_BLACKWELL_PATH"] = str(legacy)
-    return env, None if isa is None else isa[0] * 10 + isa[1]
+    isa = max_ptx_isa_for_driver(_ptxas_release(legacy))
+    return env, swapped, None if isa is None else isa[0] * 10 + isa[1]
 
 
 _ENV_LOCK = threading.Lock()
@@ -343,27 +402,22 @@ _ENV_LOCK = threading.Lock()
 @contextmanager
 def _environment(env: Mapping[str, str]) -> Iterator[None]:
     """``env`` set in ``os.environ`` (where Triton reads its knobs) for the block, then
-    restored; one block at a time."""
-    if not env:
+    restored; the caller holds ``_ENV_LOCK``."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
         yield
-        return
-    with _ENV_LOCK:
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 _AST_LOCK = threading.Lock()  # held by each ast.parse while compile pools run
-_AST_STATE = threading.Lock()  # guards _AST_USERS and the swap of ast.parse
-_AST_USERS = [0]  # compile pools running; ast.parse is wrapped while any is
-_AST_PARSE: list[Callable[..., Any]] = []  # the real ast.parse while it is wrapped
+_AST_STATE = threading.Lock()  # guards _AST_PARSE, the real ast.parse while it is wrapped
+_AST_PARSE: list[Callable[..., Any]] = []
 
 
 @contextmanager
@@ -372,28 +426,27 @@ def _serial_ast_parse() -> Iterator[None]:
     source for every compile, and CPython's AST constructor keeps its recursion depth per
     interpreter, not per thread: two parses at once can fail with "SystemError: AST constructor
     recursion depth mismatch" (seen here on 3.11.7; CPython gh-106905). Only the parse is
-    serialised (microseconds); MLIR, LLVM and ptxas still run in parallel."""
+    serialised (microseconds); MLIR, LLVM and ptxas still run in parallel. Builds hold
+    ``_ENV_LOCK``, so one wrapper is installed at a time."""
     import ast
 
     with _AST_STATE:
-        _AST_USERS[0] += 1
-        if _AST_USERS[0] == 1:
-            _AST_PARSE[:] = [ast.parse]
-            setattr(ast, "parse", _serial_parse)  # noqa: B010 (mypy: parse is overloaded)
+        parse = ast.parse
+        _AST_PARSE.append(parse)
+
+        def serial_parse(*args: Any, **kwargs: Any) -> Any:
+            with _AST_LOCK:
+                return parse(*args, **kwargs)
+
+        setattr(ast, "parse", serial_parse)  # noqa: B010 (mypy: parse is overloaded)
     try:
         yield
     finally:
         with _AST_STATE:
-            _AST_USERS[0] -= 1
-            if _AST_USERS[0] == 0:
-                setattr(ast, "parse", _AST_PARSE.pop())  # noqa: B010
+            setattr(ast, "parse", _AST_PARSE.pop())  # noqa: B010
 
 
-def _serial_parse(*args: Any, **kwargs: Any) -> Any:
-    with _AST_LOCK:
-        return _AST_PARSE[0](*args, **kwargs)
-
-
+@functools.cache
 def _ptxas_release(tool: Path | str) -> CudaVersion:
     """The CUDA release of a ptxas (``release 12.9`` in ``--version``)."""
     from .toolchain import run_tool
@@ -406,20 +459,17 @@ def _ptxas_release(tool: Path | str) -> CudaVersion:
 
 
 def _isa_cap(arch: Arch, driver: CudaVersion) -> int | None:
-    """The PTX ISA (``84`` for 8.4) for ``arch``'s floor PTX that a ``driver`` JITs; None when
-    the driver is newer than the ISA table. Refused before Triton runs when ``arch`` needs a newer
-    ISA (LLVM aborts the process on it): the first CUDA release for that GPU (DEVICE_SUPPORT),
-    and for Triton's arch-specific targets from sm_90 on at least CUDA 12.0, where PTX ISA 8.0
-    brought ``sm_90a`` (PTX ISA, "PTX ISA version 8.0")."""
-    isa = max_ptx_isa_for_driver(driver)
+    """The PTX ISA (``84`` for 8.4) of ``arch``'s floor PTX: the newest a ``driver`` JITs, or,
+    where that GPU needs a newer driver anyway, the newest its first CUDA release JITs (the
+    first release for the GPU, ``DEVICE_SUPPORT``; for Triton's arch-specific targets from sm_90
+    on at least CUDA 12.0, where PTX ISA 8.0 brought ``sm_90a``): never below what the target
+    needs, which LLVM would abort the process on. None when the driver is newer than the ISA
+    table."""
     support = DEVICE_SUPPORT.get(arch.number)
     if support is not None:
         first = max(support.first, (12, 0)) if arch.number >= 90 else support.first
-        if first > driver:
-            raise InvalidArgumentError(
-                f"min_driver {dotted(driver)}: the floor target {arch.sm} needs PTX from CUDA "
-                f"{dotted(first)} on, so no driver that old can JIT it: add a lower target for "
-                f"the floor (e.g. sm_80) or raise min_driver")
+        driver = max(driver, first)
+    isa = max_ptx_isa_for_driver(driver)
     return None if isa is None else isa[0] * 10 + isa[1]
 
 
@@ -501,7 +551,6 @@ def _ptxas_refuses(ptx: bytes, arch: Arch) -> str:
     return ""
 
 
-@functools.cache
 def _ptxas(arch: Arch) -> Path | str:
     """Triton's bundled ptxas for ``arch`` (the one that compiled the kernel), else ``ptxas``
     from the toolkit or the pip wheels."""

@@ -66,6 +66,12 @@ def test_the_switch_replaces_torchs_tool_runs_and_restores_them() -> None:
     assert plain.kernels == []
     with pytest.raises(InvalidArgumentError, match="archs is empty"), aoti.packaging(archs=[]):
         pass
+    for bad, match in (({"archs": ARCHS, "min_driver": "twelve"}, "min_driver"),
+                       ({"min_driver": "12.4"}, "apply to archs"),
+                       ({"archs": ARCHS, "jobs": 0}, "jobs must be"),
+                       ({"archs": ARCHS, "compression": "gzip"}, "compression must be")):
+        with pytest.raises(InvalidArgumentError, match=match), aoti.packaging(**bad):
+            pass
 
 
 def _symbols(obj: Path) -> dict[str, tuple[int, int, str]]:
@@ -159,6 +165,7 @@ def test_the_switch_saves_each_kernel_as_one_fatbin_for_every_arch(
     assert Path(plain["cubin_path"]).read_bytes() == compiled.asm["cubin"]
     with aoti.packaging(archs=ARCHS, compression="zstd") as report:
         params = _save(compiled, "triton_tem_fused_mm_1")
+        _save(compiled, "triton_tem_fused_mm_1")  # torch saves a kernel at every launch
     fat = Path(params["cubin_path"])
     assert cuobjdump_list(fat) == [
         *(f"ELF file {n}: matmul_kernel.{a}.cubin".replace("file ", "file    ")
@@ -205,11 +212,11 @@ def test_no_toolchain_runs_inside_the_switch(tmp_path: Path,
     fatbinary."""
     import triton
 
-    started: list[str] = []
+    started: list[list[str]] = []
     real = subprocess.Popen.__init__
 
     def record(self: Any, args: Any, *a: Any, **kw: Any) -> None:
-        started.append(str(args[0] if isinstance(args, (list, tuple)) else args))
+        started.append([str(x) for x in args] if isinstance(args, (list, tuple)) else [args])
         real(self, args, *a, **kw)
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
@@ -224,8 +231,11 @@ def test_no_toolchain_runs_inside_the_switch(tmp_path: Path,
         if hasattr(codecache, "batch_convert_cubins_to_obj"):
             codecache.batch_convert_cubins_to_obj([(str(cubin), "k")], str(tmp_path))
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-    assert started and all(Path(cmd).parent == tools and Path(cmd).name.startswith("ptxas")
-                           for cmd in started), started
+    programs = [argv[0] for argv in started]
+    assert programs and all(Path(cmd).parent == tools and Path(cmd).name.startswith("ptxas")
+                            for cmd in programs), programs
+    # the build GPU's own cubin is reused, not compiled again for sm_90a
+    assert not any("sm_90a" in " ".join(argv) for argv in started), started
 
 
 def test_multi_arch_turned_back_on_inside_the_switch_is_refused_before_any_tool(

@@ -20,7 +20,7 @@ from fatbinkit.arch import Arch
 from fatbinkit.compat import predict_load
 from fatbinkit.errors import FatbinkitError, InvalidArgumentError, ToolError
 from fatbinkit.toolchain import find_tool, run_tool
-from fatbinkit.triton import TritonKernel, compile_kernel, retarget
+from fatbinkit.triton import TritonImage, TritonKernel, compile_kernel, retarget
 
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
@@ -141,15 +141,31 @@ def test_min_driver_makes_every_image_load_on_that_driver(tmp_path: Path) -> Non
         assert predict_load(new.fatbin(), Arch(90), (12, 4)).how == "none"
 
 
-def test_min_driver_that_cannot_be_met_is_refused_before_triton_runs() -> None:
-    with pytest.raises(InvalidArgumentError, match=r"sm_100 needs PTX from CUDA 12\.8"):
-        compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_100", "sm_120"],
+def test_min_driver_counts_from_each_gpus_first_driver(tmp_path: Path) -> None:
+    """sm_100 GPUs run on CUDA 12.8 drivers and newer, sm_110 on 13.0 and newer: min_driver 12.4
+    means 12.8 for the first (a 12.x ptxas, a floor of ISA 8.7, never below what sm_100a needs,
+    which LLVM would abort the process on), and leaves sm_110 to Triton's CUDA 13 ptxas."""
+    k = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_100", "sm_120"],
                        constexprs=tk.ADD_CONSTEXPRS, min_driver="12.4")
+    assert k.floor is not None and k.floor.ptx_version == (8, 7)
+    assert k.floor.arch.compute == "compute_100" and k.floor.portable
+    producers = [_producer(i.cubin, tmp_path) for i in k.images]
+    assert not any(p and p[0] >= 13 for p in producers), producers
+    assert predict_load(k.fatbin(), Arch(100), (12, 8)).how == "sass"
+    both = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_80", "sm_110"],
+                          constexprs=tk.ADD_CONSTEXPRS, min_driver="12.9")
+    sm_110 = _producer(both.images[1].cubin, tmp_path)
+    assert both.images[1].arch.sm == "sm_110a" and sm_110 is not None and sm_110[0] >= 13
+
+
+def test_min_driver_that_cannot_be_met_is_refused_before_triton_runs() -> None:
     with pytest.raises(InvalidArgumentError, match=r"cubins need a CUDA 12\.x driver"):
         compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_80"],
                        constexprs=tk.ADD_CONSTEXPRS, min_driver="11.8")
     with pytest.raises(InvalidArgumentError, match="no target"):
         compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, [], constexprs=tk.ADD_CONSTEXPRS)
+    with pytest.raises(InvalidArgumentError, match="not a Triton kernel and its signature"):
+        compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_80"], constexprs={"NOPE": 1})
     with pytest.raises(FatbinkitError, match="Triton failed to compile for sm_80"):
         compile_kernel(tk.add_kernel, {"x_ptr": "*fp32"}, ["sm_80"])
 
@@ -249,7 +265,7 @@ def test_a_triton_only_aot_flow_links_with_gcc_and_reads_back(
     assert [k["name"] for k in table["kernels"]] == ["add_kernel", "matmul_kernel"]
     assert table["kernels"][1]["shared"] == mm.shared == so.constant(1)
     assert table["kernels"][1]["sass"] == ["sm_80", "sm_100a"]
-    assert table["kernels"][0]["ptx"] == "compute_80"
+    assert table["kernels"][0]["ptx"] == ["compute_80"]
     assert so.constant(0) == add.num_warps * 32 and so.constant(2) == mm.global_scratch_size
     fat = tmp_path / "mm.fatbin"
     fat.write_bytes(got[1])
@@ -258,3 +274,23 @@ def test_a_triton_only_aot_flow_links_with_gcc_and_reads_back(
                                    "PTX file    1: matmul_kernel.sm_80.ptx"]
     with pytest.raises(InvalidArgumentError, match="once each"):
         blobs([add, add])
+
+
+def _image(arch: str, shared: int) -> TritonImage:
+    return TritonImage("k", Arch.parse(arch), b"", b"", (8, 8), 4, shared, 0, 0)
+
+
+def test_one_launch_size_must_fit_every_target() -> None:
+    """The largest shared memory over the targets is what a C++ wrapper launches with: refused
+    where it is more than a block may have on one target (CUDA C++ Programming Guide, technical
+    specifications: sm_80 163 KB = 166,912 B, sm_86/89/120 99 KB = 101,376 B, sm_90/100
+    227 KB = 232,448 B per block, opting in)."""
+    fits = TritonKernel("k", (_image("sm_90a", 232_448), _image("sm_100a", 200_000)), None)
+    fits.check_shared()
+    with pytest.raises(InvalidArgumentError, match=r"sm_90a image needs 180000 B .* sm_80"):
+        TritonKernel("k", (_image("sm_80", 90_000), _image("sm_90a", 180_000)), None
+                     ).check_shared()
+    TritonKernel("k", (_image("sm_80", 166_912), _image("sm_90a", 166_912)), None).check_shared()
+    with pytest.raises(InvalidArgumentError, match="sm_120"):
+        TritonKernel("k", (_image("sm_90a", 101_377), _image("sm_120a", 1024)), None
+                     ).check_shared()

@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=examples("fatbinkit demo -o out/demo", "fatbinkit demo -o /tmp/demo --no-torch"),
     )
     p.add_argument("-o", "--output", type=Path, default=Path("out/demo"), metavar="DIR",
-                   help="folder for everything the demo writes, replaced (default: out/demo)")
+                   help="folder for everything the demo writes: new, empty, or a previous demo's, "
+                   "which is replaced (default: out/demo)")
     p.add_argument("--no-torch", action="store_true",
                    help="skip the AOTInductor step even where torch and a GPU exist")
     p.set_defaults(func=_demo)

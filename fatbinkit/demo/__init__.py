@@ -37,6 +37,7 @@ __all__ = ["TARGETS", "run"]
 TARGETS = ["sm_80", "sm_90", "sm_100", "sm_120"]
 CHECK_ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_103", "sm_120"]
 LIBRARY = Path(__file__).resolve().parent / "library.cu"
+MARKER = ".fatbinkit-demo"  # in the output folder: the demo may empty it on its next run
 
 
 class _Demo:
@@ -74,14 +75,21 @@ def _step(title: str) -> None:
 
 
 def run(out: Path, *, torch_model: bool = True) -> int:
-    """Run the demo into ``out`` (replaced); 0 when every step worked or was skipped."""
+    """Run the demo into ``out`` (new, empty, or a previous run's, which it replaces); 0 when
+    every step worked or was skipped."""
+    from ..errors import InvalidArgumentError
     from ..triton import compile_kernel
     from . import kernels as tk
 
     demo = _Demo(out.resolve())
-    shutil.rmtree(demo.out, ignore_errors=True)
-    demo.out.mkdir(parents=True)
     out = demo.out
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).is_file():  # never empty a folder the demo did not make
+            raise InvalidArgumentError(f"{out} is not empty and not a demo's output folder: "
+                                       "give a new or empty folder with -o")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by fatbinkit demo; it empties this folder on its next run\n")
 
     _step(f"1. Triton compiles add_kernel for {', '.join(TARGETS)} on every core (no GPU, no "
          "CUDA toolkit), with a portable PTX floor a CUDA 12.4 driver can JIT")
