@@ -210,17 +210,16 @@ def _replace(stack: ExitStack, owner: Any, name: str, make: Any) -> None:
     the bound method); a name ``owner`` only inherits is deleted again, not copied down."""
     if not hasattr(owner, name):
         return
-    own = vars(owner).get(name) if isinstance(owner, type) else None
+    saved = vars(owner).get(name, _INHERITED)
     new = make(getattr(owner, name))
-    if isinstance(own, classmethod):
-        new = classmethod(new)
-    inherited = isinstance(owner, type) and name not in vars(owner)
-    saved = vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name)
-    setattr(owner, name, new)
-    if inherited:
+    setattr(owner, name, classmethod(new) if isinstance(saved, classmethod) else new)
+    if saved is _INHERITED:
         stack.callback(delattr, owner, name)
     else:
         stack.callback(setattr, owner, name, saved)
+
+
+_INHERITED = object()
 
 
 def _recorded(fn: Any, report: Packaging) -> Any:
@@ -255,12 +254,12 @@ class _MultiArch:
         return self.done[token]
 
     def _package(self, compiled: Any) -> tuple[bytes, Any]:
-        from .triton import TritonKernel, retarget
+        from .triton import TritonImage, TritonKernel, retarget
 
         if self.targets is None:  # torch's own multi-arch output: the cubin and its PTX
-            kernel = retarget(compiled, [_own_arch(compiled)], floor=False, jobs=1)
-            data = TritonKernel(kernel.name, kernel.images, None).fatbin(
-                ptx="all", compression=self.compression)
+            own = TritonImage.from_compiled(compiled)
+            kernel = TritonKernel(own.name, (own,), None)
+            data = kernel.fatbin(ptx="all", compression=self.compression)
         else:
             kernel = retarget(compiled, self.targets, min_driver=self.min_driver,
                               floor=self.floor, jobs=self.jobs)
@@ -273,7 +272,6 @@ class _MultiArch:
         return data, kernel
 
     def save_gpu_kernel(self, original: Any) -> Any:
-        original = getattr(original, "__func__", original)
         def save_gpu_kernel(tuner: Any, stream: Any, launcher: Any) -> Any:
             if getattr(getattr(tuner, "device_props", None), "type", "cuda") != "cuda":
                 return original(tuner, stream, launcher)  # XPU, CPU: torch's own path
@@ -287,7 +285,7 @@ class _MultiArch:
         return save_gpu_kernel
 
     def cache_set(self, original: Any, inductor_config: Any) -> Any:
-        func = original.__func__ if hasattr(original, "__func__") else original
+        func = getattr(original, "__func__", original)  # the classmethod's function
 
         def cache_set(cls: Any, key: str, params: dict[str, Any], cubin: Any, bin_type: str,
                       *rest: Any, **kwargs: Any) -> Any:
@@ -316,12 +314,3 @@ _MULTI_ARCH_BACK_ON = (
 def _refuse_fatbin_command(*args: Any, **kwargs: Any) -> list[str]:
     """torch >= 2.14's fatbin command builder, inside the switch: never a toolchain run."""
     raise InvalidArgumentError(_MULTI_ARCH_BACK_ON)
-
-
-def _own_arch(compiled: Any) -> str:
-    """The target a compiled Triton kernel was built for (``sm_90`` for ``sm_90a``)."""
-    from .ptx import ptx_header
-
-    ptx = compiled.asm["ptx"]
-    _, arch = ptx_header(ptx.encode() if isinstance(ptx, str) else bytes(ptx))
-    return f"sm_{arch.number}"

@@ -93,6 +93,26 @@ class TritonImage:
         """Threads per block the kernel must be launched with (``num_warps * 32``)."""
         return self.num_warps * 32
 
+    @classmethod
+    def from_compiled(cls, compiled: Any) -> TritonImage:
+        """The image of a ``triton.compiler.CompiledKernel``, labelled with its PTX's real
+        target (``sm_90a``, not the ``sm_90`` it was asked for)."""
+        ptx = compiled.asm["ptx"]
+        ptx_bytes = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+        meta = compiled.metadata
+        version, ptx_arch = ptx_header(ptx_bytes)
+        return cls(
+            name=meta.name,
+            arch=Arch(ptx_arch.number, ptx_arch.suffix),
+            cubin=bytes(compiled.asm["cubin"]),
+            ptx=ptx_bytes,
+            ptx_version=version,
+            num_warps=meta.num_warps,
+            shared=meta.shared,
+            global_scratch_size=getattr(meta, "global_scratch_size", 0) or 0,
+            profile_scratch_size=getattr(meta, "profile_scratch_size", 0) or 0,
+        )
+
     def __str__(self) -> str:
         return (f"{self.name} {self.arch.sm}: cubin {len(self.cubin)} B, PTX ISA "
                 f"{dotted(self.ptx_version)}, {self.num_warps} warps, {self.shared} B shared")
@@ -134,6 +154,11 @@ class TritonKernel:
     @property
     def num_warps(self) -> int:
         return self.images[0].num_warps
+
+    @property
+    def block_threads(self) -> int:
+        """Threads per block to launch with (``num_warps * 32``), the same on every target."""
+        return self.images[0].block_threads
 
     @property
     def shared(self) -> int:
@@ -205,7 +230,7 @@ def blobs(kernels: Sequence[TritonKernel], *, ptx: Literal["floor", "all", "none
             f"kernels must be given once each (and none named {LAUNCH_TABLE}): {names}")
     table = {"kernels": [{
         "name": k.name, "symbol": f"__{k.name}_start", "num_warps": k.num_warps,
-        "block_threads": k.num_warps * 32, "shared": k.shared,
+        "block_threads": k.block_threads, "shared": k.shared,
         "global_scratch_size": k.global_scratch_size,
         "profile_scratch_size": k.profile_scratch_size,
         "sass": [i.arch.sm for i in k.images],
@@ -235,7 +260,7 @@ def header(kernels: Sequence[TritonKernel]) -> str:
         lines += [
             f"/* {k.name}: SASS {', '.join(i.arch.sm for i in k.images)}{floor} */",
             f"extern const unsigned char __{k.name}_start[], __{k.name}_end[];",
-            f"#define {macro}_BLOCK_THREADS {k.num_warps * 32}",
+            f"#define {macro}_BLOCK_THREADS {k.block_threads}",
             f"#define {macro}_SHARED {k.shared}",
             f"#define {macro}_GLOBAL_SCRATCH {k.global_scratch_size}",
             f"#define {macro}_PROFILE_SCRATCH {k.profile_scratch_size}", ""]
@@ -261,7 +286,7 @@ def compile_kernel(
     as ``triton.compiler.ASTSource`` takes it; ``constexprs`` gives the constexpr values.
     ``min_driver`` (``"12.4"``, ``(12, 4)``) caps the floor's PTX ISA to what that driver JITs.
     """
-    triton, _, ast_source = _import_triton()
+    triton, ast_source = _import_triton()
     options = {"num_warps": num_warps, "num_stages": num_stages}
 
     def source() -> Any:
@@ -293,11 +318,11 @@ def retarget(
     source for each target; the few front-end choices Triton makes from the target (fp8 types
     allowed, ``max_num_imprecise_acc`` of fp8 dots on sm_90) stay those of the kernel's own
     target. The given kernel's own image is reused where its GPU is asked for."""
-    triton, _, _ = _import_triton()
+    triton, _ = _import_triton()
     try:
         ttir = compiled.asm["ttir"]
         meta = compiled.metadata._asdict()
-        own = _image(compiled)
+        own = TritonImage.from_compiled(compiled)
     except (AttributeError, KeyError, TypeError) as exc:
         raise InvalidArgumentError(
             f"not a compiled Triton kernel with its Triton IR: {type(compiled).__name__}"
@@ -307,15 +332,16 @@ def retarget(
     known = {f.name for f in fields(CUDAOptions)} - _TARGET_OPTIONS
     options = {k: _frozen(v) for k, v in meta.items() if k in known and v is not None}
 
-    def compile_one(arch: Arch, ptx_version: int | None) -> TritonImage:
-        if arch.number == own.arch.number and ptx_version is None:  # sm_90 asked, sm_90a built
-            return own
-        with tempfile.TemporaryDirectory(prefix="fatbinkit-ttir-") as tmp:
-            path = Path(tmp) / f"{own.name}.ttir"
-            path.write_text(ttir if isinstance(ttir, str) else bytes(ttir).decode())
+    with tempfile.TemporaryDirectory(prefix="fatbinkit-ttir-") as tmp:
+        path = Path(tmp) / f"{own.name}.ttir"  # Triton reads IR from a file named *.ttir
+        path.write_text(ttir if isinstance(ttir, str) else bytes(ttir).decode())
+
+        def compile_one(arch: Arch, ptx_version: int | None) -> TritonImage:
+            if arch.number == own.arch.number and ptx_version is None:  # sm_90 asked, sm_90a
+                return own
             return _compile(triton, str(path), arch, options, ptx_version)
 
-    return _build(compile_one, targets, min_driver=min_driver, floor=floor, jobs=jobs)
+        return _build(compile_one, targets, min_driver=min_driver, floor=floor, jobs=jobs)
 
 
 def _frozen(value: Any) -> Any:
@@ -490,25 +516,7 @@ def _compile(triton: Any, src: Any, arch: Arch, options: Mapping[str, Any],
     except Exception as exc:  # Triton raises many types; keep its message
         isa = f" with PTX ISA {opts['ptx_version'] / 10:.1f}" if ptx_version is not None else ""
         raise FatbinkitError(f"Triton failed to compile for {arch.sm}{isa}: {exc}") from exc
-    return _image(compiled)
-
-
-def _image(compiled: Any) -> TritonImage:
-    ptx = compiled.asm["ptx"]
-    ptx_bytes = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
-    meta = compiled.metadata
-    version, ptx_arch = ptx_header(ptx_bytes)  # Triton's real target: sm_90a, not sm_90
-    return TritonImage(
-        name=meta.name,
-        arch=Arch(ptx_arch.number, ptx_arch.suffix),
-        cubin=bytes(compiled.asm["cubin"]),
-        ptx=ptx_bytes,
-        ptx_version=version,
-        num_warps=meta.num_warps,
-        shared=meta.shared,
-        global_scratch_size=getattr(meta, "global_scratch_size", 0) or 0,
-        profile_scratch_size=getattr(meta, "profile_scratch_size", 0) or 0,
-    )
+    return TritonImage.from_compiled(compiled)
 
 
 def _floor(image: TritonImage) -> PtxFloor:
@@ -576,10 +584,9 @@ def _triton_ptx_version(arch: Arch) -> int:
 def _import_triton() -> Any:
     try:
         import triton
-        from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
     except ImportError as exc:
         raise ToolNotFoundError(
             "Triton is not installed: pip install 'fatbinkit[triton]' (package triton)"
         ) from exc
-    return triton, GPUTarget, ASTSource
+    return triton, ASTSource

@@ -77,9 +77,15 @@ def _step(title: str) -> None:
 def run(out: Path, *, torch_model: bool = True) -> int:
     """Run the demo into ``out`` (new, empty, or a previous run's, which it replaces); 0 when
     every step worked or was skipped."""
-    from ..errors import InvalidArgumentError
+    from ..errors import InvalidArgumentError, ToolNotFoundError
     from ..triton import compile_kernel
-    from . import kernels as tk
+
+    try:
+        from . import kernels as tk
+    except ImportError as exc:
+        raise ToolNotFoundError(
+            "fatbinkit demo needs Triton: pip install 'fatbinkit[triton]' (package triton)"
+        ) from exc
 
     demo = _Demo(out.resolve())
     out = demo.out
@@ -207,7 +213,7 @@ def _run_add(demo: _Demo, kernel: Any, where: Path) -> None:
     with mod, Buffer.from_bytes(struct.pack(f"{n}f", *x)) as dx, \
             Buffer.from_bytes(struct.pack(f"{n}f", *y)) as dy, Buffer(4 * n) as dout:
         k = mod.kernel("add_kernel")
-        k.launch((n + 1023) // 1024, kernel.num_warps * 32,
+        k.launch((n + 1023) // 1024, kernel.block_threads,
                  [dx.ptr, dy.ptr, dout.ptr, ctypes.c_int32(n), ctypes.c_uint64(0),
                   ctypes.c_uint64(0)], shared_mem=kernel.shared)
         got = struct.unpack(f"{n}f", dout.to_bytes())

@@ -37,7 +37,7 @@ def test_third_party_kernel_runs_as_sass_and_from_its_floor(gpu: Device, packagi
         if packaging == "floor only":
             assert k.ptx_version == kernel.floor.arch.number  # JIT-compiled from compute_80
         stride = ctypes.c_int32(cols)
-        k.launch(rows, kernel.num_warps * 32,
+        k.launch(rows, kernel.block_threads,
                  [dy.ptr, stride, dx.ptr, stride, ctypes.c_int32(cols), ctypes.c_uint64(0),
                   ctypes.c_uint64(0)], shared_mem=kernel.shared)
         got = struct.unpack(f"{rows * cols}f", dy.to_bytes())
