@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import FatbinkitError
-from . import check, demo, embed, fatbin, load, slim
+from . import check, demo, diff, embed, fatbin, load, slim
 from .args import CommandParser, HelpFormatter, UsageError, examples
 
-_GROUPS = (embed, fatbin, check, slim, load, demo)
+_GROUPS = (embed, fatbin, check, diff, slim, load, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

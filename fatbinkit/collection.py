@@ -1,0 +1,142 @@
+"""Inputs that hold many binaries: a wheel, a folder, or one file, as a list of named members.
+
+A member's ``name`` is its path inside the input (``torch/lib/libtorch_cuda.so`` in a wheel or an
+unpacked site-packages folder), which is what two releases of a package have in common; a single
+file is one member named after the file. Members are the files whose first bytes say ELF (a
+``.so``, an executable, a cubin, a ``.o``) or fatbin; folders are walked recursively, symbolic
+links skipped (``libfoo.so -> libfoo.so.1`` would count the library twice). Reading a wheel
+member inflates that one member into memory; nothing is unpacked to disk.
+
+:func:`member_key` is what :func:`fatbinkit.diff.diff` pairs libraries by when their paths differ
+between builds (``libcublasLt.so.12`` and ``libcublasLt.so.13``; a CPython extension's ABI tag).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zipfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import FatbinkitError, FormatError, InputError, naming
+from .infile import as_path
+
+__all__ = ["MAX_MEMBER", "Member", "member_key", "members"]
+
+MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not inflated
+_MAGICS = (b"\x7fELF", b"\x50\xed\x55\xba")  # ELF; fatbin container (0xBA55ED50, little-endian)
+_ABI_TAG = re.compile(r"\.(?:cpython|pypy|cp)[-\w]*(?=\.so$)|\.abi3(?=\.so$)")
+_SO_VERSION = re.compile(r"(\.so)(?:\.\d+)+$")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One binary of an input: ``name`` relative to it, ``origin`` the file or folder given,
+    ``path`` the file on disk (None inside a wheel: :meth:`read` inflates it)."""
+
+    name: str
+    origin: Path
+    path: Path | None
+    size: int
+
+    @property
+    def label(self) -> str:
+        """How errors and reports name it: ``wheel.whl:torch/lib/x.so``, ``dir/lib/x.so``, or
+        the file given."""
+        if self.path is not None:
+            return str(self.path)
+        return f"{self.origin}:{self.name}"
+
+    def read(self) -> bytes:
+        """The member's bytes, for wheel members (files are memory-mapped by their reader)."""
+        if self.path is not None:
+            raise InputError(f"{self.label}: a file on disk is opened by path, not read")
+        try:
+            with zipfile.ZipFile(self.origin) as zf, zf.open(self.name) as src:
+                return src.read()
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, KeyError) as e:
+            raise FormatError(f"{self.label}: corrupt wheel member: {e}") from e
+        except OSError as e:
+            raise InputError(f"cannot read {self.label}: {e.strerror or e}") from e
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def member_key(name: str) -> str:
+    """The part of a member's path that survives a new release: the file name with its
+    soname version (``libcurand.so.10`` -> ``libcurand.so``) and CPython ABI tag
+    (``_x.cpython-311-x86_64-linux-gnu.so`` -> ``_x.so``) removed."""
+    base = name.rsplit("/", 1)[-1]
+    return _ABI_TAG.sub("", _SO_VERSION.sub(r"\1", base))
+
+
+def _binary_head(head: bytes) -> bool:
+    return head[:4] in _MAGICS
+
+
+def members(source: str | os.PathLike[str]) -> list[Member]:
+    """The binaries of ``source`` (a file, a wheel or a folder), sorted by name. A file is one
+    member whatever it holds (its reader says if it is not a binary); a wheel or folder with no
+    binary is an error naming it."""
+    path = as_path(source, "input")
+    if path.is_dir():
+        found = list(_folder(path))
+        what = "folder"
+    elif path.suffix == ".whl":
+        found = list(_wheel(path))
+        what = "wheel"
+    else:
+        try:
+            size = path.stat().st_size
+        except OSError as e:
+            raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+        return [Member(path.name, path, path, size)]
+    if not found:
+        raise FormatError(f"{path}: this {what} holds no ELF or fatbin file (no library to read)")
+    return sorted(found, key=lambda m: m.name)
+
+
+def _folder(root: Path) -> Iterator[Member]:
+    for top, dirs, files in os.walk(root, onerror=_walk_error):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(top, name)
+            if path.is_symlink() or not path.is_file():
+                continue
+            try:
+                with open(path, "rb") as f:
+                    head = f.read(4)
+                size = path.stat().st_size
+            except OSError as e:
+                raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+            if _binary_head(head):
+                yield Member(path.relative_to(root).as_posix(), root, path, size)
+
+
+def _walk_error(error: OSError) -> None:
+    raise InputError(f"cannot read {error.filename}: {error.strerror or error}") from error
+
+
+def _wheel(path: Path) -> Iterator[Member]:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if info.is_dir() or info.file_size < 64:
+                    continue
+                if info.file_size > MAX_MEMBER:
+                    raise FormatError(f"{path}:{info.filename}: declared {info.file_size} bytes, "
+                                      f"more than the {MAX_MEMBER >> 30} GiB a member may have")
+                with zf.open(info) as src:
+                    head = src.read(4)
+                if _binary_head(head):
+                    yield Member(info.filename, path, None, info.file_size)
+    except FatbinkitError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
+        raise naming(FormatError(f"not a readable wheel (zip): {e}"), path) from e
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e

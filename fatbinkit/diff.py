@@ -1,0 +1,780 @@
+"""What changed between two builds: ``fatbinkit diff OLD NEW``, and the snapshot a CI gate keeps.
+
+A :class:`Snapshot` is everything a comparison needs from one input (a file, a wheel or a folder,
+:mod:`fatbinkit.collection`), read once on every core: per library, every function of every
+cubin with what ``cuobjdump -res-usage`` reports plus its spills and SASS size, every PTX entry,
+per (kind, arch) the images, bytes, codecs, producer toolkits and minimum driver
+(:func:`fatbinkit.compat.image_floors`), per module (fatbin container) the archs it carries, and
+per GPU what each module loads (:class:`fatbinkit.binary.DeviceSummary`). It is also what
+``fatbinkit gate --write-baseline`` stores (:meth:`Snapshot.to_dict`, read back by
+:meth:`Snapshot.from_dict`).
+
+:func:`diff` pairs libraries by path, then by :func:`fatbinkit.collection.member_key`
+(``libcublasLt.so.12`` with ``.so.13``), and within a library functions by (mangled name, arch):
+SASS archs are ``sm_90a``-style, PTX ``compute_90``-style, with ``a``/``f`` kept apart. A name
+that occurs more than once for one arch (the same internal kernel in two translation units) is
+paired in file order. A :class:`Diff` holds the kernels ``added``, ``removed`` and ``changed``
+(one :class:`FieldChange` per field), coverage per library and module, what each GPU loads, and
+per-arch facts; :meth:`Diff.filter` narrows it by arch, kernel and to regressions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from .arch import Arch
+from .binary import ArchFilter, Binary, DeviceSummary, KernelFilter, _size, demangle
+from .binary import open as open_binary
+from .collection import Member, member_key, members
+from .driver import dotted
+from .errors import FatbinkitError, FormatError, InvalidArgumentError, naming
+from .fatbin import EntryKind
+
+if TYPE_CHECKING:
+    from .scan import DeviceCode
+
+__all__ = [
+    "FIELDS",
+    "SNAPSHOT_FORMAT",
+    "WORSE_WHEN_HIGHER",
+    "ArchChange",
+    "ArchImages",
+    "CoverageChange",
+    "DeviceChange",
+    "Diff",
+    "FieldChange",
+    "Kernel",
+    "Library",
+    "Module",
+    "ModuleChange",
+    "Snapshot",
+    "diff",
+    "snapshot",
+]
+
+SNAPSHOT_FORMAT = "fatbinkit-snapshot/1"
+# The per-function figures compared, in report order; constant banks follow as "constant[N]".
+FIELDS = ("registers", "stack", "spill_stores", "spill_loads", "shared", "local", "size")
+# Fields whose rise is a regression (more registers: lower occupancy; spills, stack and local:
+# memory traffic; shared: fewer blocks per SM). SASS size and constant banks are reported only.
+WORSE_WHEN_HIGHER = frozenset({"registers", "stack", "spill_stores", "spill_loads", "shared",
+                               "local"})
+_VERDICT_RANK = {"native": 3, "jit": 2, "partial": 1, "none": 0}
+_SASS, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One function in one image of a library: its mangled ``kernel`` name, the image's
+    ``arch`` (``sm_90a`` SASS, ``compute_90`` PTX), ``instance`` (0, or the n-th time this name
+    occurs for this arch), the ``module`` (container) holding it, and for SASS its resources:
+    ``cuobjdump -res-usage``'s figures, spills (None: the toolkit did not record them) and the
+    code ``size``. PTX entries carry no figures (None)."""
+
+    library: str
+    kernel: str
+    arch: str
+    instance: int
+    module: int
+    entry: bool
+    registers: int | None = None
+    stack: int | None = None
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+    shared: int | None = None
+    local: int | None = None
+    size: int | None = None
+    constant: Mapping[int, int] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return "ptx" if self.arch.startswith("compute_") else "sass"
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return self.library, self.kernel, self.arch, self.instance
+
+    def values(self) -> dict[str, int | None]:
+        """The compared figures by field name (:data:`FIELDS`, then ``constant[N]``)."""
+        out: dict[str, int | None] = {f: getattr(self, f) for f in FIELDS}
+        out.update({f"constant[{bank}]": size for bank, size in sorted(self.constant.items())})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"library": self.library, "kernel": self.kernel, "arch": self.arch,
+                "kind": self.kind, "instance": self.instance, "module": self.module,
+                "entry": self.entry, **self.values()}
+
+    def __str__(self) -> str:
+        if self.kind == "ptx":
+            return f"{self.arch} {self.kernel} (PTX)"
+        spills = ("" if self.spill_stores is None else
+                  f", spills {self.spill_stores}/{self.spill_loads}")
+        return (f"{self.arch} {self.kernel}: {self.registers} registers, stack {self.stack}"
+                f"{spills}, shared {self.shared}, local {self.local}, {self.size} bytes")
+
+
+@dataclass(frozen=True)
+class ArchImages:
+    """One (kind, arch) of a library: images, bytes stored and uncompressed, codecs, the CUDA
+    releases that built its cubins, and the lowest driver (CUDA version) every one of its images
+    loads with (None: a floor newer than the tables, or nothing recorded)."""
+
+    kind: str
+    arch: str
+    entries: int
+    stored: int
+    uncompressed: int
+    compression: tuple[str, ...]
+    toolkits: tuple[str, ...]
+    min_driver: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "arch": self.arch, "entries": self.entries,
+                "stored": self.stored, "uncompressed": self.uncompressed,
+                "compression": list(self.compression), "toolkits": list(self.toolkits),
+                "min_driver": self.min_driver}
+
+    def __str__(self) -> str:
+        return (f"{self.kind} {self.arch}: {self.entries} images, {_size(self.uncompressed)}, "
+                f"min driver {self.min_driver or '?'}")
+
+
+@dataclass(frozen=True)
+class Module:
+    """One fatbin container (or bare image): its entry kernels and the archs of its images."""
+
+    index: int
+    kernels: tuple[str, ...]
+    sass: tuple[str, ...]
+    ptx: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """The module named by its first kernel (demangled) and how many more it holds."""
+        if not self.kernels:
+            return f"module {self.index} (no kernels)"
+        more = len(self.kernels) - 1
+        return demangle(self.kernels[0]) + (f" (+{more} more)" if more else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "kernels": list(self.kernels), "sass": list(self.sass),
+                "ptx": list(self.ptx)}
+
+
+@dataclass(frozen=True)
+class Library:
+    """What one binary of a snapshot holds (``name``: its path inside the input)."""
+
+    name: str
+    kernels: tuple[Kernel, ...]
+    archs: tuple[ArchImages, ...]
+    modules: tuple[Module, ...]
+    devices: tuple[DeviceSummary, ...]
+
+    def coverage(self, kind: str) -> frozenset[str]:
+        return frozenset(a.arch for a in self.archs if a.kind == kind)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "columns": ["kernel", "arch", "instance", "module", "entry", *FIELDS, "constant"],
+            "kernels": [[k.kernel, k.arch, k.instance, k.module, k.entry,
+                         *(getattr(k, f) for f in FIELDS),
+                         {str(b): s for b, s in sorted(k.constant.items())}]
+                        for k in self.kernels],
+            "archs": [a.to_dict() for a in self.archs],
+            "modules": [m.to_dict() for m in self.modules],
+            "devices": [d.to_dict() for d in self.devices],
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> Library:
+        name = str(doc["name"])
+        kernels = []
+        for row in doc["kernels"]:
+            kernel, arch, instance, module, entry, *figures, constant = row
+            values = dict(zip(FIELDS, figures, strict=True))
+            kernels.append(Kernel(name, str(kernel), str(arch), int(instance), int(module),
+                                  bool(entry), **values,
+                                  constant={int(b): int(s) for b, s in constant.items()}))
+        archs = tuple(ArchImages(a["kind"], a["arch"], a["entries"], a["stored"],
+                                 a["uncompressed"], tuple(a["compression"]),
+                                 tuple(a["toolkits"]), a["min_driver"]) for a in doc["archs"])
+        modules = tuple(Module(m["index"], tuple(m["kernels"]), tuple(m["sass"]),
+                               tuple(m["ptx"])) for m in doc["modules"])
+        devices = tuple(DeviceSummary(d["device"], d["generation"], d["sass"], d["jit"],
+                                      d["none"], tuple(d["images"])) for d in doc["devices"])
+        return cls(name, tuple(kernels), archs, modules, devices)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every library of one input (a file, a wheel, a folder) read for comparison."""
+
+    source: str
+    libraries: tuple[Library, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": SNAPSHOT_FORMAT, "source": self.source,
+                "libraries": [lib.to_dict() for lib in self.libraries]}
+
+    @classmethod
+    def from_dict(cls, doc: object, where: str = "snapshot") -> Snapshot:
+        """A snapshot written by :meth:`to_dict` (a baseline file); anything else is a
+        :class:`~fatbinkit.errors.FormatError` naming ``where``."""
+        if not isinstance(doc, Mapping) or doc.get("format") != SNAPSHOT_FORMAT:
+            raise FormatError(f"{where}: not a fatbinkit snapshot (expected \"format\": "
+                              f"\"{SNAPSHOT_FORMAT}\", as `fatbinkit gate --write-baseline` "
+                              "writes)")
+        try:
+            return cls(str(doc["source"]),
+                       tuple(Library.from_dict(lib) for lib in doc["libraries"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise FormatError(f"{where}: malformed snapshot: {type(e).__name__}: {e}") from e
+
+    def __str__(self) -> str:
+        n = sum(len(lib.kernels) for lib in self.libraries)
+        return f"{self.source}: {len(self.libraries)} libraries, {n} kernel images"
+
+
+def snapshot(source: str | os.PathLike[str], *, max_decompressed: int | None = None,
+             progress: Callable[[Member], None] | None = None) -> Snapshot:
+    """Read ``source`` (a file, a wheel or a folder; :func:`fatbinkit.collection.members`) into
+    a :class:`Snapshot`: each binary with device code in turn, its images on every core.
+    Binaries of a wheel or folder without device code are left out; an input with none at all
+    is a :class:`~fatbinkit.errors.FormatError` naming it. ``max_decompressed`` bounds what one
+    binary may inflate (default :meth:`fatbinkit.fatbin.DecompressionBudget.for_input`)."""
+    found = members(source)
+    libraries = []
+    for m in found:
+        if progress is not None:
+            progress(m)
+        with _named(m):
+            binary = open_member(m)
+            if binary.codes:
+                libraries.append(read_library(binary, m.name, max_decompressed))
+    if not libraries:
+        raise FormatError(f"{os.fspath(source)}: does not contain device code (no library with "
+                          ".nv_fatbin, __nv_relfatbin or an embedded fatbin, cubin or PTX)")
+    return Snapshot(os.fspath(source), tuple(libraries))
+
+
+def open_member(m: Member) -> Binary:
+    """The :class:`~fatbinkit.binary.Binary` of one member (a wheel member read into memory)."""
+    return open_binary(m.path if m.path is not None else m.read())
+
+
+@contextlib.contextmanager
+def _named(m: Member) -> Iterator[None]:
+    """Errors about a wheel member name the wheel and the member (files name themselves)."""
+    try:
+        yield
+    except FatbinkitError as e:
+        if m.path is not None or str(e).startswith(m.label):
+            raise
+        raise naming(e, m.label) from e
+
+
+def read_library(binary: Binary, name: str, max_decompressed: int | None = None) -> Library:
+    """One binary's :class:`Library`: every SASS and PTX image read on every core."""
+    from .compat import PTX, SASS, ImageInfo, image_floors
+
+    read = [it for it in binary.select() if it.code.entry.header.kind in (_SASS, _PTX)]
+    outlines = binary.map(_outline, read, budget=binary.budget(max_decompressed),
+                          desc="reading images")
+    summary = binary.summary()
+    modules: dict[tuple[str, int, int], tuple[set[str], set[str], set[str]]] = {}
+    numbers: dict[tuple[str, int, int], int] = {}
+    counters: dict[tuple[str, str], int] = {}
+    kernels: list[Kernel] = []
+    toolkits: dict[tuple[str, str], set[tuple[int, int]]] = {}
+    needs: dict[tuple[str, str], list[tuple[int, int] | None]] = {}
+    for i, (it, (toolkit, abi, rows)) in enumerate(zip(read, outlines, strict=True)):
+        c = it.code
+        key = (c.source, c.container, i if c.container < 0 else -1)
+        module = numbers.setdefault(key, len(numbers))
+        names, sass, ptx = modules.setdefault(key, (set(), set(), set()))
+        (sass if it.kind == "sass" else ptx).add(it.arch)
+        for row in rows:
+            kname, entry = row[0], row[1]
+            if entry:
+                names.add(kname)
+            n = counters[kname, it.arch] = counters.get((kname, it.arch), -1) + 1
+            if it.kind == "sass":
+                _, _, registers, stack, shared, local, constant, stores, loads, size = row
+                kernels.append(Kernel(name, kname, it.arch, n, module, entry, registers, stack,
+                                      stores, loads, shared, local, size, dict(constant)))
+            else:
+                kernels.append(Kernel(name, kname, it.arch, n, module, True))
+        e = c.entry
+        floors, _ = image_floors(ImageInfo(
+            SASS if it.kind == "sass" else PTX, e.arch,
+            e.code_version if it.kind == "ptx" else None, toolkit=toolkit, abi_version=abi,
+            compression=e.compression))
+        if toolkit is not None:
+            toolkits.setdefault((it.kind, it.arch), set()).add(toolkit)
+        # None: a floor newer than the tables; (0, 0): no floor recorded (any driver that
+        # drives the GPU)
+        need = (0, 0) if not floors else None if any(f.need is None for f in floors) else \
+            max(f.need for f in floors if f.need is not None)
+        needs.setdefault((it.kind, it.arch), []).append(need)
+    archs = []
+    for s in summary.archs:
+        if (s.kind, s.arch) not in needs:
+            continue  # LTO-IR and other kinds the driver does not load
+        low = needs[s.kind, s.arch]
+        archs.append(ArchImages(
+            s.kind, s.arch, s.entries, s.stored, s.uncompressed, s.compression,
+            tuple(f"CUDA {dotted(tk)}" for tk in sorted(toolkits.get((s.kind, s.arch), ()))),
+            None if None in low or max(v for v in low if v is not None) == (0, 0)
+            else dotted(max(v for v in low if v is not None))))
+    return Library(name, tuple(kernels), tuple(archs),
+                   tuple(Module(i, tuple(sorted(n)), tuple(sorted(s)), tuple(sorted(p)))
+                         for i, (n, s, p) in enumerate(modules.values())),
+                   summary.devices)
+
+
+def _outline(code: DeviceCode) -> tuple[Any, int | None, list[tuple[Any, ...]]]:
+    """In a worker: (toolkit, ELF ABI, rows) of one image; a SASS row is (name, entry,
+    registers, stack, shared, local, constant banks, spill stores, spill loads, size), a PTX row
+    (name, True). Plain tuples: only they travel back from the worker."""
+    data = code.entry.data()
+    if code.entry.header.kind == _SASS:
+        from .cubin import Cubin
+
+        c = Cubin.from_bytes(data)
+        return c.toolkit, c.abi_version, [
+            (f.name, f.entry, f.registers, f.stack, f.shared, f.local,
+             tuple(f.constant.items()), f.spill_stores, f.spill_loads, f.size)
+            for f in c.functions]
+    from .ptx import Ptx
+
+    return None, None, [(e.name, True) for e in Ptx.from_bytes(data).entries]
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One figure of one kernel image that differs: ``old`` and ``new`` (None: not recorded)."""
+
+    library: str
+    kernel: str
+    arch: str
+    instance: int
+    field: str
+    old: int | None
+    new: int | None
+
+    @property
+    def delta(self) -> int | None:
+        return None if self.old is None or self.new is None else self.new - self.old
+
+    @property
+    def regression(self) -> bool:
+        """A rise of a :data:`WORSE_WHEN_HIGHER` field (a figure that appears counts from 0)."""
+        return self.field in WORSE_WHEN_HIGHER and (self.new or 0) > (self.old or 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"library": self.library, "kernel": self.kernel, "arch": self.arch,
+                "instance": self.instance, "field": self.field, "old": self.old,
+                "new": self.new, "delta": self.delta, "regression": self.regression}
+
+    def __str__(self) -> str:
+        delta = self.delta
+        sign = "" if delta is None else f" ({delta:+d})"
+        return f"{self.arch} {self.kernel}: {self.field} {self.old} -> {self.new}{sign}"
+
+
+@dataclass(frozen=True)
+class CoverageChange:
+    """An arch a library gained or lost images for (``kind`` sass or ptx)."""
+
+    library: str
+    kind: str
+    arch: str
+    change: str  # "added" or "removed"
+
+    @property
+    def regression(self) -> bool:
+        return self.change == "removed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"library": self.library, "kind": self.kind, "arch": self.arch,
+                "change": self.change, "regression": self.regression}
+
+    def __str__(self) -> str:
+        return f"{self.library}: {self.kind.upper()} {self.arch} {self.change}"
+
+
+@dataclass(frozen=True)
+class ModuleChange:
+    """A module (matched by its entry kernels) whose archs changed."""
+
+    library: str
+    module: Module
+    lost: tuple[str, ...]
+    gained: tuple[str, ...]
+
+    @property
+    def regression(self) -> bool:
+        return bool(self.lost)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"library": self.library, "kernels": list(self.module.kernels),
+                "lost": list(self.lost), "gained": list(self.gained),
+                "regression": self.regression}
+
+    def __str__(self) -> str:
+        parts = ([f"lost {', '.join(self.lost)}"] if self.lost else []) + (
+            [f"gained {', '.join(self.gained)}"] if self.gained else [])
+        return f"{self.library}: {self.module.label}: {'; '.join(parts)}"
+
+
+@dataclass(frozen=True)
+class DeviceChange:
+    """What a GPU does with a library's modules, before and after (``sass``/``jit``/``none``
+    module counts; headers only, driver floors not applied)."""
+
+    library: str
+    old: DeviceSummary
+    new: DeviceSummary
+
+    @property
+    def device(self) -> str:
+        return self.new.device
+
+    @property
+    def regression(self) -> bool:
+        """Fewer modules as SASS, or more that cannot load."""
+        return self.new.sass < self.old.sass or self.new.none > self.old.none
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"library": self.library, "device": self.device, "old": self.old.to_dict(),
+                "new": self.new.to_dict(), "regression": self.regression}
+
+    def __str__(self) -> str:
+        def counts(d: DeviceSummary) -> str:
+            return f"{d.verdict} ({d.sass} SASS, {d.jit} JIT, {d.none} none)"
+        return f"{self.library}: {self.device}: {counts(self.old)} -> {counts(self.new)}"
+
+
+@dataclass(frozen=True)
+class ArchChange:
+    """A per-(kind, arch) fact of a library that changed: ``min_driver``, ``toolkits``,
+    ``compression``, ``entries``, ``stored`` or ``uncompressed``."""
+
+    library: str
+    kind: str
+    arch: str
+    field: str
+    old: Any
+    new: Any
+
+    @property
+    def regression(self) -> bool:
+        """A higher minimum driver (or one no longer known)."""
+        if self.field != "min_driver":
+            return False
+        if self.new is None or self.old is None:
+            return self.new is None and self.old is not None
+        return _version(self.new) > _version(self.old)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"library": self.library, "kind": self.kind, "arch": self.arch,
+                "field": self.field, "old": self.old, "new": self.new,
+                "regression": self.regression}
+
+    def __str__(self) -> str:
+        def show(v: Any) -> str:
+            if isinstance(v, (list, tuple)):
+                return "+".join(map(str, v)) or "-"
+            if isinstance(v, int) and self.field in ("stored", "uncompressed"):
+                return _size(v)
+            return "?" if v is None else str(v)
+        return f"{self.library}: {self.arch}: {self.field} {show(self.old)} -> {show(self.new)}"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+@dataclass(frozen=True)
+class Diff:
+    """What changed from ``old`` to ``new``: see the module docstring. ``libraries`` are the
+    (old name, new name) pairs compared; ``unchanged`` counts kernel images equal on both
+    sides."""
+
+    old: str
+    new: str
+    libraries: tuple[tuple[str, str], ...]
+    libraries_added: tuple[str, ...]
+    libraries_removed: tuple[str, ...]
+    added: tuple[Kernel, ...]
+    removed: tuple[Kernel, ...]
+    changed: tuple[FieldChange, ...]
+    unchanged: int
+    coverage: tuple[CoverageChange, ...] = ()
+    modules: tuple[ModuleChange, ...] = ()
+    devices: tuple[DeviceChange, ...] = ()
+    archs: tuple[ArchChange, ...] = ()
+    lost: frozenset[tuple[str, str, str]] = field(default=frozenset(), repr=False)
+
+    def is_lost_arch(self, k: Kernel) -> bool:
+        """Whether a removed kernel image is a kernel the new build still has for other archs
+        (an arch lost, not a kernel deleted or renamed)."""
+        return (k.library, k.kernel, k.arch) in self.lost
+
+    @property
+    def regressions(self) -> int:
+        others: tuple[CoverageChange | ModuleChange | DeviceChange | ArchChange, ...] = (
+            *self.coverage, *self.modules, *self.devices, *self.archs)
+        return (sum(map(self.is_lost_arch, self.removed))
+                + sum(c.regression for c in self.changed) + sum(c.regression for c in others))
+
+    @property
+    def empty(self) -> bool:
+        return not (self.libraries_added or self.libraries_removed or self.added or
+                    self.removed or self.changed or self.coverage or self.modules or
+                    self.devices or self.archs)
+
+    def filter(self, arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
+               kernel: str | KernelFilter | None = None, *, regressions: bool = False) -> Diff:
+        """The changes about ``arch`` (any of several, as ``ls --arch``: ``sm_90`` matches SASS
+        and PTX of SM 9.0, ``compute_90`` PTX only), kernels matching ``kernel`` (module
+        changes: a module holding one), and with ``regressions`` only those."""
+        filters: list[ArchFilter] = []
+        if arch is not None:
+            values = [arch] if isinstance(arch, (str, Arch, ArchFilter)) else list(arch)
+            filters = [v if isinstance(v, ArchFilter) else ArchFilter.parse(v) for v in values]
+        kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
+            KernelFilter.parse(kernel)
+
+        def arch_ok(name: str) -> bool:
+            if not filters:
+                return True
+            kind = _PTX if name.startswith("compute_") else _SASS
+            a = Arch.parse(name)
+            return any(f.matches(kind, a) for f in filters)
+
+        def name_ok(name: str) -> bool:
+            return kf is None or kf.matches(name)
+
+        def device_ok(c: DeviceChange) -> bool:
+            return not filters or any(f.number == Arch.parse(c.device).number for f in filters)
+
+        def keep(ok: bool, regression: bool) -> bool:
+            return ok and (regression or not regressions)
+
+        return replace(
+            self,
+            added=tuple(k for k in self.added if keep(arch_ok(k.arch) and name_ok(k.kernel),
+                                                      False)),
+            removed=tuple(k for k in self.removed
+                          if keep(arch_ok(k.arch) and name_ok(k.kernel), self.is_lost_arch(k))),
+            changed=tuple(c for c in self.changed
+                          if keep(arch_ok(c.arch) and name_ok(c.kernel), c.regression)),
+            coverage=tuple(c for c in self.coverage
+                           if keep(arch_ok(c.arch) and kf is None, c.regression)),
+            modules=tuple(c for c in self.modules if keep(
+                any(map(arch_ok, (*c.lost, *c.gained))) and any(map(name_ok, c.module.kernels)),
+                c.regression)),
+            devices=tuple(c for c in self.devices
+                          if keep(device_ok(c) and kf is None, c.regression)),
+            archs=tuple(c for c in self.archs
+                        if keep(arch_ok(c.arch) and kf is None, c.regression)),
+            libraries_added=() if filters or kf or regressions else self.libraries_added,
+            libraries_removed=(() if filters or kf else self.libraries_removed),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document of ``fatbinkit diff --json`` (``#/$defs/diff``): ``added``,
+        ``removed`` and ``changed`` are the stable minimum CI scripts rely on."""
+        return {
+            "old": self.old,
+            "new": self.new,
+            "libraries": {"compared": [{"old": o, "new": n} for o, n in self.libraries],
+                          "added": list(self.libraries_added),
+                          "removed": list(self.libraries_removed)},
+            "summary": {"added": len(self.added), "removed": len(self.removed),
+                        "changed": len({(c.library, c.kernel, c.arch, c.instance)
+                                        for c in self.changed}),
+                        "unchanged": self.unchanged, "regressions": self.regressions},
+            "added": [k.to_dict() for k in self.added],
+            "removed": [{**k.to_dict(), "lost_arch": self.is_lost_arch(k)}
+                        for k in self.removed],
+            "changed": [c.to_dict() for c in self.changed],
+            "coverage": [c.to_dict() for c in self.coverage],
+            "modules": [c.to_dict() for c in self.modules],
+            "devices": [c.to_dict() for c in self.devices],
+            "archs": [c.to_dict() for c in self.archs],
+        }
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def lines(self, *, demangled: bool = True, top: int = 5) -> Iterator[str]:
+        """The text ``fatbinkit diff`` prints: a summary (counts, the ``top`` worst
+        regressions), then the tables, largest change first."""
+        show = demangle if demangled else str
+        kernels = len({(c.library, c.kernel, c.arch, c.instance) for c in self.changed})
+        yield f"{self.old} -> {self.new}"
+        names = ", ".join(n if o == n else f"{o} -> {n}" for o, n in self.libraries[:4])
+        more = f" and {len(self.libraries) - 4} more" if len(self.libraries) > 4 else ""
+        yield f"  libraries compared: {len(self.libraries)} ({names}{more})"
+        for what, libs in (("added", self.libraries_added), ("removed", self.libraries_removed)):
+            if libs:
+                yield f"  libraries {what}: {', '.join(libs)}"
+        yield (f"  kernel images: {len(self.added)} added, {len(self.removed)} removed, "
+               f"{kernels} changed, {self.unchanged} unchanged; "
+               f"{self.regressions} regression{'' if self.regressions == 1 else 's'}")
+        if self.empty:
+            yield "  no change"
+            return
+        worst = sorted((c for c in self.changed if c.regression),
+                       key=lambda c: (-(c.delta or c.new or 0), c.kernel, c.arch))[:top]
+        if worst:
+            yield "  worst regressions:"
+            for c in worst:
+                yield (f"    {c.field} {c.old} -> {c.new} ({(c.delta or 0):+d})  {c.arch}  "
+                       f"{show(c.kernel)}")
+        for title, rows in (("coverage", self.coverage), ("modules", self.modules),
+                            ("loads on (per module, headers only)", self.devices),
+                            ("per arch", self.archs)):
+            if rows:
+                yield f"{title}:"
+                for r in rows:
+                    yield f"  {'!' if r.regression else ' '} {r}"
+        if self.changed:
+            yield "changed:"
+            yield f"    {'FIELD':<13} {'OLD':>8} {'NEW':>8} {'DELTA':>8}  {'ARCH':<12} KERNEL"
+            order = sorted(self.changed, key=lambda c: (not c.regression, -abs(c.delta or 0),
+                                                        c.field, c.kernel, c.arch))
+            for c in order:
+                delta = "" if c.delta is None else f"{c.delta:+d}"
+                yield (f"  {'!' if c.regression else ' '} {c.field:<13} {_cell(c.old):>8} "
+                       f"{_cell(c.new):>8} {delta:>8}  {c.arch:<12} {show(c.kernel)}"
+                       + (f" [{c.library}]" if len(self.libraries) > 1 else ""))
+        for title, kept in (("added", self.added), ("removed", self.removed)):
+            if kept:
+                yield f"{title}:"
+                for k in sorted(kept, key=lambda k: (k.library, k.kernel, k.arch)):
+                    lost = " (arch lost)" if title == "removed" and self.is_lost_arch(k) else ""
+                    figures = "" if k.kind == "ptx" else f"  {k.registers} registers"
+                    yield (f"  {'!' if lost else ' '} {k.arch:<12} {show(k.kernel)}{figures}"
+                           f"{lost}" + (f" [{k.library}]" if len(self.libraries) > 1 else ""))
+
+
+def _cell(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+def diff(old: Snapshot, new: Snapshot) -> Diff:
+    """Compare two snapshots: see the module docstring."""
+    for side in (old, new):
+        if not isinstance(side, Snapshot):
+            raise InvalidArgumentError(f"diff() compares two Snapshots (fatbinkit.diff.snapshot"
+                                       f"), not {type(side).__name__}")
+    pairs, gone, came = _pair(old.libraries, new.libraries)
+    added: list[Kernel] = []
+    removed: list[Kernel] = []
+    changed: list[FieldChange] = []
+    lost: set[tuple[str, str, str]] = set()
+    coverage: list[CoverageChange] = []
+    modules: list[ModuleChange] = []
+    devices: list[DeviceChange] = []
+    archs: list[ArchChange] = []
+    unchanged = 0
+    for lo, ln in pairs:
+        name = ln.name
+        before = {(k.kernel, k.arch, k.instance): k for k in lo.kernels}
+        after = {(k.kernel, k.arch, k.instance): k for k in ln.kernels}
+        still = {k.kernel for k in ln.kernels}
+        for key, k in before.items():
+            if key not in after:
+                removed.append(replace(k, library=name))
+                if k.kernel in still:
+                    lost.add((name, k.kernel, k.arch))
+                continue
+            a, b = k.values(), after[key].values()
+            fields = [f for f in dict.fromkeys((*a, *b)) if a.get(f) != b.get(f)]
+            for f in fields:
+                changed.append(FieldChange(name, k.kernel, k.arch, k.instance, f, a.get(f),
+                                           b.get(f)))
+            unchanged += not fields
+        added.extend(k for key, k in after.items() if key not in before)
+        for kind in ("sass", "ptx"):
+            was, now = lo.coverage(kind), ln.coverage(kind)
+            coverage += [CoverageChange(name, kind, a, "removed") for a in _by_arch(was - now)]
+            coverage += [CoverageChange(name, kind, a, "added") for a in _by_arch(now - was)]
+        old_modules = {m.kernels: m for m in lo.modules if m.kernels}
+        for m in ln.modules:
+            o = old_modules.get(m.kernels)
+            if o is None:
+                continue
+            was_images, now_images = {*o.sass, *o.ptx}, {*m.sass, *m.ptx}
+            if was_images != now_images:
+                modules.append(ModuleChange(name, m, _by_arch(was_images - now_images),
+                                            _by_arch(now_images - was_images)))
+        old_devices = {d.device: d for d in lo.devices}
+        for d in ln.devices:
+            o2 = old_devices.get(d.device)
+            if o2 is not None and (o2.sass, o2.jit, o2.none) != (d.sass, d.jit, d.none):
+                devices.append(DeviceChange(name, o2, d))
+        old_archs = {(x.kind, x.arch): x for x in lo.archs}
+        for x in ln.archs:
+            o3 = old_archs.get((x.kind, x.arch))
+            if o3 is None:
+                continue
+            for f in ("min_driver", "toolkits", "compression", "entries", "stored",
+                      "uncompressed"):
+                if getattr(o3, f) != getattr(x, f):
+                    archs.append(ArchChange(name, x.kind, x.arch, f, _plain(getattr(o3, f)),
+                                            _plain(getattr(x, f))))
+    return Diff(old.source, new.source, tuple((o.name, n.name) for o, n in pairs),
+                tuple(lib.name for lib in came), tuple(lib.name for lib in gone),
+                tuple(added), tuple(removed), tuple(changed), unchanged, tuple(coverage),
+                tuple(modules), tuple(devices), tuple(archs), frozenset(lost))
+
+
+def _plain(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def _by_arch(names: Iterable[str]) -> tuple[str, ...]:
+    """Arch names in SM order (``sm_80`` before ``sm_100``), SASS before PTX."""
+    return tuple(sorted(names, key=lambda n: (n.startswith("compute_"), Arch.parse(n).number,
+                                              n)))
+
+
+def _pair(old: Sequence[Library], new: Sequence[Library],
+          ) -> tuple[list[tuple[Library, Library]], list[Library], list[Library]]:
+    """Libraries paired by path, then by :func:`~fatbinkit.collection.member_key` where that is
+    unique on both sides, then the one left on each side; the rest removed and added."""
+    by_name = {lib.name: lib for lib in new}
+    pairs = [(lib, by_name[lib.name]) for lib in old if lib.name in by_name]
+    left_old = [lib for lib in old if lib.name not in by_name]
+    taken = {n.name for _, n in pairs}
+    left_new = [lib for lib in new if lib.name not in taken]
+    keys_old: dict[str, list[Library]] = {}
+    keys_new: dict[str, list[Library]] = {}
+    for lib in left_old:
+        keys_old.setdefault(member_key(lib.name), []).append(lib)
+    for lib in left_new:
+        keys_new.setdefault(member_key(lib.name), []).append(lib)
+    for key, olds in keys_old.items():
+        news = keys_new.get(key, [])
+        if len(olds) == 1 and len(news) == 1:
+            pairs.append((olds[0], news[0]))
+    paired_old = {id(o) for o, _ in pairs}
+    paired_new = {id(n) for _, n in pairs}
+    left_old = [lib for lib in left_old if id(lib) not in paired_old]
+    left_new = [lib for lib in left_new if id(lib) not in paired_new]
+    if len(left_old) == 1 and len(left_new) == 1 and len(old) == 1 and len(new) == 1:
+        pairs.append((left_old[0], left_new[0]))  # two files given: whatever their names
+        left_old, left_new = [], []
+    return pairs, left_old, left_new
+

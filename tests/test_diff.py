@@ -1,0 +1,320 @@
+"""``fatbinkit diff`` and ``fatbinkit gate`` on a library built by nvcc in two versions.
+
+tests/data/diff_lib.cu, built as v1 (sm_80, sm_90, compute_90) and v2 (-DV2: sm_90 and
+compute_90 only): `regs` gets more registers, `spiller` spills, `renamed_v1` becomes
+`renamed_v2`, scale<double> is added, sm_80 is dropped. The oracles: `cuobjdump -res-usage` of
+both libraries for every figure it prints, and `ptxas -v` (printed while nvcc builds them) for
+spills. Exit codes are the CLI's contract: 0 pass, 1 a rule failed (or an error), 2 usage.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cudabuild import NVCC, res_usage_blocks, run
+
+DATA = Path(__file__).resolve().parent / "data"
+V1_ARCHS = ["-gencode", "arch=compute_80,code=sm_80",
+            "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
+V2_ARCHS = ["-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
+CUOBJDUMP_FIELDS = {"REG": "registers", "STACK": "stack", "SHARED": "shared", "LOCAL": "local"}
+
+
+@dataclass(frozen=True)
+class Lib:
+    path: Path
+    ptxas: dict[tuple[str, str], tuple[int, int]]  # (kernel, sm_XX) -> spill stores, loads
+
+
+def _ptxas_spills(log: str) -> dict[tuple[str, str], tuple[int, int]]:
+    out = {}
+    for part in log.split("Compiling entry function ")[1:]:
+        m = re.match(r"'([^']+)' for '(sm_\w+)'", part)
+        s = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", part)
+        assert m and s, part[:300]
+        out[m.group(1), m.group(2)] = (int(s.group(1)), int(s.group(2)))
+    return out
+
+
+def _build(root: Path, name: str, archs: list[str], *defines: str) -> Lib:
+    out = root / name
+    proc = run([NVCC, "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v", *archs, *defines,
+                "-o", out, DATA / "diff_lib.cu"])
+    return Lib(out, _ptxas_spills(proc.stdout + proc.stderr))
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Lib, Lib]:
+    root = tmp_path_factory.mktemp("diff")
+    return _build(root, "libv1.so", V1_ARCHS), _build(root, "libv2.so", V2_ARCHS, "-DV2")
+
+
+def fatbinkit(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fatbinkit", *map(str, args)],
+                          capture_output=True, text=True, check=False)
+
+
+def diff_json(*args: str | Path) -> dict[str, Any]:
+    proc = fatbinkit("diff", *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def _res_usage(path: Path) -> dict[tuple[str, str, int], dict[str, int]]:
+    """(function, arch, n-th occurrence) -> cuobjdump's figures in our field names."""
+    out: dict[tuple[str, str, int], dict[str, int]] = {}
+    for arch, usage in res_usage_blocks(path):
+        for name, fields in usage.functions:
+            n = sum(1 for key in out if key[:2] == (name, arch))
+            row = {CUOBJDUMP_FIELDS.get(k, k.lower()): v for k, v in fields.items()
+                   if k in CUOBJDUMP_FIELDS or k.startswith("CONSTANT")}
+            out[name, arch, n] = row
+    return out
+
+
+def test_diff_reports_exactly_the_changes(libs: tuple[Lib, Lib]) -> None:
+    v1, v2 = libs
+    doc = diff_json(v1.path, v2.path)
+    added = {(k["kernel"], k["arch"]) for k in doc["added"]}
+    removed = {(k["kernel"], k["arch"]) for k in doc["removed"]}
+    old_kernels = ["regs", "spiller", "stable", "renamed_v1", "_Z5scaleIfEvPT_S0_i"]
+    assert added == {("renamed_v2", "sm_90"), ("renamed_v2", "compute_90"),
+                     ("_Z5scaleIdEvPT_S0_i", "sm_90"), ("_Z5scaleIdEvPT_S0_i", "compute_90")}
+    assert removed == ({(k, "sm_80") for k in old_kernels}
+                       | {("renamed_v1", "sm_90"), ("renamed_v1", "compute_90")})
+    # sm_80 was lost by kernels that are still there; renamed_v1 is simply gone
+    lost = {(k["kernel"], k["arch"]) for k in doc["removed"] if k["lost_arch"]}
+    assert lost == {(k, "sm_80") for k in old_kernels if k != "renamed_v1"}
+    changed = {(c["kernel"], c["arch"]) for c in doc["changed"]}
+    assert changed == {("regs", "sm_90"), ("spiller", "sm_90")}
+    fields = {(c["kernel"], c["field"]) for c in doc["changed"]}
+    assert {("regs", "registers"), ("spiller", "registers"), ("spiller", "spill_stores"),
+            ("spiller", "spill_loads"), ("spiller", "stack")} <= fields
+    regs = next(c for c in doc["changed"] if c["kernel"] == "regs" and c["field"] == "registers")
+    assert regs["new"] > regs["old"] and regs["regression"]
+    assert doc["coverage"] == [{"library": "libv2.so", "kind": "sass", "arch": "sm_80",
+                                "change": "removed", "regression": True}]
+    assert doc["summary"]["unchanged"] == 2  # stable and scale<float> on sm_90
+
+
+def test_numbers_equal_cuobjdump_and_ptxas(libs: tuple[Lib, Lib]) -> None:
+    from fatbinkit.diff import snapshot
+
+    for lib in libs:
+        oracle = _res_usage(lib.path)
+        (library,) = snapshot(lib.path).libraries
+        sass = [k for k in library.kernels if k.kind == "sass"]
+        assert {(k.kernel, k.arch, k.instance) for k in sass} == set(oracle)
+        for k in sass:
+            want = oracle[k.kernel, k.arch, k.instance]
+            got = {"registers": k.registers, "stack": k.stack, "shared": k.shared,
+                   "local": k.local,
+                   **{f"constant[{b}]": s for b, s in k.constant.items()}}
+            assert got == want, (k, want)
+            assert (k.spill_stores, k.spill_loads) == lib.ptxas[k.kernel, k.arch], k
+    v1, v2 = libs
+    doc = diff_json(v1.path, v2.path)
+    before, after = _res_usage(v1.path), _res_usage(v2.path)
+    for c in doc["changed"]:
+        key = (c["kernel"], c["arch"], c["instance"])
+        if c["field"] in CUOBJDUMP_FIELDS.values() or c["field"].startswith("constant"):
+            assert (c["old"], c["new"]) == (before[key][c["field"]], after[key][c["field"]])
+        elif c["field"].startswith("spill"):
+            i = 0 if c["field"] == "spill_stores" else 1
+            pair = (c["kernel"], c["arch"])
+            assert (c["old"], c["new"]) == (v1.ptxas[pair][i], v2.ptxas[pair][i])
+    spills = {c["field"]: (c["old"], c["new"]) for c in doc["changed"]
+              if c["kernel"] == "spiller" and c["field"].startswith("spill")}
+    assert spills["spill_stores"][0] == 0 and spills["spill_stores"][1] > 0
+
+
+def test_text_summary_and_filters(libs: tuple[Lib, Lib]) -> None:
+    v1, v2 = libs
+    proc = fatbinkit("diff", v1.path, v2.path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"{v1.path} -> {v2.path}"
+    assert "4 added, 7 removed, 2 changed, 2 unchanged" in proc.stdout
+    assert "worst regressions:" in proc.stdout
+    assert "scale<double>(double*, double, int)" in proc.stdout  # demangled in text
+    assert "_Z5scaleIdEvPT_S0_i" in fatbinkit("diff", v1.path, v2.path, "--mangled").stdout
+    only = diff_json(v1.path, v2.path, "--only", "regressions")
+    assert only["added"] == [] and {k["kernel"] for k in only["removed"]} == {
+        "regs", "spiller", "stable", "_Z5scaleIfEvPT_S0_i"}
+    assert all(c["regression"] for c in only["changed"])
+    by_kernel = diff_json(v1.path, v2.path, "--kernel", "spill*", "--arch", "sm_90")
+    assert {c["kernel"] for c in by_kernel["changed"]} == {"spiller"}
+    assert by_kernel["added"] == [] and by_kernel["removed"] == []
+    ptx = diff_json(v1.path, v2.path, "--arch", "compute_90")
+    assert {k["arch"] for k in ptx["added"] + ptx["removed"]} == {"compute_90"}
+
+
+def test_identical_inputs_give_no_change(libs: tuple[Lib, Lib]) -> None:
+    v1, _ = libs
+    doc = diff_json(v1.path, v1.path)
+    assert (doc["added"], doc["removed"], doc["changed"]) == ([], [], [])
+    proc = fatbinkit("diff", v1.path, v1.path, "--exit-code")
+    assert proc.returncode == 0 and "no change" in proc.stdout
+    assert fatbinkit("diff", v1.path, libs[1].path, "--exit-code").returncode == 1
+
+
+def gate(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return fatbinkit("gate", *args)
+
+
+def test_gate_rules(libs: tuple[Lib, Lib], tmp_path: Path) -> None:
+    v1, v2 = libs
+    limit = max(k.registers or 0 for k in _kernels(v2.path) if k.kernel == "regs")
+    proc = gate(v2.path, "--max-registers", limit - 1)
+    assert proc.returncode == 1
+    assert f"{v2.path}: regs (sm_90): {limit} registers > {limit - 1} [max-registers]" in \
+        proc.stdout
+    # spills: v1 has none, v2's spiller spills (ptxas -v says so)
+    assert gate(v1.path, "--no-spills").returncode == 0
+    proc = gate(v2.path, "--no-spills")
+    assert proc.returncode == 1 and "spiller (sm_90): spills" in proc.stdout
+    assert proc.stdout.count("[no-spills]") == 1
+    # archs: v1 has sm_80 SASS (runs on sm_86); v2's compute_90 PTX cannot JIT for sm_80
+    assert gate(v1.path, "--require-arch", "sm_86", "--require-arch", "sm_90").returncode == 0
+    assert gate(v2.path, "--require-arch", "sm_120").returncode == 0  # PTX floor JIT
+    proc = gate(v2.path, "--require-arch", "sm_80")
+    assert proc.returncode == 1
+    assert proc.stdout.count("[require-arch]") == 5  # every kernel of the library
+    assert "CUDA_ERROR_NO_BINARY_FOR_GPU" in proc.stdout
+    # drivers: cubins built by CUDA 13 need a 13.x driver
+    assert gate(v1.path, "--max-min-driver", "13.0").returncode == 0
+    proc = gate(v1.path, "--max-min-driver", "12.8")
+    assert proc.returncode == 1 and "need driver (CUDA) 13.0 > 12.8" in proc.stdout
+    assert gate(v1.path, "--require-arch", "sm_90", "--driver", "12.8").returncode == 1
+    # size: the sum of stored device code, per arch or in total
+    from fatbinkit.diff import snapshot
+
+    (lib,) = snapshot(v1.path).libraries
+    total = sum(a.stored for a in lib.archs)
+    sm90 = sum(a.stored for a in lib.archs if a.arch == "sm_90")
+    assert gate(v1.path, "--max-size", total).returncode == 0
+    assert gate(v1.path, "--max-size", total - 1).returncode == 1
+    assert gate(v1.path, "--max-size", f"sm_90={sm90}").returncode == 0
+    proc = gate(v1.path, "--max-size", f"sm_90={sm90 - 1}")
+    assert proc.returncode == 1 and f"({sm90} bytes)" in proc.stdout
+
+
+def _kernels(path: Path) -> tuple[Any, ...]:
+    from fatbinkit.diff import snapshot
+
+    (lib,) = snapshot(path).libraries
+    return lib.kernels
+
+
+def test_baseline_ratchet(libs: tuple[Lib, Lib], tmp_path: Path) -> None:
+    v1, v2 = libs
+    base = tmp_path / "base.json"
+    proc = gate(v1.path, "--write-baseline", base)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(base.read_text())["format"] == "fatbinkit-snapshot/1"
+    assert gate(v1.path, "--baseline", base).returncode == 0  # the same build passes
+    proc = gate(v2.path, "--baseline", base)
+    assert proc.returncode == 1
+    text = proc.stdout
+    assert "regs (sm_90): registers" in text and "spiller (sm_90): spill_stores 0 ->" in text
+    assert "stable (sm_80): lost its sm_80 image" in text
+    assert "no SASS for sm_80 any more" in text
+    assert "renamed_v1" not in text  # removed or renamed kernels are not regressions
+    # a tolerance lets the register rise pass; the spills and the lost arch still fail
+    rise = next(k.registers for k in _kernels(v2.path) if k.kernel == "regs") - next(
+        k.registers for k in _kernels(v1.path) if k.kernel == "regs" and k.arch == "sm_90")
+    tolerant = gate(v2.path, "--baseline", base, "--tolerance", f"registers={rise}")
+    assert tolerant.returncode == 1 and "regs (sm_90): registers" not in tolerant.stdout
+    assert "spiller (sm_90): registers" not in tolerant.stdout  # 96 -> 32: a fall
+    # GitHub annotations, one per violation
+    gh = gate(v2.path, "--baseline", base, "--format", "github")
+    errors = [line for line in gh.stdout.splitlines() if line.startswith("::error ")]
+    assert errors and len(errors) == text.count("[baseline]")
+    assert all(line.startswith(f"::error file={v2.path},title=fatbinkit gate%3A baseline::")
+               for line in errors)
+    doc = json.loads(gate(v2.path, "--baseline", base, "--format", "json").stdout)
+    assert not doc["ok"] and {v["rule"] for v in doc["violations"]} == {"baseline"}
+    assert {"file", "library", "kernel", "arch", "value", "limit"} <= set(doc["violations"][0])
+
+
+def test_gate_usage_errors(libs: tuple[Lib, Lib], tmp_path: Path) -> None:
+    v1, _ = libs
+    assert gate(v1.path).returncode == 2  # nothing to check
+    assert gate(v1.path, "--max-registers", "0").returncode == 2
+    assert gate(v1.path, "--driver", "12.8", "--no-spills").returncode == 2
+    assert gate(v1.path, "--baseline", v1.path, "--tolerance", "size=3").returncode == 2
+    assert gate(v1.path, "--max-size", "sm_99x=3").returncode == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else"}')
+    proc = gate(v1.path, "--baseline", bad)
+    assert proc.returncode == 1 and f"{bad}: not a fatbinkit snapshot" in proc.stderr
+
+
+def _wheel(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return path
+
+
+def test_wheels_and_folders(libs: tuple[Lib, Lib], tmp_path: Path) -> None:
+    v1, v2 = libs
+    # two releases: the library's soname version and the extension's ABI tag change
+    old = _wheel(tmp_path / "pkg-1.0-py3-none-any.whl", {
+        "pkg/lib/libfoo.so.1": v1.path.read_bytes(), "pkg/README": b"x" * 100,
+        "pkg/_ext.cpython-311-x86_64-linux-gnu.so": v1.path.read_bytes()})
+    new = _wheel(tmp_path / "pkg-2.0-py3-none-any.whl", {
+        "pkg/lib/libfoo.so.2": v2.path.read_bytes(),
+        "pkg/_ext.cpython-312-x86_64-linux-gnu.so": v2.path.read_bytes()})
+    doc = diff_json(old, new)
+    assert doc["libraries"]["compared"] == [
+        {"old": "pkg/_ext.cpython-311-x86_64-linux-gnu.so",
+         "new": "pkg/_ext.cpython-312-x86_64-linux-gnu.so"},
+        {"old": "pkg/lib/libfoo.so.1", "new": "pkg/lib/libfoo.so.2"}]
+    single = diff_json(v1.path, v2.path)
+    assert len(doc["added"]) == 2 * len(single["added"])
+    assert len(doc["changed"]) == 2 * len(single["changed"])
+    # folders: the same, matched by relative path; symbolic links are not counted twice
+    for side, lib in (("a", v1), ("b", v2)):
+        (tmp_path / side / "lib").mkdir(parents=True)
+        (tmp_path / side / "lib" / "libfoo.so").write_bytes(lib.path.read_bytes())
+        (tmp_path / side / "lib" / "libfoo.so.1").symlink_to("libfoo.so")
+    folders = diff_json(tmp_path / "a", tmp_path / "b")
+    assert folders["libraries"]["compared"] == [{"old": "lib/libfoo.so", "new": "lib/libfoo.so"}]
+    assert len(folders["changed"]) == len(single["changed"])
+    # gate reads wheels too: the library inside is named
+    proc = gate(new, "--no-spills")
+    assert proc.returncode == 1 and f"{new}: pkg/lib/libfoo.so.2: spiller (sm_90)" in proc.stdout
+
+
+def test_bad_inputs_name_the_file(libs: tuple[Lib, Lib], tmp_path: Path) -> None:
+    v1, _ = libs
+    host = tmp_path / "host.so"
+    run(["gcc", "-shared", "-fPIC", "-x", "c", "-", "-o", host], input="int f(void){return 1;}")
+    proc = fatbinkit("diff", host, v1.path)
+    assert proc.returncode == 1 and f"{host}: does not contain device code" in proc.stderr
+    cut = tmp_path / "cut.so"
+    cut.write_bytes(v1.path.read_bytes()[: v1.path.stat().st_size // 3])
+    proc = fatbinkit("diff", v1.path, cut)
+    assert proc.returncode == 1 and proc.stderr.startswith(f"fatbinkit: error: {cut}")
+    assert "Traceback" not in proc.stderr
+    empty = _wheel(tmp_path / "empty-1.0-py3-none-any.whl", {"empty/__init__.py": b"#" * 80})
+    proc = fatbinkit("diff", empty, v1.path)
+    assert proc.returncode == 1 and f"{empty}: this wheel holds no ELF or fatbin file" in \
+        proc.stderr
+    hostonly = _wheel(tmp_path / "host-1.0-py3-none-any.whl", {"h/host.so": host.read_bytes()})
+    proc = fatbinkit("gate", hostonly, "--no-spills")
+    assert proc.returncode == 1 and f"{hostonly}: does not contain device code" in proc.stderr
+    notzip = tmp_path / "broken-1.0-py3-none-any.whl"
+    notzip.write_bytes(b"PK\x03\x04" + b"\0" * 100)
+    proc = fatbinkit("diff", notzip, v1.path)
+    assert proc.returncode == 1 and str(notzip) in proc.stderr and "Traceback" not in \
+        proc.stderr
