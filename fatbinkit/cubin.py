@@ -31,6 +31,7 @@ from .errors import (
 from .fatbin import EntryKind
 from .infile import as_content
 from .nvinfo import (
+    EIATTR_ANNOTATIONS,
     EIATTR_CBANK_PARAM_SIZE,
     EIATTR_CUDA_API_VERSION,
     EIATTR_FRAME_SIZE,
@@ -88,6 +89,28 @@ EF_V1_ARCH_SPECIFIC = 0x800
 EF_V2_ARCH_SPECIFIC = 0x8
 
 _CONST_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.*))?$")
+
+# Spill figures come from EIATTR_ANNOTATIONS (0x55): (type, offset) pairs, type 1 ("SpillRefill"
+# in cuobjdump 13.5 -elf) at each spill STL / refill LDL of the function's .text. ptxas 12.9
+# (Triton's), 13.0 (nvcc), 13.4 (Triton's ptxas-blackwell) and 13.5 (pip) write one record per
+# spilling function, none for a function that does not spill, and never annotate the STL/LDL of
+# a real local array; ptxas 11.8 (Debian's nvidia-cuda-toolkit) writes none for the same
+# spilling kernels, and no 12.0-12.8 ptxas was at hand. So the figures are 0 without a record
+# only for cubins whose Cubin.toolkit is >= 12.9, else None. That toolkit is the ptxas that wrote
+# the cubin: .note.nv.cuinfo (nvcc), or, in a bare ptxas's note-less cubins, its kernels'
+# EIATTR_CUDA_API_VERSION, which is the ptxas's own version (ptxas 13.5 writes 135 for PTX 9.0,
+# Triton's ptxas 12.9 writes 129).
+_ANNOTATED_SINCE = 129
+_SPILL_REFILL = 1
+# Arches whose STL/LDL encoding was checked against nvdisasm 13.1 and whose summed widths equal
+# ptxas 13.0's -v figures (tests/test_cubin.py): a 128-bit instruction read as two little-endian
+# u64, opcode = lo & 0xFFF (STL 0x387, also 0x987 on sm_120; LDL 0x983), width code =
+# (hi >> 9) & 7: U8 0, S8 1, U16 2, S16 3, 32-bit 4, .64 5, .128 6 (7 never seen).
+_SPILL_ARCHES = frozenset({75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121})
+_STL = frozenset({0x387, 0x987})
+_LDL = 0x983
+_WIDTHS = (1, 1, 2, 2, 4, 8, 16)
+_INSTRUCTION = struct.Struct("<QQ")
 _T = TypeVar("_T")
 
 
@@ -117,7 +140,15 @@ class CubinFunction:
 
     ``constant`` maps bank number to the size of this function's ``.nv.constant<N>.<name>``
     section, in section order; ``registers`` is 0 where cuobjdump prints 0 (non-entry functions
-    of sm_90+). ``raw_attributes`` holds this function's attribute records as ``(file offset,
+    of sm_90+). ``size`` is the byte size of its ``.text.<name>`` section (the SASS code).
+    ``spill_stores`` / ``spill_loads`` are the bytes ``ptxas -v`` prints ("N bytes spill stores,
+    M bytes spill loads"): the summed widths of the STL / LDL instructions that the function's
+    EIATTR_ANNOTATIONS record marks as spills (local-array accesses are not counted). They are
+    None where the cubin does not record them: a toolkit older than 12.9 or not named by the
+    cubin's note, an arch whose encoding is not checked (before sm_75), or an annotation that
+    does not check out (an offset outside the section or not 16-byte aligned, an instruction
+    that is not STL/LDL, an unknown annotation type); nothing is raised for those.
+    ``raw_attributes`` holds this function's attribute records as ``(file offset,
     bytes)`` runs (its ``.nv.info`` records, then its ``.nv.info.<name>`` section), parsed into
     :attr:`attributes` when first read: a library has millions of records that listing its
     resources never looks at.
@@ -141,6 +172,9 @@ class CubinFunction:
     reqntid: tuple[int, ...] | None = None
     maxreg: int | None = None
     cuda_api_version: int | None = None
+    size: int = 0
+    spill_stores: int | None = None
+    spill_loads: int | None = None
     raw_attributes: tuple[tuple[int, bytes], ...] = field(default=(), repr=False)
 
     @functools.cached_property
@@ -162,6 +196,9 @@ class CubinFunction:
             "surface": self.surface,
             "sampler": self.sampler,
             "params": [p.to_dict() for p in self.params],
+            "size": self.size,
+            "spill_stores": self.spill_stores,
+            "spill_loads": self.spill_loads,
         }
 
     def __str__(self) -> str:
@@ -355,6 +392,31 @@ def _made(cls: type[_T], fields: dict[str, Any]) -> _T:
 _RawRecord = tuple[int, int, int | bytes | None, int]  # nvinfo.record_tuples: fmt, id, value, at
 
 
+def _spills(text: bytes, notes: list[int | bytes | None]) -> tuple[int, int] | None:
+    """(spill stores, spill loads) in bytes from a function's EIATTR_ANNOTATIONS payloads and
+    its ``.text`` bytes; None when an annotation does not check out (see :class:`CubinFunction`)."""
+    stores = loads = 0
+    end = len(text) - _INSTRUCTION.size
+    unpack = _INSTRUCTION.unpack_from
+    for value in notes:
+        if not isinstance(value, bytes) or len(value) % 8:
+            return None
+        for kind, at in struct.iter_unpack("<II", value):
+            if kind != _SPILL_REFILL or at % 16 or at > end:
+                return None
+            lo, hi = unpack(text, at)
+            code = (hi >> 9) & 7
+            if code >= len(_WIDTHS):
+                return None
+            if lo & 0xFFF in _STL:
+                stores += _WIDTHS[code]
+            elif lo & 0xFFF == _LDL:
+                loads += _WIDTHS[code]
+            else:
+                return None
+    return stores, loads
+
+
 def _words(value: int | bytes | None) -> tuple[int, ...]:
     """:meth:`NvInfoRecord.words` of a record's value."""
     if not isinstance(value, bytes):
@@ -513,12 +575,17 @@ class _Reader:
                 per_section[row[_SH_INFO]] = (base, body, records)
         sizes = {name: row[_SH_SIZE] for name, row in zip(self.names, self.rows, strict=True)}
         module_banks, banks, global_size = self.module_data()
-        functions = [
-            self.function(i, name[6:], symbols, banks, per_symbol, per_section, sizes)
-            for i, name in enumerate(self.names) if name.startswith(".text.")
-        ]
+        def build(tk: int | None) -> list[CubinFunction]:
+            annotated = tk is not None and tk >= _ANNOTATED_SINCE and arch.number in _SPILL_ARCHES
+            return [self.function(i, name[6:], symbols, banks, per_symbol, per_section, sizes,
+                                  annotated)
+                    for i, name in enumerate(self.names) if name.startswith(".text.")]
+
+        functions = build(tk)
         if tk is None:  # as cuobjdump does: fall back on the kernels' EIATTR_CUDA_API_VERSION
             tk = next((f.cuda_api_version for f in functions if f.cuda_api_version), None)
+            if tk is not None and tk >= _ANNOTATED_SINCE:  # a bare ptxas's cubin: spills too
+                functions = build(tk)
         toolkit = (tk // 10, tk % 10) if tk is not None else None
         return Cubin(arch, self.abi_version, virtual, toolkit, self.head.type, self.e_flags,
                      tuple(functions), module_banks, global_size, compat)
@@ -532,6 +599,7 @@ class _Reader:
         per_symbol: dict[int, list[_RawRecord]],
         per_section: dict[int, tuple[int, bytes, list[_RawRecord]]],
         sizes: dict[str, int],
+        annotated: bool,
     ) -> CubinFunction:
         sym = symbols.get((name, index))
         entry = sym is not None and bool(sym[1] & STO_CUDA_ENTRY)
@@ -570,6 +638,10 @@ class _Reader:
         param_size = first.get(EIATTR_CBANK_PARAM_SIZE)
         maxreg = first.get(EIATTR_MAXREG_COUNT)
         api = _words(first.get(EIATTR_CUDA_API_VERSION))
+        spills: tuple[int, int] | None = (0, 0) if annotated else None
+        if annotated and EIATTR_ANNOTATIONS in first:  # only spilling functions have a record
+            spills = _spills(self.body(index),
+                             [v for _f, a, v, _at in own if a == EIATTR_ANNOTATIONS])
         return _made(CubinFunction, {
             "name": name,
             "entry": entry,
@@ -591,5 +663,8 @@ class _Reader:
             if EIATTR_REQNTID in first else None,
             "maxreg": maxreg if isinstance(maxreg, int) else None,
             "cuda_api_version": api[0] if api else None,
+            "size": self.rows[index][_SH_SIZE],
+            "spill_stores": spills[0] if spills else None,
+            "spill_loads": spills[1] if spills else None,
             "raw_attributes": tuple(raw),
         })

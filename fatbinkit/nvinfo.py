@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from .errors import FormatError, TruncatedError
 
 __all__ = [
+    "EIATTR_ANNOTATIONS",
     "EIATTR_CBANK_PARAM_SIZE",
     "EIATTR_CUDA_API_VERSION",
     "EIATTR_FRAME_SIZE",
@@ -74,6 +75,7 @@ EIATTR_NAMES.update({
     0x4C: "EIATTR_NUM_BARRIERS",
     0x50: "EIATTR_SPARSE_MMA_MASK",
     0x53: "EIATTR_GEN_ERRBAR_AT_EXIT",
+    0x55: "EIATTR_ANNOTATIONS",
     0x66: "EIATTR_LANGUAGE",
     0x6B: "EIATTR_NVSAL_SW_WAR",
     0x6D: "EIATTR_PREEXIT_USED",
@@ -100,6 +102,9 @@ EIATTR_MAXREG_COUNT = 0x1B
 EIATTR_MAX_STACK_SIZE = 0x23
 EIATTR_REGCOUNT = 0x2F
 EIATTR_CUDA_API_VERSION = 0x37
+# SVAL payload of u32 (type, .text offset) pairs; type 1 (cuobjdump 13.5 -elf: "SpillRefill")
+# marks a register spill or refill instruction. Written by ptxas >= 12.9 only: see cubin.py.
+EIATTR_ANNOTATIONS = 0x55
 # Attributes of the module-wide .nv.info whose value starts with the symbol index it describes.
 PER_FUNCTION_ATTRIBUTES = frozenset(
     {EIATTR_FRAME_SIZE, EIATTR_MIN_STACK_SIZE, EIATTR_MAX_STACK_SIZE, 0x1E, EIATTR_REGCOUNT}

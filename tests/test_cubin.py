@@ -126,7 +126,8 @@ def test_to_dict_is_json_with_the_documented_keys(builds: Builds) -> None:  # no
     for f in cubin.functions:
         d = json.loads(json.dumps(f.to_dict()))
         assert list(d) == ["name", "entry", "registers", "stack", "shared", "local", "constant",
-                           "texture", "surface", "sampler", "params"]
+                           "texture", "surface", "sampler", "params", "size", "spill_stores",
+                           "spill_loads"]
         assert all(isinstance(k, str) for k in d["constant"])
     k = cubin.function("k_simple").to_dict()
     assert k["entry"] is True and k["constant"]["0"] > 0
@@ -302,3 +303,114 @@ def test_short_cuinfo_descriptors(sm90: bytes, descsz: int, toolkit: tuple[int, 
     struct.pack_into("<I", patched, at + 4, 2)
     with pytest.raises(TruncatedError, match="cuinfo"):
         Cubin.from_bytes(bytes(patched))
+
+
+# -- spills and code size -----------------------------------------------------------------------
+
+SPILL_SOURCE = Path(__file__).resolve().parent / "data" / "spill_kernels.cu"
+SPILL_ARCHS = ("75", "80", "86", "87", "88", "89", "90", "90a", "100", "100a", "103", "110",
+               "120", "121")
+_PTXAS_V_RE = re.compile(r"Function properties for (\w+)\n\s+\d+ bytes stack frame, (\d+) "
+                         r"bytes spill stores, (\d+) bytes spill loads")
+
+
+def _ptxas_v(log: str) -> dict[str, tuple[int, int]]:
+    """``name -> (spill stores, spill loads)`` from ``ptxas -v`` output: the oracle."""
+    return {m[0]: (int(m[1]), int(m[2])) for m in _PTXAS_V_RE.findall(log)}
+
+
+@pytest.fixture(scope="module")
+def spill_builds(tmp_path_factory: pytest.TempPathFactory
+                 ) -> dict[str, tuple[Path, dict[str, tuple[int, int]]]]:
+    """``sm -> (cubin, ptxas -v figures)``: SPILL_SOURCE by nvcc 13.0 with -maxrregcount=24."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cudabuild import NVCC, need, run
+
+    root = tmp_path_factory.mktemp("spills")
+
+    def build(sm: str) -> tuple[Path, dict[str, tuple[int, int]]]:
+        out = root / f"sm{sm}.cubin"
+        proc = run([need(NVCC), "-cubin", f"-arch=sm_{sm}", "-maxrregcount=24", "-Xptxas", "-v",
+                    "-o", out, SPILL_SOURCE])
+        return out, _ptxas_v(proc.stdout + proc.stderr)
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(SPILL_ARCHS, pool.map(build, SPILL_ARCHS), strict=True))
+
+
+@pytest.mark.parametrize("sm", SPILL_ARCHS)
+def test_spills_match_ptxas_v(spill_builds: dict[str, tuple[Path, dict[str, tuple[int, int]]]],
+                              sm: str) -> None:
+    from elftools.elf.elffile import ELFFile
+
+    path, oracle = spill_builds[sm]
+    cubin = Cubin.from_bytes(path.read_bytes())
+    ours = {f.name: (f.spill_stores, f.spill_loads) for f in cubin.functions}
+    assert ours == oracle
+    assert all(oracle[k] != (0, 0) for k in ("k_spill32", "k_spill64", "k_spill_float4"))
+    # the local array's STL/LDL are not spills; a function without spills has no annotation
+    assert ours["k_local_array"] == ours["k_no_spill"] == (0, 0)
+    assert cubin.function("k_local_array").local == 0 and cubin.function("k_local_array").stack
+    with path.open("rb") as f:
+        texts = {s.name[6:]: s["sh_size"] for s in ELFFile(f).iter_sections()
+                 if s.name.startswith(".text.")}
+    assert {f.name: f.size for f in cubin.functions} == texts
+    assert all(f.to_dict()["spill_stores"] == f.spill_stores for f in cubin.functions)
+
+
+def _bare_ptxas_cubin(ptxas: Path, ptx: str, sm: str, out: Path) -> tuple[Cubin, dict[str, tuple[
+        int, int]]]:
+    from cudabuild import run
+
+    src = out.with_suffix(".ptx")
+    src.write_text(ptx)
+    proc = run([ptxas, f"-arch=sm_{sm}", "-v", "-maxrregcount=24", "-o", out, src])
+    return Cubin.from_bytes(out.read_bytes()), _ptxas_v(proc.stdout + proc.stderr)
+
+
+@pytest.fixture(scope="module")
+def spill_ptx(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from cudabuild import NVCC, need, run
+
+    out = tmp_path_factory.mktemp("spill-ptx") / "spill.ptx"
+    run([need(NVCC), "-ptx", "-arch=compute_80", "-o", out, SPILL_SOURCE])
+    return out.read_text()
+
+
+def test_spills_of_older_ptxas(spill_ptx: str, tmp_path: Path) -> None:
+    """Triton's bare ptxas 12.9 writes the annotations (its cubins have no cuinfo note: the
+    toolkit is the kernels' EIATTR_CUDA_API_VERSION, 129); Debian's ptxas 11.8 writes none for
+    the same spilling kernels, so it gets None, not 0."""
+    import importlib.util
+
+    from thirdparty import CUDA_TOOLKIT_118, debian_tool
+
+    triton = importlib.util.find_spec("triton")
+    assert triton is not None and triton.origin is not None, "Triton is not installed"
+    ptxas129 = Path(triton.origin).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    ptx = re.sub(r"^\.version \d+\.\d+", ".version 7.8", spill_ptx, flags=re.M)
+    new, oracle = _bare_ptxas_cubin(ptxas129, ptx, "80", tmp_path / "p129.cubin")
+    assert new.toolkit == (12, 9)
+    assert {f.name: (f.spill_stores, f.spill_loads) for f in new.functions} == oracle
+    old, oracle = _bare_ptxas_cubin(debian_tool(CUDA_TOOLKIT_118, "ptxas"), ptx, "80",
+                                    tmp_path / "p118.cubin")
+    assert old.toolkit == (11, 8) and oracle["k_spill64"] != (0, 0)
+    assert all((f.spill_stores, f.spill_loads) == (None, None) and f.size for f in old.functions)
+
+
+def test_bad_annotations_give_none(
+        spill_builds: dict[str, tuple[Path, dict[str, tuple[int, int]]]]) -> None:
+    data = spill_builds["90"][0].read_bytes()
+    off, size = _section_span(data, ".nv.info.k_spill64")
+    note = next(r for r in parse_records(data[off:off + size], base=off) if r.attribute == 0x55)
+    assert note.name == "EIATTR_ANNOTATIONS"
+    text = _section_span(data, ".text.k_spill64")[1]
+    first = note.offset + 4  # the first (type, offset) pair
+    for pair in ((1, text), (1, text + 4096), (1, 8), (2, 0), (1, 0)):  # (1, 0): not STL/LDL
+        bad = bytearray(data)
+        struct.pack_into("<II", bad, first, *pair)
+        cubin = Cubin.from_bytes(bytes(bad))
+        f = cubin.function("k_spill64")
+        assert (f.spill_stores, f.spill_loads) == (None, None), pair
+        assert cubin.function("k_spill32").spill_stores == spill_builds["90"][1]["k_spill32"][0]
