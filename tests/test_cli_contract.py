@@ -225,12 +225,17 @@ FILE_COMMANDS: dict[str, Callable[[str, str], list[str]]] = {
     "build --cubin": lambda f, o: ["build", "-o", o, "--cubin", f"sm_90={f}"],
     "build --ptx": lambda f, o: ["build", "-o", o, "--ptx", f"sm_90={f}"],
     "inject": lambda f, o: ["inject", f, "-o", o, f"k={f}"],
+    "diff OLD": lambda f, o: ["diff", f, f],
+    "diff NEW": lambda f, o: ["diff", str(_fatbin(Path(o).parent.parent)), f],
+    "gate": lambda f, o: ["gate", f, "--no-spills"],
 }
+FOLDER_COMMANDS = ("diff", "gate")  # a folder is an input: an empty one holds no library
 
 
 def test_every_file_command_is_covered() -> None:
     taking_files = {name for name, p in commands().items()
-                    if any(a.dest in ("file", "library") or "=PATH" in str(a.metavar)
+                    if any(a.dest in ("file", "library", "old", "files") or
+                           "=PATH" in str(a.metavar)
                            for a in p._actions)}
     assert taking_files == {c.split()[0] for c in FILE_COMMANDS} | {"embed"}
 
@@ -251,6 +256,8 @@ def test_file_errors_name_the_file(command: str, case: str, tmp_path: Path,
     line = assert_failure(FILE_COMMANDS[command](str(path), str(out)), capsys, str(path))
     expected = {"missing": "No such file or directory", "directory": "it is a directory",
                 "empty": "empty file", "truncated": ""}[case]
+    if case == "directory" and command.split()[0] in FOLDER_COMMANDS:
+        expected = "this folder holds no ELF or fatbin file"
     assert expected in line
     assert not out.parent.exists()
 

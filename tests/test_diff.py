@@ -320,3 +320,38 @@ def test_bad_inputs_name_the_file(libs: tuple[Lib, Lib], tmp_path: Path) -> None
     proc = fatbinkit("diff", notzip, v1.path)
     assert proc.returncode == 1 and str(notzip) in proc.stderr and "Traceback" not in \
         proc.stderr
+
+
+def test_json_documents_validate_against_the_schema(libs: tuple[Lib, Lib],
+                                                    tmp_path: Path) -> None:
+    import jsonschema
+
+    schema = json.loads((DATA.parent.parent / "docs" / "json-schema.json").read_text())
+
+    def validate(doc: Any, what: str) -> None:
+        jsonschema.validate(doc, {"$defs": schema["$defs"], "$ref": f"#/$defs/{what}"})
+        jsonschema.validate(doc, schema)  # and exactly one of the documents
+
+    v1, v2 = libs
+    validate(diff_json(v1.path, v2.path), "diff")
+    validate(diff_json(v1.path, v2.path, "--only", "regressions"), "diff")
+    base = tmp_path / "base.json"
+    proc = gate(v1.path, "--write-baseline", base, "--no-spills", "--format", "json")
+    validate(json.loads(proc.stdout), "gate")
+    validate(json.loads(base.read_text()), "snapshot")
+    proc = gate(v2.path, "--baseline", base, "--require-arch", "sm_80", "--max-size", "1K",
+                "--max-min-driver", "12.0", "--max-registers", "8", "--format", "json")
+    doc = json.loads(proc.stdout)
+    validate(doc, "gate")
+    assert {v["rule"] for v in doc["violations"]} == {
+        "baseline", "require-arch", "max-size", "max-min-driver", "max-registers"}
+
+
+def test_snapshot_round_trip(libs: tuple[Lib, Lib]) -> None:
+    from fatbinkit.diff import Snapshot, diff, snapshot
+
+    for lib in libs:
+        snap = snapshot(lib.path)
+        back = Snapshot.from_dict(json.loads(json.dumps(snap.to_dict())))
+        assert back == snap
+        assert diff(back, snap).empty
