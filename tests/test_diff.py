@@ -57,7 +57,7 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Lib, Lib]:
     return _build(root, "libv1.so", V1_ARCHS), _build(root, "libv2.so", V2_ARCHS, "-DV2")
 
 
-def fatbinkit(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def fatbinkit(*args: str | Path | int) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "fatbinkit", *map(str, args)],
                           capture_output=True, text=True, check=False)
 
@@ -167,7 +167,7 @@ def test_identical_inputs_give_no_change(libs: tuple[Lib, Lib]) -> None:
     assert fatbinkit("diff", v1.path, libs[1].path, "--exit-code").returncode == 1
 
 
-def gate(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def gate(*args: str | Path | int) -> subprocess.CompletedProcess[str]:
     return fatbinkit("gate", *args)
 
 
