@@ -119,6 +119,7 @@ class ArchFilter:
         return f"{prefix}_{self.number}{self.suffix or ''}"
 
 
+@functools.lru_cache(maxsize=1 << 16)  # diff and check print a name once per arch and field
 def demangle(name: str) -> str:
     """The C++ name of a mangled (Itanium ABI) symbol, as ``c++filt`` prints it; other names
     (``extern "C"`` kernels, names the demangler refuses or longer than 16 KiB) unchanged."""

@@ -13,6 +13,7 @@ between builds (``libcublasLt.so.12`` and ``libcublasLt.so.13``; a CPython exten
 
 from __future__ import annotations
 
+import lzma
 import os
 import re
 import zipfile
@@ -27,9 +28,17 @@ from .infile import as_path
 __all__ = ["MAX_MEMBER", "Member", "member_key", "members"]
 
 MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not inflated
+# ... and one that would inflate to more than this ratio of its compressed size (plus a floor), the
+# rule of fatbinkit.fatbin.DecompressionBudget.for_input: a deflate bomb is refused before it is
+# read into memory.
 _MAGICS = (b"\x7fELF", b"\x50\xed\x55\xba")  # ELF; fatbin container (0xBA55ED50, little-endian)
 _ABI_TAG = re.compile(r"\.(?:cpython|pypy|cp)[-\w]*(?=\.so$)|\.abi3(?=\.so$)")
 _SO_VERSION = re.compile(r"(\.so)(?:\.\d+)+$")
+_VENDOR_HASH = re.compile(r"-[0-9a-f]{8}(?=\.so)")  # auditwheel's libgomp-a34b3233.so.1
+# zip errors, as a FormatError naming the wheel and the member: a bad header or CRC, corrupt
+# deflate/LZMA/bzip2 data, an encrypted member (RuntimeError), a short file
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError,
+               RuntimeError, KeyError)
 
 
 @dataclass(frozen=True)
@@ -57,9 +66,11 @@ class Member:
         try:
             with zipfile.ZipFile(self.origin) as zf, zf.open(self.name) as src:
                 return src.read()
-        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, KeyError) as e:
+        except _ZIP_ERRORS as e:
             raise FormatError(f"{self.label}: corrupt wheel member: {e}") from e
         except OSError as e:
+            if e.filename is None:  # bzip2's "Invalid data stream" is an OSError of the data
+                raise FormatError(f"{self.label}: corrupt wheel member: {e}") from e
             raise InputError(f"cannot read {self.label}: {e.strerror or e}") from e
 
     def __str__(self) -> str:
@@ -69,9 +80,12 @@ class Member:
 def member_key(name: str) -> str:
     """The part of a member's path that survives a new release: the file name with its
     soname version (``libcurand.so.10`` -> ``libcurand.so``) and CPython ABI tag
-    (``_x.cpython-311-x86_64-linux-gnu.so`` -> ``_x.so``) removed."""
-    base = name.rsplit("/", 1)[-1]
-    return _ABI_TAG.sub("", _SO_VERSION.sub(r"\1", base))
+    (``_x.cpython-311-x86_64-linux-gnu.so`` -> ``_x.so``) and auditwheel's hash of a vendored
+    library (``libgomp-a34b3233.so.1`` -> ``libgomp.so``) removed, in its folder
+    (``torch/lib/libgomp.so``)."""
+    folder, _, base = name.rpartition("/")
+    base = _VENDOR_HASH.sub("", _ABI_TAG.sub("", _SO_VERSION.sub(r"\1", base)))
+    return f"{folder}/{base}" if folder else base
 
 
 def _binary_head(head: bytes) -> bool:
@@ -122,21 +136,31 @@ def _walk_error(error: OSError) -> None:
 
 
 def _wheel(path: Path) -> Iterator[Member]:
+    from .fatbin import DecompressionBudget
+
+    seen: set[str] = set()
     try:
         with zipfile.ZipFile(path) as zf:
             for info in zf.infolist():
                 if info.is_dir() or info.file_size < 64:
                     continue
-                if info.file_size > MAX_MEMBER:
-                    raise FormatError(f"{path}:{info.filename}: declared {info.file_size} bytes, "
-                                      f"more than the {MAX_MEMBER >> 30} GiB a member may have")
+                if info.filename in seen:
+                    raise FormatError(f"{path}: member {info.filename} is in the wheel twice")
+                seen.add(info.filename)
+                limit = min(MAX_MEMBER, DecompressionBudget.for_input(info.compress_size).limit)
+                if info.file_size > limit:
+                    raise FormatError(f"{path}:{info.filename}: declared {info.file_size} bytes "
+                                      f"from {info.compress_size} compressed, more than the "
+                                      f"{limit} a member may inflate to")
                 with zf.open(info) as src:
                     head = src.read(4)
                 if _binary_head(head):
                     yield Member(info.filename, path, None, info.file_size)
     except FatbinkitError:
         raise
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
+    except _ZIP_ERRORS as e:
         raise naming(FormatError(f"not a readable wheel (zip): {e}"), path) from e
     except OSError as e:
+        if e.filename is None:
+            raise naming(FormatError(f"not a readable wheel (zip): {e}"), path) from e
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e

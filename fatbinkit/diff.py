@@ -30,7 +30,7 @@ from .arch import Arch
 from .binary import ArchFilter, Binary, DeviceSummary, KernelFilter, _size, demangle
 from .binary import open as open_binary
 from .collection import Member, member_key, members
-from .driver import dotted
+from .driver import as_cuda_version, dotted
 from .errors import FatbinkitError, FormatError, InvalidArgumentError, naming
 from .fatbin import EntryKind
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .scan import DeviceCode
 
 __all__ = [
+    "COLUMNS",
     "FIELDS",
     "SNAPSHOT_FORMAT",
     "WORSE_WHEN_HIGHER",
@@ -53,6 +54,8 @@ __all__ = [
     "ModuleChange",
     "Snapshot",
     "diff",
+    "open_member",
+    "read_library",
     "snapshot",
 ]
 
@@ -61,9 +64,9 @@ SNAPSHOT_FORMAT = "fatbinkit-snapshot/1"
 FIELDS = ("registers", "stack", "spill_stores", "spill_loads", "shared", "local", "size")
 # Fields whose rise is a regression (more registers: lower occupancy; spills, stack and local:
 # memory traffic; shared: fewer blocks per SM). SASS size and constant banks are reported only.
-WORSE_WHEN_HIGHER = frozenset({"registers", "stack", "spill_stores", "spill_loads", "shared",
-                               "local"})
+WORSE_WHEN_HIGHER = ("registers", "stack", "spill_stores", "spill_loads", "shared", "local")
 _VERDICT_RANK = {"native": 3, "jit": 2, "partial": 1, "none": 0}
+COLUMNS = ["kernel", "arch", "instance", "module", "entry", *FIELDS, "constant"]  # snapshot rows
 _SASS, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 
 
@@ -93,10 +96,6 @@ class Kernel:
     @property
     def kind(self) -> str:
         return "ptx" if self.arch.startswith("compute_") else "sass"
-
-    @property
-    def key(self) -> tuple[str, str, str, int]:
-        return self.library, self.kernel, self.arch, self.instance
 
     def values(self) -> dict[str, int | None]:
         """The compared figures by field name (:data:`FIELDS`, then ``constant[N]``)."""
@@ -182,7 +181,7 @@ class Library:
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "columns": ["kernel", "arch", "instance", "module", "entry", *FIELDS, "constant"],
+            "columns": COLUMNS,
             "kernels": [[k.kernel, k.arch, k.instance, k.module, k.entry,
                          *(getattr(k, f) for f in FIELDS),
                          {str(b): s for b, s in sorted(k.constant.items())}]
@@ -194,22 +193,53 @@ class Library:
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> Library:
-        name = str(doc["name"])
+        """Read back :meth:`to_dict`; a value of the wrong type is a ``ValueError``."""
+        name = _text(doc["name"])
+        if doc["columns"] != COLUMNS:
+            raise ValueError(f"library {name}: columns {doc['columns']!r}, expected {COLUMNS}")
         kernels = []
         for row in doc["kernels"]:
             kernel, arch, instance, module, entry, *figures, constant = row
-            values = dict(zip(FIELDS, figures, strict=True))
-            kernels.append(Kernel(name, str(kernel), str(arch), int(instance), int(module),
-                                  bool(entry), **values,
-                                  constant={int(b): int(s) for b, s in constant.items()}))
-        archs = tuple(ArchImages(a["kind"], a["arch"], a["entries"], a["stored"],
-                                 a["uncompressed"], tuple(a["compression"]),
-                                 tuple(a["toolkits"]), a["min_driver"]) for a in doc["archs"])
-        modules = tuple(Module(m["index"], tuple(m["kernels"]), tuple(m["sass"]),
-                               tuple(m["ptx"])) for m in doc["modules"])
-        devices = tuple(DeviceSummary(d["device"], d["generation"], d["sass"], d["jit"],
-                                      d["none"], tuple(d["images"])) for d in doc["devices"])
+            values = {f: _count(v, True) for f, v in zip(FIELDS, figures, strict=True)}
+            if not isinstance(entry, bool) or not isinstance(constant, dict):
+                raise ValueError(f"library {name}: bad kernel row {row!r}")
+            kernels.append(Kernel(name, _text(kernel), _arch(arch), _count(instance),
+                                  _count(module), entry, **values,
+                                  constant={_count(int(b)): _count(s) for b, s in
+                                            constant.items()}))
+        archs = tuple(ArchImages(
+            _text(a["kind"]), _arch(a["arch"]), _count(a["entries"]), _count(a["stored"]),
+            _count(a["uncompressed"]), tuple(map(_text, a["compression"])),
+            tuple(map(_text, a["toolkits"])),
+            None if a["min_driver"] is None else dotted(as_cuda_version(_text(a["min_driver"]))))
+            for a in doc["archs"])
+        modules = tuple(Module(_count(m["index"]), tuple(map(_text, m["kernels"])),
+                               tuple(map(_arch, m["sass"])), tuple(map(_arch, m["ptx"])))
+                        for m in doc["modules"])
+        devices = tuple(DeviceSummary(_text(d["device"]), _text(d["generation"]),
+                                      _count(d["sass"]), _count(d["jit"]), _count(d["none"]),
+                                      tuple(map(_arch, d["images"]))) for d in doc["devices"])
         return cls(name, tuple(kernels), archs, modules, devices)
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, not {value!r}")
+    return value
+
+
+def _count(value: object, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"expected a count, not {value!r}")
+    return value
+
+
+def _arch(value: object) -> str:
+    text = _text(value)
+    Arch.parse(text)  # an InvalidArgumentError (a ValueError) if it is not an arch
+    return text
 
 
 @dataclass(frozen=True)
@@ -234,7 +264,8 @@ class Snapshot:
         try:
             return cls(str(doc["source"]),
                        tuple(Library.from_dict(lib) for lib in doc["libraries"]))
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError,
+                FatbinkitError) as e:
             raise FormatError(f"{where}: malformed snapshot: {type(e).__name__}: {e}") from e
 
     def __str__(self) -> str:
@@ -449,8 +480,10 @@ class DeviceChange:
 
     @property
     def regression(self) -> bool:
-        """Fewer modules as SASS, or more that cannot load."""
-        return self.new.sass < self.old.sass or self.new.none > self.old.none
+        """A worse verdict (native, jit, partial, none in that order), or more modules that
+        cannot load (modules deleted from the library are not a regression)."""
+        return (_VERDICT_RANK[self.new.verdict] < _VERDICT_RANK[self.old.verdict]
+                or self.new.none > self.old.none)
 
     def to_dict(self) -> dict[str, Any]:
         return {"library": self.library, "device": self.device, "old": self.old.to_dict(),
@@ -476,12 +509,10 @@ class ArchChange:
 
     @property
     def regression(self) -> bool:
-        """A higher minimum driver (or one no longer known)."""
-        if self.field != "min_driver":
+        """A higher minimum driver (both known)."""
+        if self.field != "min_driver" or self.new is None or self.old is None:
             return False
-        if self.new is None or self.old is None:
-            return self.new is None and self.old is not None
-        return _version(self.new) > _version(self.old)
+        return as_cuda_version(self.new) > as_cuda_version(self.old)
 
     def to_dict(self) -> dict[str, Any]:
         return {"library": self.library, "kind": self.kind, "arch": self.arch,
@@ -496,10 +527,6 @@ class ArchChange:
                 return _size(v)
             return "?" if v is None else str(v)
         return f"{self.library}: {self.arch}: {self.field} {show(self.old)} -> {show(self.new)}"
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split("."))
 
 
 @dataclass(frozen=True)
@@ -524,15 +551,16 @@ class Diff:
     lost: frozenset[tuple[str, str, str]] = field(default=frozenset(), repr=False)
 
     def is_lost_arch(self, k: Kernel) -> bool:
-        """Whether a removed kernel image is a kernel the new build still has for other archs
-        (an arch lost, not a kernel deleted or renamed)."""
+        """Whether a removed kernel image is an entry kernel the new build no longer has for
+        this arch but still has for others (an arch lost; not a kernel deleted or renamed, a
+        device function inlined, or one of two same-named instances gone)."""
         return (k.library, k.kernel, k.arch) in self.lost
 
     @property
     def regressions(self) -> int:
         others: tuple[CoverageChange | ModuleChange | DeviceChange | ArchChange, ...] = (
             *self.coverage, *self.modules, *self.devices, *self.archs)
-        return (sum(map(self.is_lost_arch, self.removed))
+        return (len(self.libraries_removed) + sum(map(self.is_lost_arch, self.removed))
                 + sum(c.regression for c in self.changed) + sum(c.regression for c in others))
 
     @property
@@ -553,12 +581,16 @@ class Diff:
         kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
             KernelFilter.parse(kernel)
 
+        seen: dict[str, bool] = {}
+
         def arch_ok(name: str) -> bool:
             if not filters:
                 return True
-            kind = _PTX if name.startswith("compute_") else _SASS
-            a = Arch.parse(name)
-            return any(f.matches(kind, a) for f in filters)
+            if name not in seen:
+                kind = _PTX if name.startswith("compute_") else _SASS
+                a = Arch.parse(name)
+                seen[name] = any(f.matches(kind, a) for f in filters)
+            return seen[name]
 
         def name_ok(name: str) -> bool:
             return kf is None or kf.matches(name)
@@ -579,9 +611,10 @@ class Diff:
                           if keep(arch_ok(c.arch) and name_ok(c.kernel), c.regression)),
             coverage=tuple(c for c in self.coverage
                            if keep(arch_ok(c.arch) and kf is None, c.regression)),
-            modules=tuple(c for c in self.modules if keep(
-                any(map(arch_ok, (*c.lost, *c.gained))) and any(map(name_ok, c.module.kernels)),
-                c.regression)),
+            modules=tuple(m for c in self.modules if any(map(name_ok, c.module.kernels))
+                          for m in [replace(c, lost=tuple(filter(arch_ok, c.lost)),
+                                            gained=tuple(filter(arch_ok, c.gained)))]
+                          if keep(bool(m.lost or m.gained), m.regression)),
             devices=tuple(c for c in self.devices
                           if keep(device_ok(c) and kf is None, c.regression)),
             archs=tuple(c for c in self.archs
@@ -692,11 +725,12 @@ def diff(old: Snapshot, new: Snapshot) -> Diff:
         name = ln.name
         before = {(k.kernel, k.arch, k.instance): k for k in lo.kernels}
         after = {(k.kernel, k.arch, k.instance): k for k in ln.kernels}
-        still = {k.kernel for k in ln.kernels}
+        still = {k.kernel for k in ln.kernels if k.entry}
+        present = {(k.kernel, k.arch) for k in ln.kernels}
         for key, k in before.items():
             if key not in after:
                 removed.append(replace(k, library=name))
-                if k.kernel in still:
+                if k.entry and k.kernel in still and (k.kernel, k.arch) not in present:
                     lost.add((name, k.kernel, k.arch))
                 continue
             a, b = k.values(), after[key].values()
@@ -710,11 +744,14 @@ def diff(old: Snapshot, new: Snapshot) -> Diff:
             was, now = lo.coverage(kind), ln.coverage(kind)
             coverage += [CoverageChange(name, kind, a, "removed") for a in _by_arch(was - now)]
             coverage += [CoverageChange(name, kind, a, "added") for a in _by_arch(now - was)]
-        old_modules = {m.kernels: m for m in lo.modules if m.kernels}
-        for m in ln.modules:
-            o = old_modules.get(m.kernels)
-            if o is None:
+        old_modules: dict[tuple[str, ...], list[Module]] = {}
+        for m in lo.modules:
+            if m.kernels:
+                old_modules.setdefault(m.kernels, []).append(m)
+        for m in ln.modules:  # same entry kernels: paired in file order
+            if not old_modules.get(m.kernels):
                 continue
+            o = old_modules[m.kernels].pop(0)
             was_images, now_images = {*o.sass, *o.ptx}, {*m.sass, *m.ptx}
             if was_images != now_images:
                 modules.append(ModuleChange(name, m, _by_arch(was_images - now_images),
@@ -752,29 +789,35 @@ def _by_arch(names: Iterable[str]) -> tuple[str, ...]:
 
 def _pair(old: Sequence[Library], new: Sequence[Library],
           ) -> tuple[list[tuple[Library, Library]], list[Library], list[Library]]:
-    """Libraries paired by path, then by :func:`~fatbinkit.collection.member_key` where that is
-    unique on both sides, then the one left on each side; the rest removed and added."""
+    """Libraries paired by path, then by :func:`~fatbinkit.collection.member_key` (in its
+    folder, then its file name alone) where that is unique on both sides, then, when each side
+    holds one library, those two; the rest removed and added. Two libraries with one name on a
+    side (two inputs given to ``gate``) are refused: they could not be told apart."""
+    for side in (old, new):
+        names = [lib.name for lib in side]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise InvalidArgumentError(f"two libraries are named {twice[0]}: compare (or gate) "
+                                       "inputs whose libraries have distinct paths one by one")
     by_name = {lib.name: lib for lib in new}
     pairs = [(lib, by_name[lib.name]) for lib in old if lib.name in by_name]
-    left_old = [lib for lib in old if lib.name not in by_name]
     taken = {n.name for _, n in pairs}
+    left_old = [lib for lib in old if lib.name not in by_name]
     left_new = [lib for lib in new if lib.name not in taken]
-    keys_old: dict[str, list[Library]] = {}
-    keys_new: dict[str, list[Library]] = {}
-    for lib in left_old:
-        keys_old.setdefault(member_key(lib.name), []).append(lib)
-    for lib in left_new:
-        keys_new.setdefault(member_key(lib.name), []).append(lib)
-    for key, olds in keys_old.items():
-        news = keys_new.get(key, [])
-        if len(olds) == 1 and len(news) == 1:
-            pairs.append((olds[0], news[0]))
-    paired_old = {id(o) for o, _ in pairs}
-    paired_new = {id(n) for _, n in pairs}
-    left_old = [lib for lib in left_old if id(lib) not in paired_old]
-    left_new = [lib for lib in left_new if id(lib) not in paired_new]
+    for key in (member_key, lambda name: member_key(name).rsplit("/", 1)[-1]):
+        keys_old: dict[str, list[Library]] = {}
+        keys_new: dict[str, list[Library]] = {}
+        for lib in left_old:
+            keys_old.setdefault(key(lib.name), []).append(lib)
+        for lib in left_new:
+            keys_new.setdefault(key(lib.name), []).append(lib)
+        found = [(olds[0], keys_new[k][0]) for k, olds in keys_old.items()
+                 if len(olds) == 1 and len(keys_new.get(k, ())) == 1]
+        pairs += found
+        left_old = [lib for lib in left_old if all(lib is not o for o, _ in found)]
+        left_new = [lib for lib in left_new if all(lib is not n for _, n in found)]
     if len(left_old) == 1 and len(left_new) == 1 and len(old) == 1 and len(new) == 1:
-        pairs.append((left_old[0], left_new[0]))  # two files given: whatever their names
+        pairs.append((left_old[0], left_new[0]))  # one library each side: whatever their names
         left_old, left_new = [], []
     return pairs, left_old, left_new
 

@@ -20,16 +20,22 @@ from typing import Any
 from .arch import Arch
 from .binary import ArchFilter, _size, demangle
 from .collection import Member, members
-from .diff import Diff, Library, Snapshot, _named, diff, open_member, read_library
-from .driver import CudaVersion, dotted
+from .diff import (
+    WORSE_WHEN_HIGHER,
+    Diff,
+    Library,
+    Snapshot,
+    _named,
+    diff,
+    open_member,
+    read_library,
+)
+from .driver import CudaVersion, as_cuda_version, dotted
 from .errors import FormatError, InvalidArgumentError
 from .fatbin import EntryKind
 
-__all__ = ["RATCHETED", "Gate", "Rules", "SizeLimit", "Tolerance", "Violation", "gate",
+__all__ = ["Gate", "Rules", "SizeLimit", "Tolerance", "Violation", "escape", "gate",
            "parse_tolerances"]
-
-# The figures the baseline ratchet holds (a rise beyond the tolerance fails).
-RATCHETED = ("registers", "spill_stores", "spill_loads", "stack", "local", "shared")
 
 
 @dataclass(frozen=True)
@@ -75,9 +81,9 @@ class Rules:
 
     def __post_init__(self) -> None:
         for t in self.tolerance:
-            if t.field not in RATCHETED:
+            if t.field not in WORSE_WHEN_HIGHER:
                 raise InvalidArgumentError(f"no tolerance for {t.field!r}: the ratchet holds "
-                                           f"{', '.join(RATCHETED)}")
+                                           f"{', '.join(WORSE_WHEN_HIGHER)}")
 
     @property
     def any(self) -> bool:
@@ -118,11 +124,11 @@ class Violation:
         kernel = f"{demangle(self.kernel)} " if self.kernel else ""
         arch = f"({self.arch}) " if self.arch else ""
         text = f"{self.library}: {kernel}{arch}{self.message}"
-        return (f"::error file={_escape(self.file, True)},title="
-                f"{_escape(f'fatbinkit gate: {self.rule}', True)}::{_escape(text)}")
+        return (f"::error file={escape(self.file, True)},title="
+                f"{escape(f'fatbinkit gate: {self.rule}', True)}::{escape(text)}")
 
 
-def _escape(text: str, prop: bool = False) -> str:
+def escape(text: str, prop: bool = False) -> str:
     """GitHub's workflow-command escaping (``%``, CR, LF; and ``:``, ``,`` in properties)."""
     text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
@@ -131,12 +137,12 @@ def _escape(text: str, prop: bool = False) -> str:
 @dataclass(frozen=True)
 class Gate:
     """The outcome: ``violations`` (empty: pass), ``notes`` on what could not be checked,
-    the snapshot read (what ``--write-baseline`` stores) and the diff from the baseline."""
+    the snapshot read (what ``--write-baseline`` stores) and ``changes`` from the baseline."""
 
     snapshot: Snapshot
     violations: tuple[Violation, ...]
     notes: tuple[str, ...] = ()
-    baseline: Diff | None = field(default=None, repr=False)
+    changes: Diff | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -168,7 +174,7 @@ def gate(inputs: Sequence[str | os.PathLike[str]], rules: Rules, *,
     violations: list[Violation] = []
     notes: list[str] = []
     libraries: list[Library] = []
-    files: dict[str, str] = {}
+    files: dict[str, str] = {}  # library -> input, for the ratchet (names are unique there)
     for source in inputs:
         found = members(source)
         count = 0
@@ -224,9 +230,9 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
         limit = dotted(rules.max_min_driver)
         for a in lib.archs:
             if a.min_driver is None:
-                notes.append(f"note: {lib.name}: {a.arch}: minimum driver not known "
-                             "(a floor newer than fatbinkit's tables)")
-            elif tuple(map(int, a.min_driver.split("."))) > rules.max_min_driver:
+                notes.append(f"note: {lib.name}: {a.arch}: minimum driver not known (no floor "
+                             "recorded, or one newer than fatbinkit's tables)")
+            elif as_cuda_version(a.min_driver) > rules.max_min_driver:
                 out.append(Violation("max-min-driver", file, lib.name, None, a.arch,
                                      a.min_driver, limit,
                                      f"{a.kind.upper()} images need driver (CUDA) "
@@ -262,7 +268,7 @@ def _require(check: Any, lib: Library, file: str, rules: Rules) -> list[Violatio
 def _ratchet(changes: Diff, files: Mapping[str, str], rules: Rules) -> list[Violation]:
     out: list[Violation] = []
     for c in changes.changed:
-        if c.field not in RATCHETED or c.new is None:
+        if c.field not in WORSE_WHEN_HIGHER or c.new is None:
             continue
         old = c.old or 0
         if not rules.allowed(c.field, old, c.new):
@@ -293,7 +299,7 @@ def parse_tolerances(specs: Iterable[str]) -> tuple[Tolerance, ...]:
         name, sep, value = spec.partition("=")
         percent = value.endswith("%")
         number = value[:-1] if percent else value
-        if not sep or not number.isdigit():
+        if not sep or not (number.isascii() and number.isdigit()):
             raise InvalidArgumentError(f"a tolerance is FIELD=N or FIELD=N%, e.g. registers=8, "
                                        f"not {spec!r}")
         out.append(Tolerance(name, int(number), percent))

@@ -355,3 +355,78 @@ def test_snapshot_round_trip(libs: tuple[Lib, Lib]) -> None:
         back = Snapshot.from_dict(json.loads(json.dumps(snap.to_dict())))
         assert back == snap
         assert diff(back, snap).empty
+
+
+@pytest.mark.parametrize("damage", [
+    lambda d: d["libraries"][0]["kernels"][0].__setitem__(5, "many"),   # registers not a count
+    lambda d: d["libraries"][0]["kernels"][0].__setitem__(2, float("inf")),
+    lambda d: d["libraries"][0]["kernels"][0].pop(),                     # a column short
+    lambda d: d["libraries"][0].__setitem__("columns", ["arch", "kernel"]),
+    lambda d: d["libraries"][0]["archs"][0].__setitem__("min_driver", "12.x"),
+    lambda d: d["libraries"][0]["archs"][0].__setitem__("arch", 5),
+    lambda d: d["libraries"][0]["modules"][0].__setitem__("sass", ["gfx90a"]),
+    lambda d: d.__setitem__("libraries", {"a": 1}),
+    lambda d: d.__setitem__("libraries", "[]"),
+])
+def test_malformed_baseline_is_a_clear_error(libs: tuple[Lib, Lib], tmp_path: Path,
+                                             damage: Any) -> None:
+    v1, _ = libs
+    base = tmp_path / "base.json"
+    assert gate(v1.path, "--write-baseline", base).returncode == 0
+    doc = json.loads(base.read_text())
+    damage(doc)
+    base.write_text(json.dumps(doc))
+    proc = gate(v1.path, "--baseline", base)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"fatbinkit: error: {base}: malformed snapshot")
+
+
+def test_deeply_nested_baseline(libs: tuple[Lib, Lib], tmp_path: Path) -> None:
+    base = tmp_path / "deep.json"
+    base.write_text("[" * 100000 + "]" * 100000)
+    proc = gate(libs[0].path, "--baseline", base)
+    assert proc.returncode == 1 and f"{base}: not JSON" in proc.stderr
+
+
+def test_library_pairing_keys() -> None:
+    from fatbinkit.collection import member_key
+
+    assert member_key("nvidia/cu13/lib/libcublasLt.so.13") == "nvidia/cu13/lib/libcublasLt.so"
+    assert member_key("torch/lib/libgomp-a34b3233.so.1") == "torch/lib/libgomp.so"
+    assert member_key("cupy/_core/core.cpython-311-x86_64-linux-gnu.so") == "cupy/_core/core.so"
+    assert member_key("x/_C.abi3.so") == "x/_C.so"
+
+
+def test_wheel_members_that_cannot_be_read(libs: tuple[Lib, Lib], tmp_path: Path) -> None:
+    v1, _ = libs
+    data = v1.path.read_bytes()
+    # a member compressed with LZMA whose data is damaged: a clear error naming it
+    lz = tmp_path / "lz-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(lz, "w", zipfile.ZIP_LZMA) as z:
+        z.writestr("p/libk.so", data)
+    raw = bytearray(lz.read_bytes())
+    mid = len(raw) // 2
+    raw[mid : mid + 64] = b"\xff" * 64
+    lz.write_bytes(bytes(raw))
+    proc = fatbinkit("gate", lz, "--no-spills")
+    assert proc.returncode == 1 and str(lz) in proc.stderr and "Traceback" not in proc.stderr
+    # a bomb: declared far larger than its compressed bytes could honestly hold
+    bomb = _wheel(tmp_path / "bomb-1.0-py3-none-any.whl",
+                  {"p/libk.so": data[:64] + b"\0" * (400 << 20)})
+    proc = fatbinkit("gate", bomb, "--no-spills")
+    assert proc.returncode == 1 and "more than the" in proc.stderr
+
+
+def test_gate_inputs_with_one_library_name_and_a_baseline(libs: tuple[Lib, Lib],
+                                                          tmp_path: Path) -> None:
+    v1, _ = libs
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "libx.so").write_bytes(v1.path.read_bytes())
+    a, b = tmp_path / "a" / "libx.so", tmp_path / "b" / "libx.so"
+    assert gate(a, b, "--no-spills").returncode == 0  # absolute rules: fine
+    base = tmp_path / "base.json"
+    proc = gate(a, b, "--write-baseline", base)
+    assert proc.returncode == 0
+    proc = gate(a, b, "--baseline", base)
+    assert proc.returncode == 1 and "two libraries are named libx.so" in proc.stderr

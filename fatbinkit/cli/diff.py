@@ -124,7 +124,8 @@ def _size_limit(text: str) -> SizeLimit:
 def _progress(member: Member) -> None:
     """A line on a terminal as each binary of a wheel or folder is read."""
     if sys.stderr.isatty():
-        sys.stderr.write(f"\rreading {member.name} ({member.size >> 20} MiB)\x1b[K")
+        name = "".join(c if c.isprintable() else "?" for c in member.name)  # from the zip
+        sys.stderr.write(f"\rreading {name} ({member.size >> 20} MiB)\x1b[K")
         sys.stderr.flush()
 
 
@@ -155,7 +156,7 @@ def _diff(args: argparse.Namespace) -> int:
 @without_cyclic_gc
 def _gate(args: argparse.Namespace) -> int:
     from ..diff import Snapshot
-    from ..gate import Rules, gate, parse_tolerances
+    from ..gate import Rules, escape, gate, parse_tolerances
 
     if args.driver and not args.require_arch:
         raise UsageError("--driver goes with --require-arch")
@@ -179,7 +180,7 @@ def _gate(args: argparse.Namespace) -> int:
             doc = json.loads(args.baseline.read_bytes())
         except OSError as e:
             raise InputError(f"cannot read {args.baseline}: {e.strerror or e}") from e
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise FormatError(f"{args.baseline}: not JSON: {e}") from e
         baseline = Snapshot.from_dict(doc, str(args.baseline))
     try:
@@ -194,7 +195,7 @@ def _gate(args: argparse.Namespace) -> int:
         dump(result.to_dict())
     elif args.format == "github":
         sys.stdout.write("".join(f"{v.github()}\n" for v in result.violations))
-        sys.stdout.write("".join(f"::notice::{n}\n" for n in result.notes))
+        sys.stdout.write("".join(f"::notice::{escape(n)}\n" for n in result.notes))
         print(str(result).splitlines()[-1])
     else:
         print(result)
