@@ -41,8 +41,10 @@ CUPY12_RANDOM = WheelMember(
 CUPY13_RANDOM = WheelMember(
     "cupy-cuda13x", "14.2.0", "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so"
 )
-# An NVIDIA library wheel: cuRAND for CUDA 13.
+# An NVIDIA library wheel: cuRAND for CUDA 13 (cubins by CUDA 13.4), and its first CUDA 13
+# release (cubins by CUDA 13.0; a different arch list and kernel set), for `fatbinkit diff`.
 CURAND13 = WheelMember("nvidia-curand", "10.4.5.25", "nvidia/cu13/lib/libcurand.so.10")
+CURAND130 = WheelMember("nvidia-curand", "10.4.0.35", "nvidia/cu13/lib/libcurand.so.10")
 # Large library for benchmarks only (~540 MB).
 CUBLASLT13 = WheelMember("nvidia-cublas", "13.1.0.3", "nvidia/cu13/lib/libcublasLt.so.13")
 
@@ -57,8 +59,8 @@ CUPY11_RANDOM = WheelMember(
 CURAND11 = WheelMember("nvidia-curand-cu11", "10.3.0.86", "nvidia/curand/lib/libcurand.so.10")
 CUFFT11 = WheelMember("nvidia-cufft-cu11", "10.9.0.58", "nvidia/cufft/lib/libcufft.so.10")
 
-ALL_TEST_MEMBERS = (CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, CUPY102_RANDOM, CUPY11_RANDOM,
-                    CURAND11, CUFFT11)
+ALL_TEST_MEMBERS = (CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, CURAND130, CUPY102_RANDOM,
+                    CUPY11_RANDOM, CURAND11, CUFFT11)
 
 
 @dataclass(frozen=True)
