@@ -48,9 +48,9 @@ __all__ = [
     "DeviceChange",
     "Diff",
     "FieldChange",
-    "Kernel",
+    "KernelImage",
     "Library",
-    "Module",
+    "ModuleArchs",
     "ModuleChange",
     "Snapshot",
     "diff",
@@ -71,7 +71,7 @@ _SASS, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 
 
 @dataclass(frozen=True)
-class Kernel:
+class KernelImage:
     """One function in one image of a library: its mangled ``kernel`` name, the image's
     ``arch`` (``sm_90a`` SASS, ``compute_90`` PTX), ``instance`` (0, or the n-th time this name
     occurs for this arch), the ``module`` (container) holding it, and for SASS its resources:
@@ -144,7 +144,7 @@ class ArchImages:
 
 
 @dataclass(frozen=True)
-class Module:
+class ModuleArchs:
     """One fatbin container (or bare image): its entry kernels and the archs of its images."""
 
     index: int
@@ -170,9 +170,9 @@ class Library:
     """What one binary of a snapshot holds (``name``: its path inside the input)."""
 
     name: str
-    kernels: tuple[Kernel, ...]
+    kernels: tuple[KernelImage, ...]
     archs: tuple[ArchImages, ...]
-    modules: tuple[Module, ...]
+    modules: tuple[ModuleArchs, ...]
     devices: tuple[DeviceSummary, ...]
 
     def coverage(self, kind: str) -> frozenset[str]:
@@ -203,7 +203,7 @@ class Library:
             values = {f: _count(v, True) for f, v in zip(FIELDS, figures, strict=True)}
             if not isinstance(entry, bool) or not isinstance(constant, dict):
                 raise ValueError(f"library {name}: bad kernel row {row!r}")
-            kernels.append(Kernel(name, _text(kernel), _arch(arch), _count(instance),
+            kernels.append(KernelImage(name, _text(kernel), _arch(arch), _count(instance),
                                   _count(module), entry, **values,
                                   constant={_count(int(b)): _count(s) for b, s in
                                             constant.items()}))
@@ -213,7 +213,7 @@ class Library:
             tuple(map(_text, a["toolkits"])),
             None if a["min_driver"] is None else dotted(as_cuda_version(_text(a["min_driver"]))))
             for a in doc["archs"])
-        modules = tuple(Module(_count(m["index"]), tuple(map(_text, m["kernels"])),
+        modules = tuple(ModuleArchs(_count(m["index"]), tuple(map(_text, m["kernels"])),
                                tuple(map(_arch, m["sass"])), tuple(map(_arch, m["ptx"])))
                         for m in doc["modules"])
         devices = tuple(DeviceSummary(_text(d["device"]), _text(d["generation"]),
@@ -322,7 +322,7 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None)
     modules: dict[tuple[str, int, int], tuple[set[str], set[str], set[str]]] = {}
     numbers: dict[tuple[str, int, int], int] = {}
     counters: dict[tuple[str, str], int] = {}
-    kernels: list[Kernel] = []
+    kernels: list[KernelImage] = []
     toolkits: dict[tuple[str, str], set[tuple[int, int]]] = {}
     needs: dict[tuple[str, str], list[tuple[int, int] | None]] = {}
     for i, (it, (toolkit, abi, rows)) in enumerate(zip(read, outlines, strict=True)):
@@ -338,10 +338,10 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None)
             n = counters[kname, it.arch] = counters.get((kname, it.arch), -1) + 1
             if it.kind == "sass":
                 _, _, registers, stack, shared, local, constant, stores, loads, size = row
-                kernels.append(Kernel(name, kname, it.arch, n, module, entry, registers, stack,
+                kernels.append(KernelImage(name, kname, it.arch, n, module, entry, registers, stack,
                                       stores, loads, shared, local, size, dict(constant)))
             else:
-                kernels.append(Kernel(name, kname, it.arch, n, module, True))
+                kernels.append(KernelImage(name, kname, it.arch, n, module, True))
         e = c.entry
         floors, _ = image_floors(ImageInfo(
             SASS if it.kind == "sass" else PTX, e.arch,
@@ -365,7 +365,7 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None)
             None if None in low or max(v for v in low if v is not None) == (0, 0)
             else dotted(max(v for v in low if v is not None))))
     return Library(name, tuple(kernels), tuple(archs),
-                   tuple(Module(i, tuple(sorted(n)), tuple(sorted(s)), tuple(sorted(p)))
+                   tuple(ModuleArchs(i, tuple(sorted(n)), tuple(sorted(s)), tuple(sorted(p)))
                          for i, (n, s, p) in enumerate(modules.values())),
                    summary.devices)
 
@@ -446,7 +446,7 @@ class ModuleChange:
     """A module (matched by its entry kernels) whose archs changed."""
 
     library: str
-    module: Module
+    module: ModuleArchs
     lost: tuple[str, ...]
     gained: tuple[str, ...]
 
@@ -540,8 +540,8 @@ class Diff:
     libraries: tuple[tuple[str, str], ...]
     libraries_added: tuple[str, ...]
     libraries_removed: tuple[str, ...]
-    added: tuple[Kernel, ...]
-    removed: tuple[Kernel, ...]
+    added: tuple[KernelImage, ...]
+    removed: tuple[KernelImage, ...]
     changed: tuple[FieldChange, ...]
     unchanged: int
     coverage: tuple[CoverageChange, ...] = ()
@@ -550,7 +550,7 @@ class Diff:
     archs: tuple[ArchChange, ...] = ()
     lost: frozenset[tuple[str, str, str]] = field(default=frozenset(), repr=False)
 
-    def is_lost_arch(self, k: Kernel) -> bool:
+    def is_lost_arch(self, k: KernelImage) -> bool:
         """Whether a removed kernel image is an entry kernel the new build no longer has for
         this arch but still has for others (an arch lost; not a kernel deleted or renamed, a
         device function inlined, or one of two same-named instances gone)."""
@@ -712,8 +712,8 @@ def diff(old: Snapshot, new: Snapshot) -> Diff:
             raise InvalidArgumentError(f"diff() compares two Snapshots (fatbinkit.diff.snapshot"
                                        f"), not {type(side).__name__}")
     pairs, gone, came = _pair(old.libraries, new.libraries)
-    added: list[Kernel] = []
-    removed: list[Kernel] = []
+    added: list[KernelImage] = []
+    removed: list[KernelImage] = []
     changed: list[FieldChange] = []
     lost: set[tuple[str, str, str]] = set()
     coverage: list[CoverageChange] = []
@@ -744,7 +744,7 @@ def diff(old: Snapshot, new: Snapshot) -> Diff:
             was, now = lo.coverage(kind), ln.coverage(kind)
             coverage += [CoverageChange(name, kind, a, "removed") for a in _by_arch(was - now)]
             coverage += [CoverageChange(name, kind, a, "added") for a in _by_arch(now - was)]
-        old_modules: dict[tuple[str, ...], list[Module]] = {}
+        old_modules: dict[tuple[str, ...], list[ModuleArchs]] = {}
         for m in lo.modules:
             if m.kernels:
                 old_modules.setdefault(m.kernels, []).append(m)

@@ -162,7 +162,8 @@ def test_ls_resources_json_equals_cuobjdump(which: str, mix: Path) -> None:
         assert ours == usage.functions, f"{path.name} {arch}"
         for f in entry["functions"]:
             assert list(f) == ["name", "entry", "registers", "stack", "shared", "local",
-                               "constant", "texture", "surface", "sampler", "params"]
+                               "constant", "texture", "surface", "sampler", "params", "size",
+                               "spill_stores", "spill_loads"]
 
 
 def test_ls_resources_text_uses_cuobjdump_figures(mix: Path) -> None:
