@@ -430,3 +430,25 @@ def test_gate_inputs_with_one_library_name_and_a_baseline(libs: tuple[Lib, Lib],
     assert proc.returncode == 0
     proc = gate(a, b, "--baseline", base)
     assert proc.returncode == 1 and "two libraries are named libx.so" in proc.stderr
+
+
+def test_images_read_once_across_the_two_sides(libs: tuple[Lib, Lib],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import fatbinkit.diff as fd
+
+    v1, v2 = libs
+    fresh = [fd.snapshot(v1.path), fd.snapshot(v2.path)]
+    calls: list[int] = []
+    real = fd._outline
+    monkeypatch.setattr(fd, "_outline", lambda code: calls.append(1) or real(code))
+    again = fd.snapshot(v1.path, like=fresh[0])
+    assert again == fresh[0] and calls == []  # every image known: none inflated or parsed
+    other = fd.snapshot(v2.path, like=fresh[0])
+    assert other == fresh[1] and len(calls) == sum(
+        1 for it in fatbinkit_open(v2.path).select() if it.kind in ("sass", "ptx"))
+
+
+def fatbinkit_open(path: Path) -> Any:
+    import fatbinkit
+
+    return fatbinkit.open(path)

@@ -140,7 +140,8 @@ def _diff(args: argparse.Namespace) -> int:
 
     try:
         old = snapshot(args.old, max_decompressed=args.max_decompressed, progress=_progress)
-        new = snapshot(args.new, max_decompressed=args.max_decompressed, progress=_progress)
+        new = snapshot(args.new, max_decompressed=args.max_decompressed, progress=_progress,
+                       like=old)
     finally:
         _done()
     changes = diff(old, new).filter(args.arch, args.kernel,
