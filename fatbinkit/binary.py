@@ -535,7 +535,8 @@ class Binary:
     @_names_its_file
     def check(self, archs: Iterable[ArchLike] | ArchLike, driver: DriverLike | None = None,
               kernel: str | KernelFilter | None = None, *, every_image: bool = False,
-              budget: DecompressionBudget | None = None) -> Check:
+              budget: DecompressionBudget | None = None,
+              sets: Sequence[ImageSet] | None = None) -> Check:
         """What the CUDA driver does with each module on each of ``archs`` (GPUs: a suffix is
         ignored) with ``driver`` (``"12.8"``, ``(12, 8)``, ``"570.124.06"``, ``12080``; None:
         driver floors are reported, not applied): per module and kernel the decision, per arch
@@ -545,7 +546,9 @@ class Binary:
         Without ``kernel``, only the images these GPUs could load are read
         (:func:`fatbinkit.compat.image_sets` with ``devices``), unless ``every_image``: the
         decisions are the same, but kernels that only other archs' images hold are not looked
-        for (:attr:`Check.every_image_read` says so). A kernel filter reads every image."""
+        for (:attr:`Check.every_image_read` says so). A kernel filter reads every image.
+        ``sets``: the modules with every image read, when the caller has them
+        (:attr:`fatbinkit.diff.Library.sets`): nothing is read again."""
         from .compat import ArchVerdict, image_sets
 
         if isinstance(archs, (str, int, Arch)):
@@ -559,9 +562,10 @@ class Binary:
         source = self.path if self.path is not None else self.data
         assert source is not None
         every_image = every_image or kf is not None
-        sets = image_sets(source, budget=budget or self.budget(),
-                          devices=None if every_image else wanted,
-                          codes=self.codes) if self.codes else ()
+        if sets is None:
+            sets = image_sets(source, budget=budget or self.budget(),
+                              devices=None if every_image else wanted,
+                              codes=self.codes) if self.codes else ()
         rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
         for s in sets:
             by_arch = [s.decisions(a, cuda) for a in wanted]

@@ -37,6 +37,7 @@ from .errors import FatbinkitError, FormatError, InvalidArgumentError, naming
 from .fatbin import EntryKind
 
 if TYPE_CHECKING:
+    from .compat import ImageInfo, ImageSet
     from .scan import DeviceCode
 
 __all__ = [
@@ -69,7 +70,7 @@ FIELDS = ("registers", "stack", "spill_stores", "spill_loads", "shared", "local"
 WORSE_WHEN_HIGHER = ("registers", "stack", "spill_stores", "spill_loads", "shared", "local")
 _VERDICT_RANK = {"native": 3, "jit": 2, "partial": 1, "none": 0}
 COLUMNS = ["kernel", "arch", "instance", "module", "entry", *FIELDS, "constant"]  # snapshot rows
-_Outline = tuple[Any, Any, list[tuple[Any, ...]]]  # an image read: toolkit, ELF ABI, functions
+_Outline = tuple["ImageInfo", list[tuple[Any, ...]]]  # an image read, and its functions
 _SASS, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 
 
@@ -179,6 +180,8 @@ class Library:
     devices: tuple[DeviceSummary, ...]
     # what each image read gave, by _digest: for snapshot(like=); not compared, not stored
     read: Mapping[bytes, _Outline] = field(default_factory=dict, compare=False, repr=False)
+    # the modules as the driver sees them (fatbinkit.compat): for gate --require-arch; ditto
+    sets: tuple[ImageSet, ...] = field(default=(), compare=False, repr=False)
 
     def coverage(self, kind: str) -> frozenset[str]:
         return frozenset(a.arch for a in self.archs if a.kind == kind)
@@ -327,7 +330,7 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
                  known: Mapping[bytes, _Outline] | None = None) -> Library:
     """One binary's :class:`Library`: every SASS and PTX image read on every core, but those
     whose digest (:func:`_digest`) is in ``known``."""
-    from .compat import PTX, SASS, ImageInfo, image_floors
+    from .compat import ImageSet, image_floors
 
     read = [it for it in binary.select() if it.code.entry.header.kind in (_SASS, _PTX)]
     digests = [_digest(it.code) for it in read]
@@ -335,6 +338,7 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
     found = iter(binary.map(_outline, todo, budget=binary.budget(max_decompressed),
                             desc="reading images"))
     outlines = [known[d] if known and d in known else next(found) for d in digests]
+    images: dict[tuple[str, int, int], list[ImageInfo]] = {}
     summary = binary.summary()
     modules: dict[tuple[str, int, int], tuple[set[str], set[str], set[str]]] = {}
     numbers: dict[tuple[str, int, int], int] = {}
@@ -343,10 +347,13 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
     toolkits: dict[tuple[str, str], set[tuple[int, int]]] = {}
     needs: dict[tuple[str, str], list[tuple[int, int] | None]] = {}
     new = object.__new__
-    for i, (it, (toolkit, abi, rows)) in enumerate(zip(read, outlines, strict=True)):
+    for i, (it, (image, rows)) in enumerate(zip(read, outlines, strict=True)):
         c = it.code
         key = (c.source, c.container, i if c.container < 0 else -1)
         module = numbers.setdefault(key, len(numbers))
+        if image.offset != c.offset:  # known from the other side: where it is in this file
+            image = replace(image, label=f"entry at {c.offset:#x}", offset=c.offset)
+        images.setdefault(key, []).append(image)
         names, sass, ptx = modules.setdefault(key, (set(), set(), set()))
         arch, is_sass = it.arch, it.kind == "sass"
         (sass if is_sass else ptx).add(arch)
@@ -369,13 +376,9 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
                                   spill_stores=None, spill_loads=None, shared=None, local=None,
                                   size=None, constant={})
             kernels.append(k)
-        e = c.entry
-        floors, _ = image_floors(ImageInfo(
-            SASS if it.kind == "sass" else PTX, e.arch,
-            e.code_version if it.kind == "ptx" else None, toolkit=toolkit, abi_version=abi,
-            compression=e.compression))
-        if toolkit is not None:
-            toolkits.setdefault((it.kind, it.arch), set()).add(toolkit)
+        floors, _ = image_floors(image)
+        if image.toolkit is not None:
+            toolkits.setdefault((it.kind, it.arch), set()).add(image.toolkit)
         # None: a floor newer than the tables; (0, 0): no floor recorded (any driver that
         # drives the GPU)
         need = (0, 0) if not floors else None if any(f.need is None for f in floors) else \
@@ -394,7 +397,11 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
     return Library(name, tuple(kernels), tuple(archs),
                    tuple(ModuleArchs(i, tuple(sorted(n)), tuple(sorted(s)), tuple(sorted(p)))
                          for i, (n, s, p) in enumerate(modules.values())),
-                   summary.devices, dict(zip(digests, outlines, strict=True)))
+                   summary.devices, dict(zip(digests, outlines, strict=True)),
+                   tuple(ImageSet(f"{src or 'file'} container {c}" if c >= 0 else (src or "file"),
+                                  tuple(found), raw=c < 0, source=src,
+                                  container=c if c >= 0 else None)
+                         for (src, c, _), found in images.items()))
 
 
 def _digest(code: DeviceCode) -> bytes:
@@ -408,21 +415,28 @@ def _digest(code: DeviceCode) -> bytes:
 
 
 def _outline(code: DeviceCode) -> _Outline:
-    """In a worker: (toolkit, ELF ABI, rows) of one image; a SASS row is (name, entry,
-    registers, stack, shared, local, constant banks, spill stores, spill loads, size), a PTX row
-    (name, True). Plain tuples: only they travel back from the worker."""
-    data = code.entry.data()
-    if code.entry.header.kind == _SASS:
+    """In a worker: what the driver needs of one image (:class:`fatbinkit.compat.ImageInfo`,
+    as :func:`fatbinkit.compat.image_from_entry` reads it) and its functions: a SASS row is
+    (name, entry, registers, stack, shared, local, constant banks, spill stores, spill loads,
+    size), a PTX row (name, True). Plain tuples: only they travel back from the worker."""
+    from .compat import SASS, ImageInfo, image_from_ptx
+
+    e = code.entry
+    data = e.data()
+    label = f"entry at {code.offset:#x}"
+    if e.header.kind == _SASS:
         from .cubin import Cubin
 
         c = Cubin.from_bytes(data)
-        return c.toolkit, c.abi_version, [
-            (f.name, f.entry, f.registers, f.stack, f.shared, f.local,
-             tuple(f.constant.items()), f.spill_stores, f.spill_loads, f.size)
-            for f in c.functions]
-    from .ptx import Ptx
-
-    return None, None, [(e.name, True) for e in Ptx.from_bytes(data).entries]
+        image = ImageInfo(SASS, e.arch, None, label,
+                          frozenset(f.name for f in c.functions if f.entry), toolkit=c.toolkit,
+                          abi_version=c.abi_version, compression=e.compression,
+                          variables=bool(c.global_size or c.constant), offset=code.offset)
+        return image, [(f.name, f.entry, f.registers, f.stack, f.shared, f.local,
+                        tuple(f.constant.items()), f.spill_stores, f.spill_loads, f.size)
+                       for f in c.functions]
+    image = replace(image_from_ptx(data, label, e.arch, e.compression), offset=code.offset)
+    return image, [(name, True) for name in sorted(image.kernels or ())]
 
 
 @dataclass(frozen=True)

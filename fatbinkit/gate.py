@@ -191,8 +191,7 @@ def gate(inputs: Sequence[str | os.PathLike[str]], rules: Rules, *,
                 files[lib.name] = os.fspath(source)
                 violations += _absolute(lib, os.fspath(source), rules, notes)
                 if rules.require_archs:
-                    check = binary.check(rules.require_archs, rules.driver, every_image=True,
-                                         budget=binary.budget(max_decompressed))
+                    check = binary.check(rules.require_archs, rules.driver, sets=lib.sets)
                     violations += _require(check, lib, os.fspath(source), rules)
         if not count:
             raise FormatError(f"{os.fspath(source)}: does not contain device code")

@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -452,3 +452,21 @@ def fatbinkit_open(path: Path) -> Any:
     import fatbinkit
 
     return fatbinkit.open(path)
+
+
+def test_images_taken_from_the_other_side_are_placed_in_this_file(libs: tuple[Lib, Lib],
+                                                                 tmp_path: Path) -> None:
+    """The same fatbin as a bare file and inside the library (objcopy takes it out): every
+    image is taken from the library's snapshot, and the modules gate decides with equal
+    :func:`fatbinkit.compat.image_sets` of the bare file (labels and offsets of this file)."""
+    from fatbinkit.compat import image_sets
+    from fatbinkit.diff import snapshot
+
+    v1, _ = libs
+    bare = tmp_path / "v1.fatbin"
+    run(["objcopy", "-O", "binary", "--only-section=.nv_fatbin", v1.path, bare])
+    old = snapshot(v1.path)
+    (lib,) = snapshot(bare, like=old).libraries
+    assert lib.sets == image_sets(bare)
+    assert lib.kernels == tuple(replace(k, library="v1.fatbin")
+                                for k in old.libraries[0].kernels)

@@ -124,3 +124,17 @@ def test_diff_equals_the_two_cuobjdump_listings(pair: str) -> None:
     assert changed_images <= before.keys() & after.keys()
     both = len(before.keys() & after.keys())
     assert 0 <= both - len(changed_images) <= summary["unchanged"]
+
+
+def test_modules_equal_what_check_reads() -> None:
+    """The modules a snapshot builds from the images it reads (what ``gate --require-arch``
+    decides with) equal :func:`fatbinkit.compat.image_sets` of the same file, image for image,
+    also when images are taken from the other side of a diff."""
+    from fatbinkit.compat import image_sets
+    from fatbinkit.diff import snapshot
+
+    old = snapshot(fetch(CURAND130))
+    for member, like in ((CURAND130, None), (CURAND13, old), (CUPY13_RANDOM, None)):
+        path = fetch(member)
+        (lib,) = snapshot(path, like=like).libraries
+        assert lib.sets == image_sets(path)
