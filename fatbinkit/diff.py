@@ -25,6 +25,7 @@ import hashlib
 import operator
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -56,8 +57,8 @@ __all__ = [
     "ModuleArchs",
     "ModuleChange",
     "Snapshot",
+    "binaries",
     "diff",
-    "open_member",
     "read_library",
     "snapshot",
 ]
@@ -294,25 +295,42 @@ def snapshot(source: str | os.PathLike[str], *, max_decompressed: int | None = N
     stored bytes (BLAKE2b) and entry header equal one of its images is not inflated or parsed
     again: its functions are that image's (a fifth of libtorch_cuda.so's images from 2.13.0 to
     2.14.1)."""
-    found = members(source)
     known = {} if like is None else {d: o for lib in like.libraries for d, o in lib.read.items()}
     libraries = []
-    for m in found:
-        if progress is not None:
-            progress(m)
+    for m, binary in binaries(source, progress):
         with _named(m):
-            binary = open_member(m)
-            if binary.codes:
-                libraries.append(read_library(binary, m.name, max_decompressed, known))
-    if not libraries:
-        raise FormatError(f"{os.fspath(source)}: does not contain device code (no library with "
-                          ".nv_fatbin, __nv_relfatbin or an embedded fatbin, cubin or PTX)")
+            libraries.append(read_library(binary, m.name, max_decompressed, known))
     return Snapshot(os.fspath(source), tuple(libraries))
 
 
-def open_member(m: Member) -> Binary:
-    """The :class:`~fatbinkit.binary.Binary` of one member (a wheel member read into memory)."""
-    return open_binary(m.path if m.path is not None else m.read())
+def binaries(source: str | os.PathLike[str],
+             progress: Callable[[Member], None] | None = None) -> Iterator[tuple[Member, Binary]]:
+    """Each member of ``source`` (:func:`fatbinkit.collection.members`) that holds device code,
+    opened, in name order; a source with none is a :class:`~fatbinkit.errors.FormatError`
+    naming it. A wheel's next member is inflated on a thread while this one is read (zlib
+    releases the GIL): the two overlap."""
+    found = members(source)
+    count = 0
+    with ThreadPoolExecutor(1) as pool:
+        ahead: list[Future[bytes] | None] = [
+            pool.submit(m.read) if m.path is None else None for m in found[:1]]
+        for i, m in enumerate(found):
+            if i + 1 < len(found):
+                nxt = found[i + 1]
+                ahead.append(pool.submit(nxt.read) if nxt.path is None else None)
+            if progress is not None:
+                progress(m)
+            with _named(m):
+                pending = ahead[i]
+                ahead[i] = None  # the bytes are the Binary's from here on
+                binary = open_binary(pending.result() if pending is not None else
+                                     m.path if m.path is not None else m.read())
+            if binary.codes:
+                count += 1
+                yield m, binary
+    if not count:
+        raise FormatError(f"{os.fspath(source)}: does not contain device code (no library with "
+                          ".nv_fatbin, __nv_relfatbin or an embedded fatbin, cubin or PTX)")
 
 
 @contextlib.contextmanager

@@ -19,19 +19,19 @@ from typing import Any
 
 from .arch import Arch
 from .binary import ArchFilter, _size, demangle
-from .collection import Member, members
+from .collection import Member
 from .diff import (
     WORSE_WHEN_HIGHER,
     Diff,
     Library,
     Snapshot,
     _named,
+    binaries,
     diff,
-    open_member,
     read_library,
 )
 from .driver import CudaVersion, as_cuda_version, dotted
-from .errors import FormatError, InvalidArgumentError
+from .errors import InvalidArgumentError
 from .fatbin import EntryKind
 
 __all__ = ["Gate", "Rules", "SizeLimit", "Tolerance", "Violation", "escape", "gate",
@@ -176,25 +176,15 @@ def gate(inputs: Sequence[str | os.PathLike[str]], rules: Rules, *,
     libraries: list[Library] = []
     files: dict[str, str] = {}  # library -> input, for the ratchet (names are unique there)
     for source in inputs:
-        found = members(source)
-        count = 0
-        for m in found:
-            if progress is not None:
-                progress(m)
+        for m, binary in binaries(source, progress):
             with _named(m):
-                binary = open_member(m)
-                if not binary.codes:
-                    continue
                 lib = read_library(binary, m.name, max_decompressed)
-                count += 1
                 libraries.append(lib)
                 files[lib.name] = os.fspath(source)
                 violations += _absolute(lib, os.fspath(source), rules, notes)
                 if rules.require_archs:
                     check = binary.check(rules.require_archs, rules.driver, sets=lib.sets)
                     violations += _require(check, lib, os.fspath(source), rules)
-        if not count:
-            raise FormatError(f"{os.fspath(source)}: does not contain device code")
     snap = Snapshot(" ".join(os.fspath(s) for s in inputs), tuple(libraries))
     changes = None
     if baseline is not None:
