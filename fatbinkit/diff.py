@@ -169,6 +169,10 @@ class ModuleArchs:
         return {"index": self.index, "kernels": list(self.kernels), "sass": list(self.sass),
                 "ptx": list(self.ptx)}
 
+    def __str__(self) -> str:
+        """``add(float*) (+2 more): sm_80, sm_90, compute_90``."""
+        return f"{self.label}: {', '.join((*self.sass, *self.ptx)) or 'no images'}"
+
 
 @dataclass(frozen=True)
 class Library:
@@ -186,6 +190,12 @@ class Library:
 
     def coverage(self, kind: str) -> frozenset[str]:
         return frozenset(a.arch for a in self.archs if a.kind == kind)
+
+    def __str__(self) -> str:
+        """``libfoo.so: 12 kernel images in 3 modules; sm_80, sm_90, compute_90``."""
+        archs = ", ".join(a.arch for a in self.archs)
+        return (f"{self.name}: {len(self.kernels)} kernel images in {len(self.modules)} modules; "
+                f"{archs or 'no images'}")
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -90,6 +90,18 @@ class Rules:
         return bool(self.max_registers is not None or self.no_spills or self.require_archs or
                     self.max_min_driver is not None or self.max_size)
 
+    def __str__(self) -> str:
+        """The rules as the command line gives them: ``--max-registers 128 --no-spills``."""
+        parts = ([f"--max-registers {self.max_registers}"] if self.max_registers is not None
+                 else []) + (["--no-spills"] if self.no_spills else [])
+        parts += [f"--require-arch {a.sm}" for a in self.require_archs]
+        parts += [f"--driver {dotted(self.driver)}"] if self.driver else []
+        parts += ([f"--max-min-driver {dotted(self.max_min_driver)}"] if self.max_min_driver
+                  else [])
+        parts += [f"--max-size {s}" for s in self.max_size]
+        parts += [f"--tolerance {t}" for t in self.tolerance]
+        return " ".join(parts) or "no rules"
+
     def allowed(self, fieldname: str, old: int, new: int) -> bool:
         t = next((t for t in self.tolerance if t.field == fieldname), None)
         return new <= old if t is None else t.allows(old, new)

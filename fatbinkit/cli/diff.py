@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgumentError
 from ..outfile import atomic_path
@@ -121,6 +121,20 @@ def _size_limit(text: str) -> SizeLimit:
     return SizeLimit(byte_size(size), arch_filter(label) if sep else None)
 
 
+def dump_rows(doc: dict[str, Any]) -> None:
+    """A JSON document on stdout with one list item per line (as ``ls --json`` writes its
+    rows): ``json.dump(indent=2)`` runs the pure-Python encoder, 20 times slower on the 55 MB
+    of a libtorch diff; each row here goes through the C one."""
+    parts = []
+    for key, value in doc.items():
+        if isinstance(value, list) and value:
+            rows = ",\n".join(f"    {json.dumps(v)}" for v in value)
+            parts.append(f"  {json.dumps(key)}: [\n{rows}\n  ]")
+        else:
+            parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")
+    sys.stdout.write("{\n" + ",\n".join(parts) + "\n}\n")
+
+
 def _progress(member: Member) -> None:
     """A line on a terminal as each binary of a wheel or folder is read."""
     if sys.stderr.isatty():
@@ -147,7 +161,7 @@ def _diff(args: argparse.Namespace) -> int:
     changes = diff(old, new).filter(args.arch, args.kernel,
                                     regressions=args.only == "regressions")
     if args.json:
-        dump(changes.to_dict())
+        dump_rows(changes.to_dict())
     else:
         sys.stdout.write("".join(f"{line}\n" for line in changes.lines(
             demangled=not args.mangled, top=args.top)))
