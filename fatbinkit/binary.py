@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import functools
+import mmap
 import os
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -199,6 +200,7 @@ class Item:
             "name": self.name,
             "kind": self.kind,
             "arch": self.arch,
+            "member": c.member or None,
             "section": section,
             "symbol": symbol,
             "container": c.container if c.container >= 0 else None,
@@ -388,6 +390,8 @@ class Binary:
     codes: tuple[DeviceCode, ...] = field(repr=False)
     all: bool = False
     data: memoryview | None = field(default=None, repr=False, compare=False)  # bytes given
+    members: tuple[str, ...] = ()  # a static library's ELF objects, in order (cuobjdump's
+    # "member LIB:OBJECT:" lines, those without device code too)
 
     @property
     def name(self) -> str:
@@ -672,11 +676,29 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
     that is none of these raises :class:`~fatbinkit.errors.FormatError`."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         view = memoryview(source).cast("B")
-        return Binary(None, len(view), scan(view, all=all), all, view)
+        codes = scan(view, all=all)
+        return Binary(None, len(view), codes, all, view, _objects(view, None))
     path = as_path(source, "input")
     codes = scan(path, all=all)
     try:
         size = path.stat().st_size
+        with path.open("rb") as f:
+            members = _objects(memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)),
+                               path) if size and _is_archive(f.read(8)) else ()
     except OSError as e:  # scan read it a moment ago: removed since
         raise InputError(f"{path}: {e.strerror or e}") from e
-    return Binary(path, size, codes, all)
+    return Binary(path, size, codes, all, members=members)
+
+
+def _is_archive(head: bytes) -> bool:
+    from .archive import is_archive
+
+    return is_archive(head)
+
+
+def _objects(view: memoryview, path: Path | None) -> tuple[str, ...]:
+    """The names of a static library's ELF objects (none for other inputs)."""
+    from .archive import is_archive
+    from .scan import archive_objects
+
+    return tuple(m.name for m, _ in archive_objects(view, path)) if is_archive(view) else ()

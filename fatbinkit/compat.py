@@ -115,6 +115,7 @@ __all__ = [
     "image_from_entry",
     "image_from_ptx",
     "image_sets",
+    "module_label",
     "module_outcome",
     "predict_load",
     "ptx_jits_for",
@@ -942,9 +943,11 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
         size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
                 else os.path.getsize(source))
         budget = DecompressionBudget.for_input(size)
-    groups: dict[tuple[str, int], list[int]] = {}  # the loadable entries (SASS, PTX) per module
+    # the loadable entries (SASS, PTX) per module: a container, or a bare image (an embedded
+    # blob, per archive member)
+    groups: dict[tuple[str, str, int], list[int]] = {}
     for i, code in enumerate(codes):
-        members = groups.setdefault((code.source, code.container), [])
+        members = groups.setdefault((code.member, code.source, code.container), [])
         if code.entry.header.kind in (EntryKind.ELF, EntryKind.PTX):
             members.append(i)
     read = {i for members in groups.values() for i in members}
@@ -961,17 +964,23 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
         lambda c: image_from_entry(c.entry, f"entry at {c.offset:#x}"), chosen, jobs=jobs,
         desc="reading images"), strict=True))
     sets: list[ImageSet] = []
-    for (src, c), members in groups.items():
+    for (member, src, c), members in groups.items():
         images = []
         for i in members:
             label = f"entry at {codes[i].offset:#x}"
             img = found[i] if i in found else header_image(codes[i].entry, label)
             assert img is not None  # SASS and PTX entries only
             images.append(replace(img, offset=codes[i].offset))
-        sets.append(ImageSet(f"{src or 'file'} container {c}" if c >= 0 else (src or "file"),
-                             tuple(images), raw=c < 0, source=src,
-                             container=c if c >= 0 else None))
+        sets.append(ImageSet(module_label(src, c, member), tuple(images), raw=c < 0,
+                             source=src, container=c if c >= 0 else None))
     return tuple(sets)
+
+
+def module_label(source: str, container: int, member: str = "") -> str:
+    """How a module is named: ``.nv_fatbin container 3``, ``__k_start`` (an embedded bare
+    image), ``file`` (a bare file), after ``member: `` in a static library."""
+    where = f"{source or 'file'} container {container}" if container >= 0 else (source or "file")
+    return f"{member}: {where}" if member else where
 
 
 def header_image(entry: FatbinEntry, label: str = "") -> ImageInfo:

@@ -358,7 +358,7 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
                  known: Mapping[bytes, _Outline] | None = None) -> Library:
     """One binary's :class:`Library`: every SASS and PTX image read on every core, but those
     whose digest (:func:`_digest`) is in ``known``."""
-    from .compat import ImageSet, image_floors
+    from .compat import ImageSet, image_floors, module_label
 
     read = [it for it in binary.select() if it.code.entry.header.kind in (_SASS, _PTX)]
     digests = [_digest(it.code) for it in read]
@@ -367,6 +367,7 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
                             desc="reading images"))
     outlines = [known[d] if known and d in known else next(found) for d in digests]
     images: dict[tuple[str, int, int], list[ImageInfo]] = {}
+    owners: dict[tuple[str, int, int], str] = {}  # the archive member of each module
     summary = binary.summary()
     modules: dict[tuple[str, int, int], tuple[set[str], set[str], set[str]]] = {}
     numbers: dict[tuple[str, int, int], int] = {}
@@ -382,6 +383,7 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
         if image.offset != c.offset:  # known from the other side: where it is in this file
             image = replace(image, label=f"entry at {c.offset:#x}", offset=c.offset)
         images.setdefault(key, []).append(image)
+        owners.setdefault(key, c.member)
         names, sass, ptx = modules.setdefault(key, (set(), set(), set()))
         arch, is_sass = it.arch, it.kind == "sass"
         (sass if is_sass else ptx).add(arch)
@@ -426,10 +428,9 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
                    tuple(ModuleArchs(i, tuple(sorted(n)), tuple(sorted(s)), tuple(sorted(p)))
                          for i, (n, s, p) in enumerate(modules.values())),
                    summary.devices, dict(zip(digests, outlines, strict=True)),
-                   tuple(ImageSet(f"{src or 'file'} container {c}" if c >= 0 else (src or "file"),
-                                  tuple(found), raw=c < 0, source=src,
-                                  container=c if c >= 0 else None)
-                         for (src, c, _), found in images.items()))
+                   tuple(ImageSet(module_label(src, c, owners[src, c, i]), tuple(found),
+                                  raw=c < 0, source=src, container=c if c >= 0 else None)
+                         for (src, c, i), found in images.items()))
 
 
 def _digest(code: DeviceCode) -> bytes:

@@ -21,6 +21,7 @@ from typing import IO
 
 from . import elf
 from .arch import Arch
+from .archive import ArMember, ar_members, is_archive
 from .elf import Buffer
 from .errors import FatbinkitError, FormatError, InputError, naming
 from .fatbin import (
@@ -41,6 +42,7 @@ __all__ = [
     "FATBIN_SECTION",
     "RELFATBIN_SECTION",
     "DeviceCode",
+    "archive_objects",
     "bare_entry",
     "extract_names",
     "kind_name",
@@ -63,12 +65,15 @@ class DeviceCode:
     embedded blob (``__name_start``), or ``""`` for a bare fatbin/cubin/PTX file. ``container`` is
     the index of the fatbin container across the whole input (file order; -1 for a bare
     cubin/PTX), ``offset`` the file offset of the entry header (of the image for bare code).
+    ``member`` names the object of a static library (``ar`` archive) the code is in; its
+    ``offset`` is in the archive, or, for a thin archive, in the member's own file.
     """
 
     source: str
     container: int
     entry: FatbinEntry
     offset: int
+    member: str = ""  # the archive member (a static library's object) holding it
 
     def __str__(self) -> str:
         """``.nv_fatbin container 0: ELF sm_90a at 0x1050, 4096 bytes (lz4, 1024 stored)``,
@@ -206,8 +211,10 @@ def _symbol_pairs(
     return pairs
 
 
-def _scan_elf(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
-    src = Reader(view, fd)
+def _scan_elf(view: memoryview, fd: int | None, all: bool, base: int = 0) -> list[DeviceCode]:
+    """Device code in a host ELF file, or in one at ``base`` in the file ``fd`` reads (an
+    archive member): offsets are the file's."""
+    src = Reader(view, fd, base)
     sections = elf.sections(src)
     present = {s.name for s in sections}
     wanted = {FATBIN_SECTION}
@@ -220,15 +227,15 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
             continue
         off, size = sec.header.offset, sec.header.size  # inside the file: elf.sections checks
         try:
-            found = _fatbin_codes(sec.name, view[off : off + size], off, first, fd)
+            found = _fatbin_codes(sec.name, view[off : off + size], base + off, first, fd)
         except FormatError as e:
-            where = None if e.offset is None else off + e.offset
+            where = None if e.offset is None else base + off + e.offset
             msg = str(e).rsplit(" (at offset", 1)[0]
             raise type(e)(f"{sec.name}: {msg}", offset=where) from e
         codes += found
         first = _count_containers(codes, first)
     for sym, off, size in _symbol_pairs(src, sections):
-        found = _blob_codes(sym, view[off : off + size], off, first, fd)
+        found = _blob_codes(sym, view[off : off + size], base + off, first, fd)
         codes += found
         first = _count_containers(codes, first)
     return codes
@@ -255,20 +262,23 @@ def scan(source: FilePath | Buffer, *, all: bool = False) -> tuple[DeviceCode, .
     """
     source = as_input(source, "scan() source")
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return _scan(memoryview(source).cast("B"), None, all)
+        return _scan(memoryview(source).cast("B"), None, all, None)
     with open_input(source) as file:  # its InputErrors name the file: "cannot read k.so: ..."
         try:
-            return _scan(_map(file, source), file, all)
+            return _scan(_map(file, source), file, all, Path(source))
         except InputError:
             raise
         except FatbinkitError as e:  # "k.so: .nv_fatbin: bad magic (at offset 0x...)"
             raise naming(e, source) from e
 
 
-def _scan(view: memoryview, file: IO[bytes] | None, all: bool) -> tuple[DeviceCode, ...]:
+def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
+          path: Path | None) -> tuple[DeviceCode, ...]:
     if not len(view):
         raise FormatError("empty file, no device code")
     fd = None if file is None else file.fileno()
+    if is_archive(view):
+        return tuple(_scan_archive(view, fd, all, path))
     if is_fatbin(view):
         return tuple(_fatbin_codes("", view, 0, 0, fd))
     if elf.machine(view) not in (None, elf.EM_CUDA):  # a host file: .so, .o, executable
@@ -277,6 +287,44 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool) -> tuple[DeviceCo
     if code is None:
         raise FormatError("no device code: not a fatbin, cubin, PTX or ELF file", offset=0)
     return (code,)
+
+
+def archive_objects(view: memoryview, path: Path | None) -> list[tuple[ArMember, memoryview]]:
+    """The members of an archive that are ELF files, with their bytes (a thin archive's are
+    mapped from their own files, found next to the archive), in archive order."""
+    out = []
+    for m in ar_members(view):
+        if m.thin:
+            if path is None:
+                raise FormatError(f"thin archive member {m.name}: its file is read from the "
+                                  "archive's folder; give the archive as a path")
+            member = path.parent / m.name
+            with open_input(member) as file:
+                data = _map(file, member)
+        else:
+            data = view[m.offset : m.offset + m.size]
+        if elf.machine(data) not in (None, elf.EM_CUDA):
+            out.append((m, data))
+    return out
+
+
+def _scan_archive(view: memoryview, fd: int | None, all: bool,
+                  path: Path | None) -> list[DeviceCode]:
+    """Device code in each ELF object of a static library, in member order, containers numbered
+    across the archive (as cuobjdump numbers them); other members (not ELF) are skipped."""
+    codes: list[DeviceCode] = []
+    first = 0
+    for m, data in archive_objects(view, path):
+        try:
+            found = (_scan_elf(data, fd, all, m.offset) if not m.thin else
+                     _scan_elf(data, None, all))
+        except FatbinkitError as e:
+            raise naming(e, f"member {m.name}") from e
+        for c in found:
+            codes.append(DeviceCode(c.source, c.container + first if c.container >= 0 else -1,
+                                    c.entry, c.offset, m.name))
+        first = _count_containers(codes, first)
+    return codes
 
 
 def listed(codes: tuple[DeviceCode, ...], *, all: bool = False) -> tuple[DeviceCode, ...]:

@@ -228,8 +228,25 @@ def _ls(args: argparse.Namespace) -> int:
         body = ",\n".join(f"  {r}" for r in rows)
         sys.stdout.write(f'{{"entries": [\n{body}\n]}}\n' if rows else '{"entries": []}\n')
         return 0
-    sys.stdout.write("".join(f"{it}\n{text}" for it, text in zip(items, rendered, strict=True)))
+    lines = [f"{it}\n{text}" for it, text in zip(items, rendered, strict=True)]
+    if binary.members:  # a static library: cuobjdump's "member LIB:OBJECT:" before each object
+        lines = _by_member(binary, args.file, items, lines)
+    sys.stdout.write("".join(lines))
     return 0
+
+
+def _by_member(binary: Binary, given: Path, items: tuple[Item, ...],
+               lines: list[str]) -> list[str]:
+    """The listing of a static library as cuobjdump prints it: each ELF object (those with no
+    device code too) after a blank line and ``member <path>:<object>:``, where the path is the
+    one given, joined to the working folder when relative (cuobjdump's spelling, not resolved)."""
+    import os
+
+    shown = given if given.is_absolute() else Path(os.getcwd(), given)
+    per: dict[str, list[str]] = {}
+    for it, line in zip(items, lines, strict=True):
+        per.setdefault(it.code.member, []).append(line)
+    return [f"\nmember {shown}:{m}:\n" + "".join(per.get(m, ())) for m in binary.members]
 
 
 def _functions(code: DeviceCode, kernel: KernelFilter | None) -> tuple[CubinFunction, ...]:
