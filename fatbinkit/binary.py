@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from .arch import Arch, ArchLike, as_arch
+from .archive import is_archive_file
 from .driver import CudaVersion, DriverLike, as_cuda_version, dotted
 from .errors import FatbinkitError, InputError, InvalidArgumentError, OutputError, naming
 from .fatbin import DecompressionBudget, EntryKind
@@ -682,18 +683,14 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
     codes = scan(path, all=all)
     try:
         size = path.stat().st_size
-        with path.open("rb") as f:
-            members = _objects(memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)),
-                               path) if size and _is_archive(f.read(8)) else ()
+        members: tuple[str, ...] = ()
+        if size and is_archive_file(path):
+            with path.open("rb") as f:
+                members = _objects(
+                    memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)), path)
     except OSError as e:  # scan read it a moment ago: removed since
         raise InputError(f"{path}: {e.strerror or e}") from e
     return Binary(path, size, codes, all, members=members)
-
-
-def _is_archive(head: bytes) -> bool:
-    from .archive import is_archive
-
-    return is_archive(head)
 
 
 def _objects(view: memoryview, path: Path | None) -> tuple[str, ...]:

@@ -45,6 +45,7 @@ from typing import Any
 
 from . import elf, elfedit
 from .arch import Arch, ArchLike, as_arch
+from .archive import is_archive_file
 from .compat import PTX, SASS, ImageInfo, decide, image_from_entry
 from .cubin import cubin_toolkit
 from .driver import CudaVersion, dotted
@@ -84,6 +85,7 @@ __all__ = [
     "prune",
     "recompress",
     "slim",
+    "slim_archive",
     "slim_wheel",
 ]
 
@@ -262,8 +264,11 @@ def _kept(entries: Sequence[FatbinEntry], devices: Sequence[Arch], ptx: str,
 
 
 def _recode(entry: FatbinEntry, codec: str | None, level: int | None) -> FatbinEntry:
-    """``entry`` with its payload stored as ``codec`` (None: unchanged)."""
-    if codec is None or ((entry.compression or "none") == codec and level is None):
+    """``entry`` with its payload stored as ``codec`` (None: unchanged). Kinds the driver does
+    not load stay as they are: nvcc's LTO-IR entries flagged zstd hold no zstd frame (no magic;
+    seen with nvcc 13.0 ``code=lto_90``), so they cannot be inflated and encoded again."""
+    if codec is None or ((entry.compression or "none") == codec and level is None) or \
+            entry.header.kind not in (_ELF, _PTX):
         return entry
     data = entry.data()
     h = entry.header
@@ -930,14 +935,15 @@ def _verify(path: os.PathLike[str], modules: Sequence[_Module], wrappers: Sequen
 
 @dataclass(frozen=True)
 class WheelReport:
-    """The outcome of :func:`slim_wheel`: one row per ELF file with device code (its
-    :class:`SlimReport`, or why it was kept as it was), the wheel's sizes, the signature files
-    left out."""
+    """The outcome of :func:`slim_wheel` (or :func:`slim_archive`: ``kind`` "archive"): one row
+    per ELF file with device code (its :class:`SlimReport`, or why it was kept as it was), the
+    wheel's sizes, the signature files left out."""
 
     input_size: int
     output_size: int
     files: tuple[tuple[str, SlimReport | str], ...]
     dropped_signatures: tuple[str, ...] = ()
+    kind: str = "wheel"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -961,10 +967,11 @@ class WheelReport:
             else:
                 lines.append(f"  {name:{width}}  kept as is: {r}")
         pct = 100 * (before - after) / before if before else 0.0
-        lines.append(f"  {'libraries':{width}}  {before:>14,} -> {after:>14,}  -{pct:4.1f} %")
+        what = "libraries" if self.kind == "wheel" else "objects"
+        lines.append(f"  {what:{width}}  {before:>14,} -> {after:>14,}  -{pct:4.1f} %")
         pct = 100 * (self.input_size - self.output_size) / self.input_size
-        lines.append(f"  {'wheel':{width}}  {self.input_size:>14,} -> {self.output_size:>14,}  "
-                     f"-{pct:4.1f} %")
+        lines.append(f"  {self.kind:{width}}  {self.input_size:>14,} -> "
+                     f"{self.output_size:>14,}  -{pct:4.1f} %")
         checks: dict[str, list[ArchReport]] = {}
         for _, r in self.files:
             if isinstance(r, SlimReport):
@@ -973,7 +980,7 @@ class WheelReport:
         for sm, rows in checks.items():
             same = all(a.same for a in rows)
             lines.append(f"{sm}: {'same image' if same else 'A DIFFERENT IMAGE'} in every "
-                         f"module of {len(rows)} libraries ({sum(a.modules for a in rows)} "
+                         f"module of {len(rows)} {what} ({sum(a.modules for a in rows)} "
                          "modules load)")
         if self.dropped_signatures:
             lines.append("left out (signatures over the old RECORD): "
@@ -1052,6 +1059,56 @@ def slim_wheel(source: FilePath, output_dir: FilePath, *,
                        tuple(zip(names, results, strict=True)), dropped)
 
 
+def slim_archive(source: FilePath, output: FilePath, **options: Any) -> WheelReport:
+    """:func:`slim` every object with device code of the static library ``source`` (an ``ar``
+    archive, GNU or BSD; not thin) and write the archive to ``output``: members keep their
+    order, names and headers but the size, and the symbol index points at their new places
+    (:func:`fatbinkit.archive.rewrite`). An object whose layout cannot be rewritten safely stays
+    as it was (the report says why); any other error fails the whole archive, naming the
+    member, with nothing written. The output is read back: the same members, in order."""
+    from . import archive
+
+    src = as_path(source, "slim_archive() source")
+    out = as_path(output, "slim_archive() output")
+    with open_input(src) as file:
+        view = _map(file.fileno(), os.fstat(file.fileno()).st_size)
+        members = archive.ar_members(view)
+        if any(m.thin for m in members):
+            raise UnsupportedError(f"{src} is a thin archive: it holds no member data; prune "
+                                   "the objects it names")
+        names: list[str] = []
+        results: list[SlimReport | str] = []
+        replaced: dict[int, bytes] = {}
+        with tempfile.TemporaryDirectory(prefix="fatbinkit-") as work:
+            for i, m in enumerate(members):
+                data = view[m.offset : m.offset + m.size]
+                if elf.machine(data) in (None, elf.EM_CUDA):
+                    continue  # not a host object: kept as it is
+                obj, slimmed = Path(work, f"{i}.o"), Path(work, f"{i}.out")
+                obj.write_bytes(data)
+                try:
+                    if not has_device_code(obj):
+                        continue
+                    report: SlimReport | str = slim(obj, slimmed, **options)
+                except UnsupportedError as e:
+                    report = f"refused: {e}"
+                except FatbinkitError as e:
+                    raise type(e)(f"member {m.name}: {e}") from e
+                names.append(m.name)
+                results.append(report)
+                if isinstance(report, SlimReport):
+                    replaced[m.header] = slimmed.read_bytes()
+        new = archive.rewrite(view, replaced)
+    after = archive.ar_members(new)
+    if [m.name for m in after] != [m.name for m in members]:  # cannot happen: the check proves it
+        raise FormatError(f"{src}: the rewritten archive does not list the same members")
+    mode = os.stat(src).st_mode & 0o777
+    with atomic_path(out, mode) as tmp:
+        tmp.write_bytes(new)
+    return WheelReport(len(view), len(new), tuple(zip(names, results, strict=True)),
+                       kind="archive")
+
+
 def prune(source: FilePath, output: FilePath, archs: Sequence[ArchLike],
           **options: Any) -> SlimReport | WheelReport:
     """Keep what devices of ``archs`` load (see :func:`slim` for ``options``), e.g.
@@ -1076,5 +1133,7 @@ def _dispatch(source: os.PathLike[str], output: os.PathLike[str],
 
     if is_wheel(source):
         return slim_wheel(source, output, **options)
+    if is_archive_file(source):
+        return slim_archive(source, output, **options)
     return slim(source, output, **options)
 

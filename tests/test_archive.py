@@ -184,3 +184,96 @@ def test_thin_archive_needs_its_folder(objs: Path) -> None:
     with pytest.raises(FormatError, match=r"thin archive member a\.o"):
         fk.open((objs / "libthin.a").read_bytes())
     assert len(fk.open(objs / "libthin.a").codes) == 6
+
+
+# -- prune and recompress static libraries, as nvprune does ---------------------------------------
+
+def _nvprune() -> Path:
+    from thirdparty import CUDA_TOOLKIT_118, debian_tool
+
+    return debian_tool(CUDA_TOOLKIT_118, "nvprune")
+
+
+def _listing(lib: Path) -> str:
+    """cuobjdump's listing with the archive's own name taken out (names use its stem)."""
+    out = subprocess.run([str(_cuobjdump()), "-lelf", "-lptx", str(lib)], capture_output=True,
+                         text=True, check=False).stdout
+    return out.replace(str(lib), "LIB").replace(lib.stem, "STEM")
+
+
+def _as_gnu(lib: Path, work: Path) -> Path:
+    """The members of ``lib``, taken out by llvm-ar, in a GNU archive of the same stem."""
+    work.mkdir()
+    names = subprocess.run(["llvm-ar", "t", str(lib)], capture_output=True, text=True,
+                           check=True).stdout.split()
+    run(["llvm-ar", "x", lib], cwd=work)
+    out = work / lib.name
+    run(["ar", "rcs", out, *names], cwd=work)
+    return out
+
+
+def _index(lib: Path) -> str:
+    """The symbol index as nm prints it (``symbol in member``)."""
+    return subprocess.run(["llvm-nm", "--print-armap", str(lib)], capture_output=True, text=True,
+                          check=True).stdout.split("\n\n")[0]
+
+
+@pytest.mark.parametrize("archive, oracle", [("libgnu.a", "libgnu.a"), ("libmix.a", "libmix.a"),
+                                             ("libbsd.a", "libgnu.a")])
+def test_exact_prune_equals_nvprune(objs: Path, tmp_path: Path, archive: str,
+                                    oracle: str) -> None:
+    """``prune --exact --for sm_80`` keeps, member by member, what ``nvprune -arch sm_80``
+    (CUDA 11.8) keeps: the same cuobjdump listing and the same image bytes; the symbol index
+    still names the right members (GNU and BSD indexes); objects without device code, the
+    LTO-IR member and member order are untouched. nvprune 11.8 dies (SIGSEGV) on the BSD
+    archive: its oracle is nvprune on the GNU archive of the same objects."""
+    src = objs / archive
+    ours, theirs = tmp_path / f"ours-{archive}", tmp_path / f"theirs-{archive}"
+    proc = fatbinkit("prune", src, "-o", ours, "--for", "sm_80", "--exact", "--ptx", "none")
+    assert proc.returncode == 0, proc.stderr
+    subprocess.run([str(_nvprune()), "-arch", "sm_80", str(objs / oracle), "-o", str(theirs)],
+                   check=True)
+    if archive == "libbsd.a":  # cuobjdump reads GNU archives only: llvm-ar takes ours apart
+        ours = _as_gnu(ours, tmp_path / "gnu")
+    assert _listing(ours) == _listing(theirs)
+    assert "sm_90" not in _listing(ours) and "sm_80.cubin" in _listing(ours)
+    got = cuobjdump_extract(ours, tmp_path / "x-ours")
+    want = cuobjdump_extract(theirs, tmp_path / "x-theirs")
+    assert sorted(got.values()) == sorted(want.values()) and got
+    assert _index(ours) == _index(src)
+    names = subprocess.run(["llvm-ar", "t", str(ours)], capture_output=True, text=True,
+                           check=True).stdout
+    assert names == subprocess.run(["llvm-ar", "t", str(src)], capture_output=True, text=True,
+                                   check=True).stdout
+    assert ours.stat().st_size < src.stat().st_size
+
+
+def test_pruned_archive_links_and_runs(tmp_path: Path) -> None:
+    """The demo library's object in a static library, pruned for sm_89 (it keeps the sm_86 SASS
+    an 8.9 GPU runs): gcc's linker takes it through nvcc, and the program runs."""
+    from test_slim import GENCODE, LIBRARY, PROGRAM_OUTPUT, run_program
+
+    from fatbinkit.slim import prune
+
+    obj, lib, out = tmp_path / "slim.o", tmp_path / "libslim.a", tmp_path / "libslim-89.a"
+    run([NVCC, "-c", "-Xcompiler", "-fPIC", "-o", obj, LIBRARY, *GENCODE])
+    run(["ar", "rcs", lib, obj])
+    report = prune(lib, out, ["sm_89"], ptx="none")
+    assert "objects" in str(report) and "sm_89: same image in every module" in str(report)
+    assert _listing(out).count("ELF file") == 1 and "sm_86.cubin" in _listing(out)
+    exe = tmp_path / "prog"
+    run([NVCC, "-o", exe, Path(__file__).parent / "data" / "slim_main.cpp", out])
+    assert run_program(exe) == PROGRAM_OUTPUT
+
+
+def test_recompress_archive_and_refusals(objs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "libmix-zstd.a"
+    proc = fatbinkit("recompress", objs / "libmix.a", "-o", out, "--codec", "zstd",
+                     "--level", "19", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(fatbinkit("ls", out, "--json").stdout)["entries"]
+    assert {r["compression"] for r in rows} == {"zstd"}
+    assert _listing(out) == _listing(objs / "libmix.a")
+    proc = fatbinkit("prune", objs / "libthin.a", "-o", tmp_path / "t.a", "--for", "sm_80")
+    assert proc.returncode == 1 and "is a thin archive" in proc.stderr
+    assert not (tmp_path / "t.a").exists()

@@ -89,7 +89,8 @@ def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..slim import slim, slim_wheel
+    from ..archive import is_archive_file
+    from ..slim import slim, slim_archive, slim_wheel
     from ..wheel import is_wheel
 
     if args.level is not None:
@@ -113,6 +114,8 @@ def _run(args: argparse.Namespace) -> int:
             raise FormatError("empty file, no device code")
         if is_wheel(args.file):
             report = slim_wheel(args.file, args.output, progress=sys.stderr.isatty(), **options)
+        elif is_archive_file(args.file):
+            report = slim_archive(args.file, args.output, progress=sys.stderr.isatty(), **options)
         else:
             report = slim(args.file, args.output, progress=sys.stderr.isatty(), **options)
     except (FormatError, UnsupportedError, CompatibilityError) as e:  # about the input file
