@@ -277,3 +277,23 @@ def test_recompress_archive_and_refusals(objs: Path, tmp_path: Path) -> None:
     proc = fatbinkit("prune", objs / "libthin.a", "-o", tmp_path / "t.a", "--for", "sm_80")
     assert proc.returncode == 1 and "is a thin archive" in proc.stderr
     assert not (tmp_path / "t.a").exists()
+
+
+def test_the_toolkits_own_static_libraries(tmp_path: Path) -> None:
+    """libcudadevrt.a pruned --exact for sm_80 holds what nvprune 11.8 keeps, image for image;
+    libcudart_static.a holds no device code, which both tools say."""
+    devrt = CUDA_LIB / "libcudadevrt.a"
+    ours, theirs = tmp_path / "ours.a", tmp_path / "theirs.a"
+    proc = fatbinkit("prune", devrt, "-o", ours, "--for", "sm_80", "--exact", "--ptx", "none")
+    assert proc.returncode == 0, proc.stderr
+    subprocess.run([str(_nvprune()), "-arch", "sm_80", str(devrt), "-o", str(theirs)],
+                   check=True)
+    assert _listing(ours) == _listing(theirs) and "sm_80.cubin" in _listing(ours)
+    assert sorted(cuobjdump_extract(ours, tmp_path / "a").values()) == sorted(
+        cuobjdump_extract(theirs, tmp_path / "b").values())
+    static = CUDA_LIB / "libcudart_static.a"
+    proc = fatbinkit("ls", static)
+    assert proc.returncode == 1 and f"{static}: does not contain device code" in proc.stderr
+    oracle = subprocess.run([str(_cuobjdump()), "-lelf", str(static)], capture_output=True,
+                            text=True, check=False)
+    assert "does not contain device code" in oracle.stderr
