@@ -28,7 +28,7 @@ from fatbinkit.scan import scan  # noqa: E402
 
 __all__ = ["SEEDS", "corpus"]
 
-SEEDS = CACHE / "fuzz-seeds" / "v1"
+SEEDS = CACHE / "fuzz-seeds" / "v2"  # v2: a static library among the host seeds
 SOURCE = ROOT / "tests" / "data" / "inspect_kernels.cu"
 LIB_SOURCE = """
 extern const unsigned char __kernel_start[];  /* resolved by inject: defined in place */
@@ -41,7 +41,7 @@ FAMILIES = {
     "fatbin": (".fatbin",),
     "cubin": (".cubin",),
     "ptx": (".ptx",),
-    "host": (".o", ".so"),
+    "host": (".o", ".so", ".a"),
     "library": (".lib.so",),
 }
 
@@ -62,6 +62,7 @@ def _build(out: Path) -> None:
                "-gencode=arch=compute_90,code=sm_90"]
     _run(nvcc, "-fatbin", *gencode, src, "-o", out / "nvcc.fatbin")
     _run(nvcc, "-c", "-Xcompiler", "-fPIC", *gencode, src, "-o", out / "nvcc_host.o")
+    _run("ar", "rcs", out / "nvcc_host.a", out / "nvcc_host.o")  # a static library
     _run(nvcc, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", *gencode, src,
          "-o", out / "nvcc_host.so")
 
