@@ -92,3 +92,20 @@ def test_pruned_object_links_and_computes(gpu: Device, tmp_path: Path) -> None:
     proc = subprocess.run([str(exe), "gpu"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.endswith("kernel ok\n")
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_pruned_static_library_links_and_computes(gpu: Device, tmp_path: Path,
+                                                  exact: bool) -> None:
+    """The object in a static library (``ar rcs``), the library pruned to this GPU (as
+    ``nvprune -arch`` with ``exact``), then linked by nvcc: the kernel computes right."""
+    obj, lib, out, exe = (tmp_path / "slim.o", tmp_path / "libslim.a", tmp_path / "libp.a",
+                          tmp_path / "exe")
+    subprocess.run(["nvcc", "-c", "-o", str(obj), str(LIBRARY), *GENCODE], check=True)
+    subprocess.run(["ar", "rcs", str(lib), str(obj)], check=True)
+    prune(lib, out, [Arch(gpu.arch.number)], ptx="none", exact=exact)
+    assert out.stat().st_size < lib.stat().st_size
+    subprocess.run(["nvcc", "-o", str(exe), str(DATA / "slim_main.cpp"), str(out)], check=True)
+    proc = subprocess.run([str(exe), "gpu"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.endswith("kernel ok\n")
