@@ -300,6 +300,36 @@ class Summary:
     def uncompressed(self) -> int:
         return sum(a.uncompressed for a in self.archs)
 
+    @classmethod
+    def combined(cls, file: str, summaries: Sequence[Summary]) -> Summary:
+        """Many files' summaries as one (a wheel's or a folder's libraries): rows of one (kind,
+        arch) added up, their codecs, PTX ISA versions and toolkits joined (distinct kernels
+        are per file: None), and per GPU arch the module counts added up."""
+        rows: dict[tuple[str, str], list[ArchSummary]] = {}
+        for s in summaries:
+            for a in s.archs:
+                rows.setdefault((a.kind, a.arch), []).append(a)
+        archs = []
+        for (kind, arch), same in sorted(rows.items(), key=lambda kv: _row_order(*kv[0])):
+            toolkits = [a.toolkits for a in same if a.toolkits is not None]
+            archs.append(ArchSummary(
+                kind, arch, sum(a.entries for a in same), sum(a.stored for a in same),
+                sum(a.uncompressed for a in same),
+                tuple(sorted({c for a in same for c in a.compression})),
+                tuple(sorted({v for a in same for v in a.ptx_versions}, key=_version_order)),
+                None, tuple(sorted({t for tk in toolkits for t in tk},
+                                   key=lambda t: _version_order(t.split()[-1])))
+                if toolkits else None))
+        devices: dict[str, list[DeviceSummary]] = {}
+        for s in summaries:
+            for d in s.devices:
+                devices.setdefault(d.device, []).append(d)
+        merged = tuple(DeviceSummary(
+            device, same[0].generation, sum(d.sass for d in same), sum(d.jit for d in same),
+            sum(d.none for d in same), tuple(dict.fromkeys(i for d in same for i in d.images)))
+            for device, same in sorted(devices.items(), key=lambda kv: Arch.parse(kv[0]).number))
+        return cls(file, sum(s.modules for s in summaries), tuple(archs), merged)
+
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "modules": self.modules, "entries": self.entries,
                 "stored": self.stored, "uncompressed": self.uncompressed,
@@ -336,6 +366,17 @@ class Summary:
             what = ", ".join(p for p in parts if p)
             images = f" [{', '.join(d.images)}]" if d.images else ""
             yield f"  {d.device:<8} {d.generation:<10} {d.verdict:<8} {what}{images}"
+
+
+def _row_order(kind: str, arch: str) -> tuple[int, int, str]:
+    """Summary rows as :meth:`Binary.summary` sorts them: by kind (its entry-kind number),
+    then SM, then suffix."""
+    a = Arch.parse(arch)
+    return {"ptx": 1, "sass": 2, "ltoir": 8}.get(kind, 99), a.number, a.suffix
+
+
+def _version_order(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
 
 
 def _count(n: int, noun: str) -> str:

@@ -3,9 +3,10 @@
 A member's ``name`` is its path inside the input (``torch/lib/libtorch_cuda.so`` in a wheel or an
 unpacked site-packages folder), which is what two releases of a package have in common; a single
 file is one member named after the file. Members are the files whose first bytes say ELF (a
-``.so``, an executable, a cubin, a ``.o``) or fatbin; folders are walked recursively, symbolic
-links skipped (``libfoo.so -> libfoo.so.1`` would count the library twice). Reading a wheel
-member inflates that one member into memory; nothing is unpacked to disk.
+``.so``, an executable, a cubin, a ``.o``), fatbin or ``ar`` archive (a static library);
+folders are walked recursively, symbolic links skipped (``libfoo.so -> libfoo.so.1`` would count
+the library twice). Reading a wheel member inflates that one member into memory; nothing is
+unpacked to disk.
 
 :func:`member_key` is what :func:`fatbinkit.diff.diff` pairs libraries by when their paths differ
 between builds (``libcublasLt.so.12`` and ``libcublasLt.so.13``; a CPython extension's ABI tag).
@@ -13,25 +14,33 @@ between builds (``libcublasLt.so.12`` and ``libcublasLt.so.13``; a CPython exten
 
 from __future__ import annotations
 
+import contextlib
 import lzma
 import os
 import re
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .errors import FatbinkitError, FormatError, InputError, naming
+from .errors import FatbinkitError, FormatError, InputError, UnsupportedError, naming
 from .infile import as_path
 
-__all__ = ["MAX_MEMBER", "Member", "member_key", "members"]
+if TYPE_CHECKING:
+    from .binary import Binary
+
+__all__ = ["MAX_MEMBER", "Member", "binaries", "is_collection", "member_key", "members", "named"]
 
 MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not inflated
 # ... and one that would inflate to more than this ratio of its compressed size (plus a floor), the
 # rule of fatbinkit.fatbin.DecompressionBudget.for_input: a deflate bomb is refused before it is
 # read into memory.
-_MAGICS = (b"\x7fELF", b"\x50\xed\x55\xba")  # ELF; fatbin container (0xBA55ED50, little-endian)
+# ELF; fatbin container (0xBA55ED50, little-endian); ar archive (a static library), thin or not
+_MAGICS = (b"\x7fELF", b"\x50\xed\x55\xba")
+_ARCHIVES = (b"!<arch>\n", b"!<thin>\n")
 _ABI_TAG = re.compile(r"\.(?:cpython|pypy|cp)[-\w]*(?=\.so$)|\.abi3(?=\.so$)")
 _SO_VERSION = re.compile(r"(\.so)(?:\.\d+)+$")
 _VENDOR_HASH = re.compile(r"-[0-9a-f]{8}(?=\.so)")  # auditwheel's libgomp-a34b3233.so.1
@@ -77,6 +86,11 @@ class Member:
         return self.label
 
 
+def is_collection(path: Path) -> bool:
+    """Whether ``path`` names a folder or a wheel (a ``.whl`` file): an input of many binaries."""
+    return path.is_dir() or (path.suffix == ".whl" and path.is_file())
+
+
 def member_key(name: str) -> str:
     """The part of a member's path that survives a new release: the file name with its
     soname version (``libcurand.so.10`` -> ``libcurand.so``) and CPython ABI tag
@@ -89,7 +103,7 @@ def member_key(name: str) -> str:
 
 
 def _binary_head(head: bytes) -> bool:
-    return head[:4] in _MAGICS
+    return head[:4] in _MAGICS or head[:8] in _ARCHIVES
 
 
 def members(source: str | os.PathLike[str]) -> list[Member]:
@@ -123,7 +137,7 @@ def _folder(root: Path) -> Iterator[Member]:
                 continue
             try:
                 with open(path, "rb") as f:
-                    head = f.read(4)
+                    head = f.read(8)
                 size = path.stat().st_size
             except OSError as e:
                 raise InputError(f"cannot read {path}: {e.strerror or e}") from e
@@ -153,7 +167,7 @@ def _wheel(path: Path) -> Iterator[Member]:
                                       f"from {info.compress_size} compressed, more than the "
                                       f"{limit} a member may inflate to")
                 with zf.open(info) as src:
-                    head = src.read(4)
+                    head = src.read(8)
                 if _binary_head(head):
                     yield Member(info.filename, path, None, info.file_size)
     except FatbinkitError:
@@ -164,3 +178,56 @@ def _wheel(path: Path) -> Iterator[Member]:
         if e.filename is None:
             raise naming(FormatError(f"not a readable wheel (zip): {e}"), path) from e
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+
+
+def binaries(source: str | os.PathLike[str],
+             progress: Callable[[Member], None] | None = None,
+             skipped: Callable[[Member, FatbinkitError], None] | None = None,
+             ) -> Iterator[tuple[Member, Binary]]:
+    """Each member of ``source`` (:func:`fatbinkit.collection.members`) that holds device code,
+    opened, in name order; a source with none is a :class:`~fatbinkit.errors.FormatError`
+    naming it. A wheel's next member is inflated on a thread while this one is read (zlib
+    releases the GIL): the two overlap. In a wheel or folder, an ELF file fatbinkit does not
+    read (32-bit, big-endian: :class:`~fatbinkit.errors.UnsupportedError`) goes to ``skipped``
+    when given, instead of stopping the walk; any other error stops it, naming the file."""
+    from .binary import open as open_binary
+
+    found = members(source)
+    count = 0
+    with ThreadPoolExecutor(1) as pool:
+        ahead: list[Future[bytes] | None] = [
+            pool.submit(m.read) if m.path is None else None for m in found[:1]]
+        for i, m in enumerate(found):
+            if i + 1 < len(found):
+                nxt = found[i + 1]
+                ahead.append(pool.submit(nxt.read) if nxt.path is None else None)
+            if progress is not None:
+                progress(m)
+            with named(m):
+                pending = ahead[i]
+                ahead[i] = None  # the bytes are the Binary's from here on
+                try:
+                    binary = open_binary(pending.result() if pending is not None else
+                                         m.path if m.path is not None else m.read())
+                except UnsupportedError as e:
+                    if skipped is None or (len(found) == 1 and m.origin == m.path):
+                        raise
+                    skipped(m, e)
+                    continue
+            if binary.codes:
+                count += 1
+                yield m, binary
+    if not count:
+        raise FormatError(f"{os.fspath(source)}: does not contain device code (no library with "
+                          ".nv_fatbin, __nv_relfatbin or an embedded fatbin, cubin or PTX)")
+
+
+@contextlib.contextmanager
+def named(m: Member) -> Iterator[None]:
+    """Errors about a wheel member name the wheel and the member (files name themselves)."""
+    try:
+        yield
+    except FatbinkitError as e:
+        if m.path is not None or str(e).startswith(m.label):
+            raise
+        raise naming(e, m.label) from e

@@ -20,21 +20,18 @@ per-arch facts; :meth:`Diff.filter` narrows it by arch, kernel and to regression
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import operator
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .arch import Arch
 from .binary import ArchFilter, Binary, DeviceSummary, KernelFilter, _size, demangle
-from .binary import open as open_binary
-from .collection import Member, member_key, members
+from .collection import Member, binaries, member_key, named
 from .driver import as_cuda_version, dotted
-from .errors import FatbinkitError, FormatError, InvalidArgumentError, naming
+from .errors import FatbinkitError, FormatError, InvalidArgumentError
 from .fatbin import EntryKind
 
 if TYPE_CHECKING:
@@ -57,7 +54,6 @@ __all__ = [
     "ModuleArchs",
     "ModuleChange",
     "Snapshot",
-    "binaries",
     "diff",
     "read_library",
     "snapshot",
@@ -294,7 +290,8 @@ class Snapshot:
 
 def snapshot(source: str | os.PathLike[str], *, max_decompressed: int | None = None,
              progress: Callable[[Member], None] | None = None,
-             like: Snapshot | None = None) -> Snapshot:
+             like: Snapshot | None = None,
+             skipped: Callable[[Member, FatbinkitError], None] | None = None) -> Snapshot:
     """Read ``source`` (a file, a wheel or a folder; :func:`fatbinkit.collection.members`) into
     a :class:`Snapshot`: each binary with device code in turn, its images on every core.
     Binaries of a wheel or folder without device code are left out; an input with none at all
@@ -304,54 +301,13 @@ def snapshot(source: str | os.PathLike[str], *, max_decompressed: int | None = N
     ``like``: a snapshot read earlier in this process (the old side of a diff). An image whose
     stored bytes (BLAKE2b) and entry header equal one of its images is not inflated or parsed
     again: its functions are that image's (a fifth of libtorch_cuda.so's images from 2.13.0 to
-    2.14.1)."""
+    2.14.1). ``skipped``: see :func:`fatbinkit.collection.binaries`."""
     known = {} if like is None else {d: o for lib in like.libraries for d, o in lib.read.items()}
     libraries = []
-    for m, binary in binaries(source, progress):
-        with _named(m):
+    for m, binary in binaries(source, progress, skipped):
+        with named(m):
             libraries.append(read_library(binary, m.name, max_decompressed, known))
     return Snapshot(os.fspath(source), tuple(libraries))
-
-
-def binaries(source: str | os.PathLike[str],
-             progress: Callable[[Member], None] | None = None) -> Iterator[tuple[Member, Binary]]:
-    """Each member of ``source`` (:func:`fatbinkit.collection.members`) that holds device code,
-    opened, in name order; a source with none is a :class:`~fatbinkit.errors.FormatError`
-    naming it. A wheel's next member is inflated on a thread while this one is read (zlib
-    releases the GIL): the two overlap."""
-    found = members(source)
-    count = 0
-    with ThreadPoolExecutor(1) as pool:
-        ahead: list[Future[bytes] | None] = [
-            pool.submit(m.read) if m.path is None else None for m in found[:1]]
-        for i, m in enumerate(found):
-            if i + 1 < len(found):
-                nxt = found[i + 1]
-                ahead.append(pool.submit(nxt.read) if nxt.path is None else None)
-            if progress is not None:
-                progress(m)
-            with _named(m):
-                pending = ahead[i]
-                ahead[i] = None  # the bytes are the Binary's from here on
-                binary = open_binary(pending.result() if pending is not None else
-                                     m.path if m.path is not None else m.read())
-            if binary.codes:
-                count += 1
-                yield m, binary
-    if not count:
-        raise FormatError(f"{os.fspath(source)}: does not contain device code (no library with "
-                          ".nv_fatbin, __nv_relfatbin or an embedded fatbin, cubin or PTX)")
-
-
-@contextlib.contextmanager
-def _named(m: Member) -> Iterator[None]:
-    """Errors about a wheel member name the wheel and the member (files name themselves)."""
-    try:
-        yield
-    except FatbinkitError as e:
-        if m.path is not None or str(e).startswith(m.label):
-            raise
-        raise naming(e, m.label) from e
 
 
 def read_library(binary: Binary, name: str, max_decompressed: int | None = None,

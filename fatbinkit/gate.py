@@ -19,19 +19,17 @@ from typing import Any
 
 from .arch import Arch
 from .binary import ArchFilter, _size, demangle
-from .collection import Member
+from .collection import Member, binaries, named
 from .diff import (
     WORSE_WHEN_HIGHER,
     Diff,
     Library,
     Snapshot,
-    _named,
-    binaries,
     diff,
     read_library,
 )
 from .driver import CudaVersion, as_cuda_version, dotted
-from .errors import InvalidArgumentError
+from .errors import FatbinkitError, InvalidArgumentError
 from .fatbin import EntryKind
 
 __all__ = ["Gate", "Rules", "SizeLimit", "Tolerance", "Violation", "escape", "gate",
@@ -177,7 +175,8 @@ class Gate:
 
 def gate(inputs: Sequence[str | os.PathLike[str]], rules: Rules, *,
          baseline: Snapshot | None = None, max_decompressed: int | None = None,
-         progress: Callable[[Member], None] | None = None) -> Gate:
+         progress: Callable[[Member], None] | None = None,
+         skipped: Callable[[Member, FatbinkitError], None] | None = None) -> Gate:
     """Read every input (files, wheels, folders) and judge it by ``rules`` and, with
     ``baseline``, by the ratchet. The snapshot of all inputs together is
     :attr:`Gate.snapshot`."""
@@ -188,8 +187,8 @@ def gate(inputs: Sequence[str | os.PathLike[str]], rules: Rules, *,
     libraries: list[Library] = []
     files: dict[str, str] = {}  # library -> input, for the ratchet (names are unique there)
     for source in inputs:
-        for m, binary in binaries(source, progress):
-            with _named(m):
+        for m, binary in binaries(source, progress, skipped):
+            with named(m):
                 lib = read_library(binary, m.name, max_decompressed)
                 libraries.append(lib)
                 files[lib.name] = os.fspath(source)

@@ -76,7 +76,7 @@ def test_json_listing(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(rows) == len(blocks)
     for row, block in zip(rows, blocks, strict=True):
         assert set(row) == {
-            "number", "name", "kind", "arch", "section", "symbol", "container", "offset",
+            "number", "name", "kind", "arch", "member", "section", "symbol", "container", "offset",
             "compression", "stored", "uncompressed", "identifier", "ptx_version",
         }
         assert row["section"] == ".nv_fatbin" and row["symbol"] is None

@@ -26,7 +26,7 @@ from .args import (
     kernel_filter,
     positive,
 )
-from .fatbin import dump, without_cyclic_gc
+from .fatbin import dump, skipped, without_cyclic_gc
 
 if TYPE_CHECKING:
     from ..collection import Member
@@ -153,9 +153,10 @@ def _diff(args: argparse.Namespace) -> int:
     from ..diff import diff, snapshot
 
     try:
-        old = snapshot(args.old, max_decompressed=args.max_decompressed, progress=_progress)
+        old = snapshot(args.old, max_decompressed=args.max_decompressed, progress=_progress,
+                       skipped=skipped)
         new = snapshot(args.new, max_decompressed=args.max_decompressed, progress=_progress,
-                       like=old)
+                       like=old, skipped=skipped)
     finally:
         _done()
     changes = diff(old, new).filter(args.arch, args.kernel,
@@ -200,7 +201,8 @@ def _gate(args: argparse.Namespace) -> int:
         baseline = Snapshot.from_dict(doc, str(args.baseline))
     try:
         result = gate(args.files, rules, baseline=baseline,
-                      max_decompressed=args.max_decompressed, progress=_progress)
+                      max_decompressed=args.max_decompressed, progress=_progress,
+                      skipped=skipped)
     finally:
         _done()
     if args.write_baseline:

@@ -8,6 +8,7 @@ trailing NULs, as cuobjdump writes it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import gc
 import json
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..collection import is_collection
 from ..errors import FormatError
 from ..fatbin import EntryKind
 from ..outfile import atomic_path
@@ -31,7 +33,9 @@ from .args import (
 
 if TYPE_CHECKING:
     from ..binary import Binary, Item, KernelFilter
+    from ..collection import Member
     from ..cubin import CubinFunction
+    from ..errors import FatbinkitError
     from ..fatbin import DecompressionBudget
     from ..scan import DeviceCode
 
@@ -199,6 +203,8 @@ def _ls(args: argparse.Namespace) -> int:
         args.parser.error("--kernels goes with --summary")
     if (args.sort or args.top) and not args.resources:
         args.parser.error("--sort and --top go with --resources")
+    if is_collection(args.file):
+        return _ls_many(args)
     binary = open_input(args)
     budget = binary.budget(args.max_decompressed)
     if args.summary:
@@ -247,6 +253,57 @@ def _by_member(binary: Binary, given: Path, items: tuple[Item, ...],
     for it, line in zip(items, lines, strict=True):
         per.setdefault(it.code.member, []).append(line)
     return [f"\nmember {shown}:{m}:\n" + "".join(per.get(m, ())) for m in binary.members]
+
+
+def _ls_many(args: argparse.Namespace) -> int:
+    """``ls`` of a wheel or a folder: each binary with device code (by its path inside, in name
+    order), then with ``--summary`` the total. Text: a ``== PATH ==`` line before each one's
+    listing or summary; JSON: ``{"files": [...]}`` of each one's document (and ``total``)."""
+    from ..binary import Summary
+    from ..collection import binaries, named
+
+    if args.resources or args.kernels:
+        raise UsageError("--resources and --kernels read one file at a time: give a library "
+                         "inside the wheel or folder")
+    if args.summary and (args.arch or args.kernel):
+        args.parser.error("--summary covers the whole file: it takes no --arch or --kernel")
+    done: list[tuple[str, Any]] = []
+    text: list[str] = []
+    for m, binary in binaries(args.file, skipped=skipped):
+        with named(m):
+            budget = binary.budget(args.max_decompressed)
+            if args.summary:
+                done.append((m.name, dataclasses.replace(binary.summary(budget=budget),
+                                                         file=m.name)))
+                continue
+            items = binary.select(args.arch, args.kernel, budget=budget)
+            done.append((m.name, items))
+            lines = [f"{it}\n" for it in items]
+            if binary.members:  # a static library in the folder: cuobjdump's member lines
+                lines = _by_member(binary, Path(m.label), items, lines)
+            text.append(f"== {m.name} ==\n" + "".join(lines))
+    if args.summary:
+        total = Summary.combined(f"{args.file} (total of {len(done)} files)",
+                                 [s for _, s in done])
+        if args.json:
+            dump({"files": [s.to_dict() for _, s in done], "total": total.to_dict()})
+        else:
+            sys.stdout.write("".join(f"== {name} ==\n" + "".join(f"{line}\n" for line in
+                                                                  s.lines()) + "\n"
+                                     for name, s in done))
+            sys.stdout.write("".join(f"{line}\n" for line in total.lines()))
+        return 0
+    if args.json:
+        dump({"files": [{"file": name, "entries": [it.to_dict() for it in items]}
+                        for name, items in done]})
+    else:
+        sys.stdout.write("".join(text))
+    return 0
+
+
+def skipped(member: Member, error: FatbinkitError) -> None:
+    """A file of a wheel or folder that is not read: one note on stderr."""
+    print(f"fatbinkit: note: skipped {member.label}: {error}", file=sys.stderr)
 
 
 def _functions(code: DeviceCode, kernel: KernelFilter | None) -> tuple[CubinFunction, ...]:
