@@ -124,7 +124,8 @@ def members(source: str | os.PathLike[str]) -> list[Member]:
             raise InputError(f"cannot read {path}: {e.strerror or e}") from e
         return [Member(path.name, path, path, size)]
     if not found:
-        raise FormatError(f"{path}: this {what} holds no ELF or fatbin file (no library to read)")
+        raise FormatError(f"{path}: this {what} holds no ELF, fatbin or ar archive file (no "
+                          "library to read)")
     return sorted(found, key=lambda m: m.name)
 
 
@@ -186,20 +187,23 @@ def binaries(source: str | os.PathLike[str],
              ) -> Iterator[tuple[Member, Binary]]:
     """Each member of ``source`` (:func:`fatbinkit.collection.members`) that holds device code,
     opened, in name order; a source with none is a :class:`~fatbinkit.errors.FormatError`
-    naming it. A wheel's next member is inflated on a thread while this one is read (zlib
-    releases the GIL): the two overlap. In a wheel or folder, an ELF file fatbinkit does not
+    naming it. A wheel's next members, one per core, are inflated on threads while this one is
+    read (zlib releases the GIL): inflating overlaps itself and the reading. In a wheel or folder, an ELF file fatbinkit does not
     read (32-bit, big-endian: :class:`~fatbinkit.errors.UnsupportedError`) goes to ``skipped``
     when given, instead of stopping the walk; any other error stops it, naming the file."""
     from .binary import open as open_binary
 
+    from .parallel import default_jobs
+
     found = members(source)
     count = 0
-    with ThreadPoolExecutor(1) as pool:
+    depth = default_jobs()  # wheel members being inflated at once, each on a thread
+    with ThreadPoolExecutor(depth) as pool:
         ahead: list[Future[bytes] | None] = [
-            pool.submit(m.read) if m.path is None else None for m in found[:1]]
+            pool.submit(m.read) if m.path is None else None for m in found[:depth]]
         for i, m in enumerate(found):
-            if i + 1 < len(found):
-                nxt = found[i + 1]
+            if i + depth < len(found):
+                nxt = found[i + depth]
                 ahead.append(pool.submit(nxt.read) if nxt.path is None else None)
             if progress is not None:
                 progress(m)

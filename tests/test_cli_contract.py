@@ -229,7 +229,7 @@ FILE_COMMANDS: dict[str, Callable[[str, str], list[str]]] = {
     "diff NEW": lambda f, o: ["diff", str(_fatbin(Path(o).parent.parent)), f],
     "gate": lambda f, o: ["gate", f, "--no-spills"],
 }
-FOLDER_COMMANDS = ("diff", "gate")  # a folder is an input: an empty one holds no library
+FOLDER_COMMANDS = ("diff", "gate", "ls")  # a folder is an input: an empty one holds none
 
 
 def test_every_file_command_is_covered() -> None:
@@ -257,7 +257,7 @@ def test_file_errors_name_the_file(command: str, case: str, tmp_path: Path,
     expected = {"missing": "No such file or directory", "directory": "it is a directory",
                 "empty": "empty file", "truncated": ""}[case]
     if case == "directory" and command.split()[0] in FOLDER_COMMANDS:
-        expected = "this folder holds no ELF or fatbin file"
+        expected = "this folder holds no ELF, fatbin or ar archive file"
     assert expected in line
     assert not out.parent.exists()
 

@@ -26,10 +26,9 @@ from .args import (
     kernel_filter,
     positive,
 )
-from .fatbin import dump, skipped, without_cyclic_gc
+from .fatbin import dump, progress, progress_done, skipped, without_cyclic_gc
 
 if TYPE_CHECKING:
-    from ..collection import Member
     from ..gate import SizeLimit
 
 
@@ -135,30 +134,17 @@ def dump_rows(doc: dict[str, Any]) -> None:
     sys.stdout.write("{\n" + ",\n".join(parts) + "\n}\n")
 
 
-def _progress(member: Member) -> None:
-    """A line on a terminal as each binary of a wheel or folder is read."""
-    if sys.stderr.isatty():
-        name = "".join(c if c.isprintable() else "?" for c in member.name)  # from the zip
-        sys.stderr.write(f"\rreading {name} ({member.size >> 20} MiB)\x1b[K")
-        sys.stderr.flush()
-
-
-def _done() -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\x1b[K")
-
-
 @without_cyclic_gc
 def _diff(args: argparse.Namespace) -> int:
     from ..diff import diff, snapshot
 
     try:
-        old = snapshot(args.old, max_decompressed=args.max_decompressed, progress=_progress,
+        old = snapshot(args.old, max_decompressed=args.max_decompressed, progress=progress,
                        skipped=skipped)
-        new = snapshot(args.new, max_decompressed=args.max_decompressed, progress=_progress,
+        new = snapshot(args.new, max_decompressed=args.max_decompressed, progress=progress,
                        like=old, skipped=skipped)
     finally:
-        _done()
+        progress_done()
     changes = diff(old, new).filter(args.arch, args.kernel,
                                     regressions=args.only == "regressions")
     if args.json:
@@ -201,10 +187,10 @@ def _gate(args: argparse.Namespace) -> int:
         baseline = Snapshot.from_dict(doc, str(args.baseline))
     try:
         result = gate(args.files, rules, baseline=baseline,
-                      max_decompressed=args.max_decompressed, progress=_progress,
+                      max_decompressed=args.max_decompressed, progress=progress,
                       skipped=skipped)
     finally:
-        _done()
+        progress_done()
     if args.write_baseline:
         with atomic_path(args.write_baseline) as tmp:
             tmp.write_text(json.dumps(result.snapshot.to_dict(), separators=(",", ":")) + "\n")

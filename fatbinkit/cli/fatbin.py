@@ -269,19 +269,22 @@ def _ls_many(args: argparse.Namespace) -> int:
         args.parser.error("--summary covers the whole file: it takes no --arch or --kernel")
     done: list[tuple[str, Any]] = []
     text: list[str] = []
-    for m, binary in binaries(args.file, skipped=skipped):
-        with named(m):
-            budget = binary.budget(args.max_decompressed)
-            if args.summary:
-                done.append((m.name, dataclasses.replace(binary.summary(budget=budget),
-                                                         file=m.name)))
-                continue
-            items = binary.select(args.arch, args.kernel, budget=budget)
-            done.append((m.name, items))
-            lines = [f"{it}\n" for it in items]
-            if binary.members:  # a static library in the folder: cuobjdump's member lines
-                lines = _by_member(binary, Path(m.label), items, lines)
-            text.append(f"== {m.name} ==\n" + "".join(lines))
+    try:
+        for m, binary in binaries(args.file, progress, skipped):
+            with named(m):
+                budget = binary.budget(args.max_decompressed)
+                if args.summary:
+                    done.append((m.name, dataclasses.replace(binary.summary(budget=budget),
+                                                             file=m.name)))
+                    continue
+                items = binary.select(args.arch, args.kernel, budget=budget)
+                done.append((m.name, items))
+                lines = [f"{it}\n" for it in items]
+                if binary.members:  # a static library in the folder: cuobjdump's member lines
+                    lines = _by_member(binary, Path(m.label), items, lines)
+                text.append(f"== {m.name} ==\n" + "".join(lines))
+    finally:
+        progress_done()
     if args.summary:
         total = Summary.combined(f"{args.file} (total of {len(done)} files)",
                                  [s for _, s in done])
@@ -299,6 +302,19 @@ def _ls_many(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write("".join(text))
     return 0
+
+
+def progress(member: Member) -> None:
+    """A line on a terminal as each binary of a wheel or folder is read."""
+    if sys.stderr.isatty():
+        name = "".join(c if c.isprintable() else "?" for c in member.name)  # from the zip
+        sys.stderr.write(f"\rreading {name} ({member.size >> 20} MiB)\x1b[K")
+        sys.stderr.flush()
+
+
+def progress_done() -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[K")
 
 
 def skipped(member: Member, error: FatbinkitError) -> None:
