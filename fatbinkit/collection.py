@@ -188,11 +188,11 @@ def binaries(source: str | os.PathLike[str],
     """Each member of ``source`` (:func:`fatbinkit.collection.members`) that holds device code,
     opened, in name order; a source with none is a :class:`~fatbinkit.errors.FormatError`
     naming it. A wheel's next members, one per core, are inflated on threads while this one is
-    read (zlib releases the GIL): inflating overlaps itself and the reading. In a wheel or folder, an ELF file fatbinkit does not
-    read (32-bit, big-endian: :class:`~fatbinkit.errors.UnsupportedError`) goes to ``skipped``
-    when given, instead of stopping the walk; any other error stops it, naming the file."""
+    read (zlib releases the GIL): inflating overlaps itself and the reading. In a wheel or
+    folder, an ELF file fatbinkit does not read (32-bit, big-endian:
+    :class:`~fatbinkit.errors.UnsupportedError`) goes to ``skipped`` when given, instead of
+    stopping the walk; any other error stops it, naming the file."""
     from .binary import open as open_binary
-
     from .parallel import default_jobs
 
     found = members(source)
