@@ -59,6 +59,7 @@ class _Record:
     field: bytes
     name: str
     start: int
+    size: int  # as the header declares it (a thin archive's member: the size of its file)
     stored: int
     skip: int
     special: bool
@@ -78,13 +79,8 @@ def ar_members(data: bytes | bytearray | memoryview) -> list[ArMember]:
     """The members of an archive, in order, symbol indexes and the long-name table left out."""
     view = memoryview(data).cast("B")
     thin = bytes(view[:8]) == THIN_MAGIC
-    return [ArMember(r.name, -1 if thin else r.start + r.skip,
-                     (_size(view, r) if thin else r.stored) - r.skip, thin, r.header)
+    return [ArMember(r.name, -1 if thin else r.start + r.skip, r.size - r.skip, thin, r.header)
             for r in _records(view) if not r.special]
-
-
-def _size(view: memoryview, r: _Record) -> int:
-    return int(bytes(view[r.header + 48 : r.header + 58]).rstrip(b" "))
 
 
 def _records(view: memoryview) -> list[_Record]:
@@ -119,11 +115,12 @@ def _records(view: memoryview) -> list[_Record]:
         if table:
             if name_field == b"//":
                 names = bytes(view[start : start + size])
-            out.append(_Record(pos, name_field, name_field.decode(), start, stored, 0, True))
+            out.append(_Record(pos, name_field, name_field.decode(), start, size, stored, 0,
+                               True))
         else:
             name, skip = _name(name_field, names, view, start, stored, index, pos)
             special = name.rstrip("\0") in _BSD_TABLES  # a BSD index under a #1/N name
-            out.append(_Record(pos, name_field, name, start, stored, skip, special))
+            out.append(_Record(pos, name_field, name, start, size, stored, skip, special))
         pos = start + stored + (stored & 1)
     return out
 

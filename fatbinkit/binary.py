@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from .arch import Arch, ArchLike, as_arch
-from .archive import is_archive_file
 from .driver import CudaVersion, DriverLike, as_cuda_version, dotted
 from .errors import FatbinkitError, InputError, InvalidArgumentError, OutputError, naming
 from .fatbin import DecompressionBudget, EntryKind
@@ -719,13 +718,14 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
     if isinstance(source, (bytes, bytearray, memoryview)):
         view = memoryview(source).cast("B")
         codes = scan(view, all=all)
-        return Binary(None, len(view), codes, all, view, _objects(view, None))
+        return Binary(None, len(view), codes, all, view,
+                      _objects(view, None) if any(c.member for c in codes) else ())
     path = as_path(source, "input")
     codes = scan(path, all=all)
     try:
         size = path.stat().st_size
         members: tuple[str, ...] = ()
-        if size and is_archive_file(path):
+        if any(c.member for c in codes):  # a static library (with no code, nothing is listed)
             with path.open("rb") as f:
                 members = _objects(
                     memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)), path)
@@ -735,8 +735,7 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
 
 
 def _objects(view: memoryview, path: Path | None) -> tuple[str, ...]:
-    """The names of a static library's ELF objects (none for other inputs)."""
-    from .archive import is_archive
+    """The names of a static library's ELF objects, those without device code too."""
     from .scan import archive_objects
 
-    return tuple(m.name for m, _ in archive_objects(view, path)) if is_archive(view) else ()
+    return tuple(m.name for m, _ in archive_objects(view, path))

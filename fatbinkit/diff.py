@@ -322,11 +322,11 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
     found = iter(binary.map(_outline, todo, budget=binary.budget(max_decompressed),
                             desc="reading images"))
     outlines = [known[d] if known and d in known else next(found) for d in digests]
-    images: dict[tuple[str, int, int], list[ImageInfo]] = {}
-    owners: dict[tuple[str, int, int], str] = {}  # the archive member of each module
     summary = binary.summary()
-    modules: dict[tuple[str, int, int], tuple[set[str], set[str], set[str]]] = {}
-    numbers: dict[tuple[str, int, int], int] = {}
+    # per module (member, section or symbol, container; a bare image by its index): its index,
+    # entry kernels, SASS and PTX archs, images
+    modules: dict[tuple[str, str, int, int],
+                  tuple[int, set[str], set[str], set[str], list[ImageInfo]]] = {}
     counters: dict[tuple[str, str], int] = {}
     kernels: list[KernelImage] = []
     toolkits: dict[tuple[str, str], set[tuple[int, int]]] = {}
@@ -334,13 +334,12 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
     new = object.__new__
     for i, (it, (image, rows)) in enumerate(zip(read, outlines, strict=True)):
         c = it.code
-        key = (c.source, c.container, i if c.container < 0 else -1)
-        module = numbers.setdefault(key, len(numbers))
+        key = (c.member, c.source, c.container, i if c.container < 0 else -1)
+        module, names, sass, ptx, images = modules.setdefault(
+            key, (len(modules), set(), set(), set(), []))
         if image.offset != c.offset:  # known from the other side: where it is in this file
             image = replace(image, label=f"entry at {c.offset:#x}", offset=c.offset)
-        images.setdefault(key, []).append(image)
-        owners.setdefault(key, c.member)
-        names, sass, ptx = modules.setdefault(key, (set(), set(), set()))
+        images.append(image)
         arch, is_sass = it.arch, it.kind == "sass"
         (sass if is_sass else ptx).add(arch)
         for row in rows:
@@ -382,11 +381,11 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
             else dotted(max(v for v in low if v is not None))))
     return Library(name, tuple(kernels), tuple(archs),
                    tuple(ModuleArchs(i, tuple(sorted(n)), tuple(sorted(s)), tuple(sorted(p)))
-                         for i, (n, s, p) in enumerate(modules.values())),
+                         for i, n, s, p, _ in modules.values()),
                    summary.devices, dict(zip(digests, outlines, strict=True)),
-                   tuple(ImageSet(module_label(src, c, owners[src, c, i]), tuple(found),
-                                  raw=c < 0, source=src, container=c if c >= 0 else None)
-                         for (src, c, i), found in images.items()))
+                   tuple(ImageSet(module_label(src, c, member), tuple(found), raw=c < 0,
+                                  source=src, container=c if c >= 0 else None)
+                         for (member, src, c, _), (*_, found) in modules.items()))
 
 
 def _digest(code: DeviceCode) -> bytes:

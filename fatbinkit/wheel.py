@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import lzma
 import os
 import struct
 import zipfile
@@ -22,7 +23,8 @@ from pathlib import Path
 from .errors import FatbinkitError, FormatError, InputError
 from .outfile import atomic_path
 
-__all__ = ["SIGNATURES", "extract_elf", "is_wheel", "record_name", "rewrite"]
+__all__ = ["SIGNATURES", "ZIP_ERRORS", "corrupt", "extract_elf", "is_wheel", "record_name",
+           "rewrite"]
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 _CHUNK = 1 << 20
@@ -33,18 +35,33 @@ def is_wheel(path: os.PathLike[str]) -> bool:
     return os.fspath(path).endswith(".whl") and zipfile.is_zipfile(path)
 
 
+# What reading a zip archive raises for bad data: a bad header or CRC, corrupt deflate, LZMA or
+# bzip2 data (bzip2's is an OSError without a file name), an encrypted member (RuntimeError), an
+# unknown method, a short file.
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError,
+              RuntimeError)
+
+
+def corrupt(e: BaseException) -> bool:
+    """Whether an exception met while reading a zip archive is about its data (not the disk)."""
+    return isinstance(e, ZIP_ERRORS) or (
+        isinstance(e, OSError) and not isinstance(e, FatbinkitError) and e.filename is None
+        and not e.errno)
+
+
 @contextlib.contextmanager
 def _reading(path: os.PathLike[str], member: str = "") -> Iterator[None]:
-    """Errors of the zip archive (a bad header, a CRC mismatch, corrupt deflate data, a short
-    file) as a :class:`FormatError` that names the wheel and the member."""
+    """Errors of the zip archive (:func:`corrupt`) as a :class:`FormatError` that names the
+    wheel and the member; those of the disk as an :class:`InputError`."""
     where = f"{os.fspath(path)}" + (f": {member}" if member else "")
     try:
         yield
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
-        raise FormatError(f"corrupt wheel {where}: {e}") from e
-    except OSError as e:
+    except (*ZIP_ERRORS, OSError) as e:
         if isinstance(e, FatbinkitError):
             raise
+        if corrupt(e):
+            raise FormatError(f"corrupt wheel {where}: {e}") from e
+        assert isinstance(e, OSError)
         raise InputError(f"cannot read wheel {where}: {e.strerror or e}") from e
 
 
