@@ -36,7 +36,7 @@ from .driver import CudaVersion, DriverLike, as_cuda_version, dotted
 from .errors import FatbinkitError, InputError, InvalidArgumentError, OutputError, naming
 from .fatbin import DecompressionBudget, EntryKind
 from .infile import as_path
-from .outfile import atomic_files
+from .outfile import OutputBatch, atomic_files
 from .scan import DeviceCode, extract_names, kind_name, listed, scan, source_keys
 
 if TYPE_CHECKING:
@@ -433,11 +433,7 @@ class Binary:
     data: memoryview | None = field(default=None, repr=False, compare=False)  # bytes given
     members: tuple[str, ...] = ()  # a static library's ELF objects, in order (cuobjdump's
     # "member LIB:OBJECT:" lines, those without device code too)
-
-    @property
-    def name(self) -> str:
-        """The input's file name (``input`` for bytes): the stem of extracted files' names."""
-        return self.path.name if self.path else "input"
+    name: str = "input"  # the file's name (bytes: the name given): the stem of images' names
 
     def __str__(self) -> str:
         kinds: dict[str, int] = {}
@@ -547,11 +543,14 @@ class Binary:
     def extract(self, directory: str | os.PathLike[str],
                 arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
                 kernel: str | KernelFilter | None = None, *, kinds: Sequence[str] = ("sass", "ptx"),
-                budget: DecompressionBudget | None = None) -> list[Path]:
+                budget: DecompressionBudget | None = None,
+                batch: OutputBatch | None = None) -> list[Path]:
         """Write the selected images into ``directory`` under cuobjdump's names (PTX without its
         trailing NULs, as cuobjdump writes it); all or nothing: a corrupt entry half-way leaves
         the folder as it was. Returns the paths written (a name written twice, as with cuobjdump
-        for equal identifiers, once)."""
+        for equal identifiers, once). With ``batch`` (:func:`fatbinkit.outfile.atomic_files`),
+        the files are added to it and put in place when its block ends: many binaries written
+        all or nothing (:func:`fatbinkit.collection.extract`)."""
         out = as_path(directory, "output folder")
         spend = budget or self.budget()
         items = [it for it in self.select(arch, kernel, budget=spend) if it.kind in kinds]
@@ -561,7 +560,9 @@ class Binary:
         except OSError as e:
             raise OutputError(f"cannot create {out}: {e.strerror or e}") from e
         try:
-            with atomic_files() as batch:
+            with contextlib.ExitStack() as stack:
+                into = batch if batch is not None else stack.enter_context(atomic_files())
+                before = len(into.targets)
                 for it in items:
                     if it.name in ("", ".", ".."):
                         raise OutputError(f"refusing to write outside the output folder: "
@@ -569,13 +570,14 @@ class Binary:
                     data = it.code.entry.data(budget=spend)
                     if it.code.entry.header.kind == _PTX:
                         data = data.rstrip(b"\0")
-                    batch.write(out / it.name, data)
+                    into.write(out / it.name, data)
+                written = into.targets[before:]
         except BaseException:
             if created:
                 with contextlib.suppress(OSError):
                     out.rmdir()
             raise
-        return list(dict.fromkeys(batch.targets))
+        return list(dict.fromkeys(written))
 
     @_names_its_file
     def check(self, archs: Iterable[ArchLike] | ArchLike, driver: DriverLike | None = None,
@@ -626,8 +628,8 @@ class Binary:
                                         names)
                          for i, a in enumerate(wanted))
         unread = sum(i.kernels is None and not i.unread for s in sets for i in s.images)
-        return Check(str(self.path or "input"), tuple(wanted), cuda, tuple(rows), verdicts,
-                     unread == 0)
+        return Check(str(self.path) if self.path else self.name, tuple(wanted), cuda,
+                     tuple(rows), verdicts, unread == 0)
 
 
 @dataclass(frozen=True)
@@ -709,17 +711,19 @@ def _devices(sets: Sequence[tuple[ImageInfo, ...]]) -> tuple[DeviceSummary, ...]
 
 
 def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
-         all: bool = False) -> Binary:
+         all: bool = False, name: str = "input") -> Binary:
     """Read ``source`` (a path, or the bytes of a file): a fatbin, cubin, PTX, or a host ELF
     file (``.so``, ``.o``, executable) holding device code. The file is memory-mapped; images
     are read when asked for. A host ELF file without device code gives a :class:`Binary` with
     no ``codes`` (the CLI then says "does not contain device code", as cuobjdump does); input
-    that is none of these raises :class:`~fatbinkit.errors.FormatError`."""
+    that is none of these raises :class:`~fatbinkit.errors.FormatError`. ``name`` is the file
+    name of bytes given (a wheel member's): images are named after it, as cuobjdump names them
+    after the file it reads (``libfoo.1.sm_90.cubin``)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         view = memoryview(source).cast("B")
         codes = scan(view, all=all)
         return Binary(None, len(view), codes, all, view,
-                      _objects(view, None) if any(c.member for c in codes) else ())
+                      _objects(view, None) if any(c.member for c in codes) else (), name)
     path = as_path(source, "input")
     codes = scan(path, all=all)
     try:
@@ -731,7 +735,7 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
                     memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)), path)
     except OSError as e:  # scan read it a moment ago: removed since
         raise InputError(f"{path}: {e.strerror or e}") from e
-    return Binary(path, size, codes, all, members=members)
+    return Binary(path, size, codes, all, members=members, name=path.name)
 
 
 def _objects(view: memoryview, path: Path | None) -> tuple[str, ...]:

@@ -18,19 +18,30 @@ import contextlib
 import os
 import re
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import FatbinkitError, FormatError, InputError, UnsupportedError, naming
+from .errors import (
+    FatbinkitError,
+    FormatError,
+    InputError,
+    OutputError,
+    UnsupportedError,
+    naming,
+)
 from .infile import as_path
 
 if TYPE_CHECKING:
-    from .binary import Binary
+    from .arch import Arch, ArchLike
+    from .binary import ArchFilter, Binary, Check, KernelFilter
+    from .compat import TotalVerdict
+    from .driver import CudaVersion, DriverLike
 
-__all__ = ["MAX_MEMBER", "Member", "binaries", "is_collection", "member_key", "members", "named"]
+__all__ = ["MAX_MEMBER", "Member", "TotalCheck", "binaries", "check", "extract",
+           "is_collection", "member_key", "members", "named"]
 
 MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not inflated
 # ... and one that would inflate to more than this ratio of its compressed size (plus a floor), the
@@ -199,7 +210,7 @@ def binaries(source: str | os.PathLike[str],
                 data = pending.result() if pending is not None else m.path
                 assert data is not None  # every wheel member's read was submitted
                 try:
-                    binary = open_binary(data)
+                    binary = open_binary(data, name=m.name.rpartition("/")[2])
                 except UnsupportedError as e:
                     if skipped is None or (len(found) == 1 and m.origin == m.path):
                         raise
@@ -211,6 +222,124 @@ def binaries(source: str | os.PathLike[str],
     if not count:
         raise FormatError(f"{os.fspath(source)}: does not contain device code (no library with "
                           ".nv_fatbin, __nv_relfatbin or an embedded fatbin, cubin or PTX)")
+
+
+@dataclass(frozen=True)
+class TotalCheck:
+    """:func:`check` of a wheel or folder: each library's :class:`~fatbinkit.binary.Check`
+    (``file`` its path inside), and per arch the :class:`~fatbinkit.compat.TotalVerdict`."""
+
+    file: str
+    archs: tuple[Arch, ...]
+    driver: CudaVersion | None
+    checks: tuple[Check, ...]
+    verdicts: tuple[TotalVerdict, ...]
+
+    def ok(self, strict: bool = False) -> bool:
+        return all(v.ok(strict) for v in self.verdicts)
+
+    def __str__(self) -> str:
+        return "\n".join(str(v) for v in self.verdicts)
+
+
+def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
+          driver: DriverLike | None = None, kernel: str | KernelFilter | None = None, *,
+          every_image: bool = False, max_decompressed: int | None = None,
+          progress: Callable[[Member], None] | None = None,
+          skipped: Callable[[Member, FatbinkitError], None] | None = None) -> TotalCheck:
+    """:meth:`fatbinkit.binary.Binary.check` of each library of ``source`` (a wheel, a folder
+    or a file: :func:`binaries`), and the total per arch. A library with no kernel matching
+    ``kernel`` is left out; one with no SASS or PTX the driver loads (LTO-IR only) goes to
+    ``skipped``. ``max_decompressed`` bounds each library's inflated images as ``--max-
+    decompressed`` does (default: :meth:`~fatbinkit.binary.Binary.budget`)."""
+    from .compat import TotalVerdict
+
+    checks: list[Check] = []
+    for m, binary in binaries(source, progress, skipped):
+        with named(m):
+            c = binary.check(archs, driver, kernel, every_image=every_image,
+                             budget=binary.budget(max_decompressed))
+        if c.rows:
+            checks.append(replace(c, file=m.name))
+        elif kernel is None and skipped is not None:
+            skipped(m, FormatError("no SASS or PTX the driver loads"))
+    if not checks:
+        what = "no kernel matches " + str(kernel) if kernel is not None else \
+            "does not contain device code the driver loads (no SASS or PTX)"
+        raise FormatError(f"{os.fspath(source)}: {what}")
+    first = checks[0]
+    return TotalCheck(os.fspath(source), first.archs, first.driver, tuple(checks),
+                      tuple(TotalVerdict.of([(c.file, c.verdicts[i]) for c in checks])
+                            for i in range(len(first.archs))))
+
+
+def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],
+            arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
+            kernel: str | KernelFilter | None = None, *, kinds: Sequence[str] = ("sass", "ptx"),
+            max_decompressed: int | None = None,
+            progress: Callable[[Member], None] | None = None,
+            skipped: Callable[[Member, FatbinkitError], None] | None = None) -> list[Path]:
+    """:meth:`fatbinkit.binary.Binary.extract` of each library of ``source`` (a wheel, a
+    folder: :func:`binaries`) into its own folder, ``directory/<its path inside>/``
+    (``out/torch/lib/libtorch_cuda.so/libtorch_cuda.1.sm_90.cubin``: cuobjdump's names, after
+    the library's file name), all or nothing: an error half-way leaves ``directory`` as it was.
+    A library none of whose images are selected gets no folder. A wheel member whose path
+    would leave ``directory`` (absolute, ``..``) is refused."""
+    from .outfile import atomic_files
+
+    out = as_path(directory, "output folder")
+    made: list[Path] = []  # folders created, parents first: removed if anything fails
+    written: list[Path] = []
+    try:
+        with atomic_files() as batch:
+            for m, binary in binaries(source, progress, skipped):
+                with named(m):
+                    sub = out.joinpath(*_inside(m))
+                    made += _make_folders(sub)
+                    found = binary.extract(sub, arch, kernel, kinds=kinds,
+                                           budget=binary.budget(max_decompressed), batch=batch)
+                written += found
+                while not found and made and made[-1] == sub:  # nothing selected: no folder
+                    try:
+                        sub.rmdir()
+                    except OSError:
+                        break  # another library's folder is in it
+                    made.pop()
+                    sub = sub.parent
+    except BaseException:
+        _remove_folders(made)
+        raise
+    return written
+
+
+def _inside(m: Member) -> list[str]:
+    """The parts of a member's path, refused when it would leave the output folder."""
+    parts = m.name.split("/")
+    if m.name.startswith("/") or any(p in ("", ".", "..") or "\\" in p or "\0" in p
+                                     for p in parts):
+        raise OutputError(f"{m.label}: refusing to write outside the output folder: {m.name!r}")
+    return parts
+
+
+def _make_folders(path: Path) -> list[Path]:
+    """Create ``path`` and its missing parents: the ones created, parents first."""
+    missing: list[Path] = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot create {path}: {e.strerror or e}") from e
+    return missing[::-1]
+
+
+def _remove_folders(made: list[Path]) -> None:
+    """Remove the folders created (deepest first) that are empty."""
+    for p in reversed(made):
+        with contextlib.suppress(OSError):
+            p.rmdir()
 
 
 @contextlib.contextmanager

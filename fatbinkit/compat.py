@@ -104,6 +104,7 @@ __all__ = [
     "Floor",
     "ImageInfo",
     "ImageSet",
+    "TotalVerdict",
     "Verdict",
     "decide",
     "device_floor",
@@ -816,6 +817,121 @@ class ArchVerdict:
                                  for m, d in self.data_only_failed],
             "empty": len(self.empty),
             "min_driver": dotted(self.min_driver) if self.min_driver else None,
+            "max_driver": dotted(self.max_driver) if self.max_driver else None,
+            "driver_gap": self.driver_gap,
+            "warnings": list(self.warnings),
+            **self.counts,
+        }
+
+    def __str__(self) -> str:
+        driver = f" with driver {dotted(self.driver)}" if self.driver else ""
+        return f"{self.device.sm}{driver}: {self.status}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class TotalVerdict:
+    """Will the libraries of a wheel or a folder work on one GPU arch (with one driver, if
+    given)? Each library is loaded on its own (``dlopen``, then its modules lazily, see
+    :class:`ArchVerdict`) and a package uses the libraries it ships, so the total is the worst
+    file's verdict: ``fails`` when one file fails, ``partial`` when one is partial, else
+    ``works``; the driver it needs is the highest that one of its files needs."""
+
+    device: Arch
+    driver: CudaVersion | None
+    files: tuple[tuple[str, ArchVerdict], ...]  # (the file's path in the wheel or folder, ...)
+
+    @classmethod
+    def of(cls, files: Sequence[tuple[str, ArchVerdict]]) -> TotalVerdict:
+        """The total of per-file verdicts on one arch (with one driver)."""
+        if not files:
+            raise InvalidArgumentError("a total verdict needs at least one file")
+        first = files[0][1]
+        if any((v.device, v.driver) != (first.device, first.driver) for _, v in files):
+            raise InvalidArgumentError("a total verdict adds up verdicts on one arch and driver")
+        return cls(first.device, first.driver, tuple(files))
+
+    def named(self, status: str) -> tuple[str, ...]:
+        """The files whose verdict is ``status`` (``works``, ``partial``, ``fails``)."""
+        return tuple(name for name, v in self.files if v.status == status)
+
+    @property
+    def status(self) -> str:
+        statuses = {v.status for _, v in self.files}
+        return next(s for s in ("fails", "partial", "works") if s in statuses)
+
+    def ok(self, strict: bool = False) -> bool:
+        """Exit-status truth, as :meth:`ArchVerdict.ok` of every file."""
+        return all(v.ok(strict) for _, v in self.files)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The files' module counts (:attr:`ArchVerdict.counts`) added up."""
+        total = {"sass": 0, "jit": 0, "cannot": 0, "other_gpus": 0}
+        for _, v in self.files:
+            for k, n in v.counts.items():
+                total[k] += n
+        return total
+
+    @property
+    def modules(self) -> int:
+        return sum(v.modules for _, v in self.files)
+
+    @property
+    def min_driver_known(self) -> bool:
+        return all(v.min_driver_known for _, v in self.files)
+
+    @property
+    def min_driver(self) -> CudaVersion | None:
+        """The highest driver floor of the files (None: no image picked, or unknown)."""
+        floors = [v.min_driver for _, v in self.files if v.min_driver is not None]
+        return max(floors) if floors and self.min_driver_known else None
+
+    @property
+    def min_driver_file(self) -> str | None:
+        """The file that sets :attr:`min_driver` (the first of equals)."""
+        low = self.min_driver
+        return next((n for n, v in self.files if v.min_driver == low), None) if low else None
+
+    @property
+    def max_driver(self) -> CudaVersion | None:
+        return self.files[0][1].max_driver
+
+    @property
+    def driver_gap(self) -> str | None:
+        """Why no driver drives every file on this device, if none does."""
+        return next((f"{n}: {v.driver_gap}" for n, v in self.files if v.driver_gap), None)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(w for _, v in self.files for w in v.warnings))
+
+    @property
+    def reason(self) -> str:
+        """One line a user can act on: the first file that fails (or is partial), and why."""
+        n = len(self.files)
+        status = self.status
+        if status == "works":
+            return f"{n}/{_count(n, 'file')} " + ("works" if n == 1 else "work")
+        bad = self.named(status)
+        name, v = next((name, v) for name, v in self.files if v.status == status)
+        more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+        verb = "fail" if status == "fails" else "partial"
+        return f"{len(bad)}/{_count(n, 'file')} {verb}: {name}: {v.reason}{more}"
+
+    def to_dict(self) -> dict[str, Any]:
+        low = self.min_driver
+        return {
+            "device": self.device.sm,
+            "driver": dotted(self.driver) if self.driver else None,
+            "status": self.status,
+            "reason": self.reason,
+            "files": len(self.files),
+            "works": list(self.named("works")),
+            "partial": list(self.named("partial")),
+            "fails": list(self.named("fails")),
+            "modules": self.modules,
+            "min_driver": dotted(low) if low else None,
+            "min_driver_file": self.min_driver_file,
             "max_driver": dotted(self.max_driver) if self.max_driver else None,
             "driver_gap": self.driver_gap,
             "warnings": list(self.warnings),

@@ -229,7 +229,8 @@ FILE_COMMANDS: dict[str, Callable[[str, str], list[str]]] = {
     "diff NEW": lambda f, o: ["diff", str(_fatbin(Path(o).parent.parent)), f],
     "gate": lambda f, o: ["gate", f, "--no-spills"],
 }
-FOLDER_COMMANDS = ("diff", "gate", "ls")  # a folder is an input: an empty one holds none
+# a folder is an input: an empty one holds none
+FOLDER_COMMANDS = ("check", "diff", "extract", "gate", "ls")
 
 
 def test_every_file_command_is_covered() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,10 +20,12 @@ from typing import Any
 
 import jsonschema
 import pytest
-from fatbin_kernels import cuobjdump
+from cudabuild import NVCC, res_usage_blocks, run
+from fatbin_kernels import cuobjdump, cuobjdump_extract
 from thirdparty import CACHE, CUPY13_RANDOM, CURAND13, fetch
 
 ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
 SCHEMA = json.loads((ROOT / "docs" / "json-schema.json").read_text())
 
 
@@ -93,23 +96,34 @@ def test_folder_summary_per_file_and_total(folder: Path) -> None:
     assert "== a/libcurand.so.10 ==" in text and f"{folder} (total of 2 files)" in text
 
 
-def test_wheel_summary_equals_cuobjdump_over_the_unpacked_files(tmp_path: Path) -> None:
-    """CuPy for CUDA 13's wheel, read without unpacking it; the oracle unpacks it."""
+@pytest.fixture(scope="module")
+def cupy_wheel() -> Path:
     fetch(CUPY13_RANDOM)  # downloads the wheel into the cache
-    wheel = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*.whl"))
-    proc = fatbinkit("ls", wheel, "--summary", "--json")
+    return next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*.whl"))
+
+
+@pytest.fixture(scope="module")
+def unpacked(cupy_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The oracle's side: the wheel's shared libraries unzipped, those in which cuobjdump finds
+    device code, by their path inside."""
+    root = tmp_path_factory.mktemp("unpacked")
+    with zipfile.ZipFile(cupy_wheel) as z:
+        names = [n for n in z.namelist() if n.endswith(".so")]
+        z.extractall(root, names)
+    found = {n: root / n for n in names if _listing(root / n)}
+    assert len(found) >= 3
+    return found
+
+
+def test_wheel_summary_equals_cuobjdump_over_the_unpacked_files(
+        cupy_wheel: Path, unpacked: dict[str, Path]) -> None:
+    """CuPy for CUDA 13's wheel, read without unpacking it; the oracle unpacks it."""
+    proc = fatbinkit("ls", cupy_wheel, "--summary", "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     files = {s["file"]: s for s in doc["files"]}
-    with zipfile.ZipFile(wheel) as z:
-        names = [n for n in z.namelist() if n.endswith(".so")]
-        z.extractall(tmp_path, names)
-    expected = {}
-    for n in names:
-        lines = _listing(tmp_path / n)
-        if lines:
-            expected[n] = Counter(line.split()[0] for line in lines)
-    assert set(files) == set(expected) and len(files) >= 3
+    expected = {n: Counter(line.split()[0] for line in _listing(p)) for n, p in unpacked.items()}
+    assert set(files) == set(expected)
     for n, kinds in expected.items():
         s = files[n]
         assert kinds == Counter({k: v for k, v in (
@@ -118,11 +132,222 @@ def test_wheel_summary_equals_cuobjdump_over_the_unpacked_files(tmp_path: Path) 
     assert doc["total"]["entries"] == sum(sum(c.values()) for c in expected.values())
 
 
-def test_resources_and_errors(folder: Path, tmp_path: Path) -> None:
-    proc = fatbinkit("ls", folder, "--resources")
-    assert proc.returncode == 2 and "one file at a time" in proc.stderr
+def test_wheel_listing_names_images_after_each_library(
+        cupy_wheel: Path, unpacked: dict[str, Path]) -> None:
+    """Images of a wheel member are named after its file, as cuobjdump names them after the
+    unpacked file (``_generator_api.cpython-311-x86_64-linux-gnu.1.sm_75.cubin``)."""
+    proc = fatbinkit("ls", cupy_wheel)
+    assert proc.returncode == 0, proc.stderr
+    sections = re.split(r"^== (.+) ==\n", proc.stdout, flags=re.M)[1:]
+    got = dict(zip(sections[::2], sections[1::2], strict=True))
+    assert list(got) == sorted(unpacked)
+    for name, path in unpacked.items():
+        assert got[name].splitlines() == _listing(path), name
+
+
+def _fields(f: dict[str, Any]) -> dict[str, int]:
+    """A function of ``ls --resources --json`` in cuobjdump -res-usage's fields."""
+    fields = {"REG": f["registers"], "STACK": f["stack"], "SHARED": f["shared"],
+              "LOCAL": f["local"]}
+    fields.update({f"CONSTANT[{b}]": n for b, n in f["constant"].items()})
+    fields.update({"TEXTURE": f["texture"], "SURFACE": f["surface"], "SAMPLER": f["sampler"]})
+    return fields
+
+
+def test_wheel_resources_equal_cuobjdump_res_usage_per_library(
+        cupy_wheel: Path, unpacked: dict[str, Path]) -> None:
+    proc = fatbinkit("ls", cupy_wheel, "--resources", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    validate(doc, "listings")
+    oracle = {n: res_usage_blocks(p) for n, p in unpacked.items()}
+    assert [row["file"] for row in doc["files"]] == sorted(oracle)
+    for row in doc["files"]:
+        elves = [e for e in row["entries"] if e["kind"] == "sass"]
+        blocks = oracle[row["file"]]
+        assert len(elves) == len(blocks) > 0
+        for entry, (arch, usage) in zip(elves, blocks, strict=True):
+            assert entry["arch"].rstrip("f") == arch.rstrip("f")
+            assert [(f["name"], _fields(f)) for f in entry["functions"]] == usage.functions
+    # the text: each library's listing with cuobjdump's figures under each cubin
+    text = fatbinkit("ls", cupy_wheel, "--resources").stdout
+    sections = re.split(r"^== (.+) ==\n", text, flags=re.M)[1:]
+    for name, body in zip(sections[::2], sections[1::2], strict=True):
+        lines = [line.split(": ", 1) for line in body.splitlines() if line.startswith("    ")]
+        expected = [(n, " ".join(f"{k}:{v}" for k, v in fields.items()))
+                    for _, usage in oracle[name] for n, fields in usage.functions]
+        assert len(lines) == len(expected)
+        for (head, figures), (n, fields) in zip(lines, expected, strict=True):
+            assert head.strip().split(" ", 1)[1] == n and figures.startswith(fields)
+
+
+def test_wheel_top_functions_over_every_library(
+        cupy_wheel: Path, unpacked: dict[str, Path]) -> None:
+    """``--sort shared --top 25``: the 25 largest of every library's functions, each naming
+    its library; the figures and the order are cuobjdump's."""
+    proc = fatbinkit("ls", cupy_wheel, "--resources", "--sort", "shared", "--top", "25",
+                     "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    validate(doc, "function_table")
+    every = sorted((fields["SHARED"], n, name, arch.rstrip("f"))
+                   for n, p in unpacked.items() for arch, usage in res_usage_blocks(p)
+                   for name, fields in usage.functions)
+    rows = doc["functions"]
+    assert len(rows) == 25
+    assert [r["shared"] for r in rows] == [s for s, *_ in reversed(every)][:25]
+    ours = Counter((r["shared"], r["library"], r["name"], r["arch"].rstrip("f")) for r in rows)
+    assert not ours - Counter(every)  # each row is one of cuobjdump's functions
+    text = fatbinkit("ls", cupy_wheel, "--resources", "--top", "3").stdout.splitlines()
+    assert len(text) == 4 and all(".so: " in line for line in text[1:])
+
+
+def test_wheel_summary_kernels(cupy_wheel: Path, unpacked: dict[str, Path]) -> None:
+    """``--summary --kernels``: each library's kernels counted per arch, as cuobjdump's
+    -res-usage lists its kernels."""
+    proc = fatbinkit("ls", cupy_wheel, "--summary", "--kernels", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    validate(doc, "summaries")
+    for s in doc["files"]:
+        per_arch: dict[str, set[str]] = {}
+        for arch, usage in res_usage_blocks(unpacked[s["file"]]):
+            per_arch.setdefault(arch, set()).update(
+                n for n, _ in usage.functions)
+        for a in s["archs"]:
+            if a["kind"] == "sass":
+                assert a["kernels"] is not None and 0 < a["kernels"] <= len(
+                    per_arch[a["arch"]]), (s["file"], a["arch"])
+
+
+def test_wheel_extract_equals_cuobjdump_per_library(
+        cupy_wheel: Path, unpacked: dict[str, Path], tmp_path: Path) -> None:
+    """Each library into OUT/<its path inside>/, files and bytes as cuobjdump -xelf all -xptx
+    all writes them from the unpacked library."""
+    out = tmp_path / "out"
+    proc = fatbinkit("extract", cupy_wheel, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    written = {Path(line) for line in proc.stdout.splitlines()}
+    assert written == {p for p in out.rglob("*") if p.is_file()}
+    for name, path in unpacked.items():
+        oracle = cuobjdump_extract(path, tmp_path / "oracle" / name)
+        ours = {p.name: p.read_bytes() for p in (out / name).iterdir()}
+        assert ours == oracle, name
+    # a selection: only the libraries that hold it get a folder
+    sel = tmp_path / "sel"
+    proc = fatbinkit("extract", cupy_wheel, "-o", sel, "--arch", "sm_90", "--kernel",
+                     "*DeviceHistogram*")
+    assert proc.returncode == 0, proc.stderr
+    folders = {p.parent.relative_to(sel).as_posix() for p in sel.rglob("*.cubin")}
+    assert folders and folders < set(unpacked)
+    assert {p.relative_to(sel).as_posix() for p in sel.rglob("*") if p.is_dir()} == {
+        "/".join(f.split("/")[:i]) for f in folders for i in range(1, f.count("/") + 2)}
+
+
+def test_empty_folder(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "notes.txt").write_text("x")
     proc = fatbinkit("ls", empty)
     assert proc.returncode == 1 and f"{empty}: this folder holds no ELF" in proc.stderr
+
+
+# -- check and extract of a folder of libraries built here ------------------------------------
+
+# What loads where, from the CUDA C++ Programming Guide ("Binary Compatibility": a cubin built
+# for compute capability X.y runs on X.z with z >= y only; "Application Compatibility": PTX is
+# JIT-compiled for any later compute capability), written apart from fatbinkit.compat:
+# a/sass80.fatbin holds SASS for sm_80 only, b/jit80.fatbin SASS for sm_80 and PTX compute_80.
+EXPECTED = {
+    "sm_75": {"a/sass80.fatbin": "fails", "b/jit80.fatbin": "fails"},  # older than both
+    "sm_80": {"a/sass80.fatbin": "works", "b/jit80.fatbin": "works"},  # SASS
+    "sm_86": {"a/sass80.fatbin": "works", "b/jit80.fatbin": "works"},  # sm_80 SASS on 8.6
+    "sm_90": {"a/sass80.fatbin": "fails", "b/jit80.fatbin": "works"},  # b by PTX JIT only
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("built")
+    for name, code in (("a/sass80.fatbin", "sm_80"), ("b/jit80.fatbin", "[sm_80,compute_80]")):
+        (root / name).parent.mkdir()
+        run([NVCC, "-fatbin", "-gencode", f"arch=compute_80,code={code}",
+             DATA / "axpy.cu", "-o", root / name])
+    return root
+
+
+def test_folder_check_totals_each_library(built: Path) -> None:
+    archs = [a for arch in EXPECTED for a in ("--arch", arch)]
+    proc = fatbinkit("check", built, *archs, "--json")
+    assert proc.returncode == 1, proc.stderr  # sm_75 and sm_90 fail
+    doc = json.loads(proc.stdout)
+    validate(doc, "checks")
+    assert [f["file"] for f in doc["files"]] == sorted(EXPECTED["sm_80"])
+    for arch, files in EXPECTED.items():
+        for f in doc["files"]:
+            assert f["verdicts"][arch]["status"] == files[f["file"]], (arch, f["file"])
+        total = doc["verdicts"][arch]
+        worst = "fails" if "fails" in files.values() else "works"
+        assert total["status"] == worst, arch
+        assert total["fails"] == sorted(n for n, s in files.items() if s == "fails")
+    sm90 = doc["verdicts"]["sm_90"]
+    assert (sm90["sass"], sm90["jit"], sm90["other_gpus"]) == (0, 1, 1)
+    assert not doc["ok"]
+    # the archs where every library works: exit 0
+    proc = fatbinkit("check", built, "--arch", "sm_80", "--arch", "sm_86")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = fatbinkit("check", built, *archs).stdout
+    assert re.search(r"^  sm_90 +FAILS .*\n +1/2 files fail: a/sass80.fatbin: ", text, re.M)
+    assert re.search(r"^  b/jit80.fatbin +fails +works +works +works$", text.replace(
+        "FAILS", "fails"), re.M)
+
+
+def test_folder_min_driver_is_the_highest_of_its_libraries(built: Path) -> None:
+    proc = fatbinkit("check", built, "--min-driver", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    validate(doc, "min_drivers")
+    alone = [json.loads(fatbinkit("check", built / n, "--min-driver", "--json").stdout)
+             for n in sorted(EXPECTED["sm_80"])]
+    for sm, total in doc["min_driver"].items():
+        floors = [a["min_driver"][sm]["min_driver"] for a in alone]
+        known = [tuple(map(int, f.split("."))) for f in floors if f]
+        assert total["min_driver"] == (".".join(map(str, max(known))) if known else None), sm
+
+
+def test_extract_is_all_or_nothing_over_a_folder(built: Path, tmp_path: Path) -> None:
+    """The second library's payload is corrupt: nothing of the first is left behind."""
+    folder = tmp_path / "in"
+    shutil.copytree(built, folder)
+    bad = folder / "c" / "zstd.fatbin"
+    bad.parent.mkdir()
+    run([NVCC, "-fatbin", "-gencode", "arch=compute_80,code=sm_80", "-Xfatbin=-compress-all",
+         DATA / "axpy.cu", "-o", bad])
+    data = bytearray(bad.read_bytes())
+    at = data.find(b"\x28\xb5\x2f\xfd")  # the zstd frame's magic
+    assert at > 0
+    data[at:at + 4] = bytes(4)
+    bad.write_bytes(data)
+    out = tmp_path / "out"
+    proc = fatbinkit("extract", folder, "-o", out)
+    assert proc.returncode == 1 and f"{bad}: corrupt zstd payload" in proc.stderr
+    assert not out.exists()
+    (out / "keep").mkdir(parents=True)
+    proc = fatbinkit("extract", folder, "-o", out)
+    assert proc.returncode == 1
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*")] == ["keep"]
+
+
+@pytest.mark.parametrize("name", ["../evil.fatbin", "/abs/evil.fatbin", "a/../../evil.fatbin"])
+def test_extract_refuses_wheel_members_outside_the_folder(built: Path, tmp_path: Path,
+                                                          name: str) -> None:
+    wheel = tmp_path / "x-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(name, (built / "a" / "sass80.fatbin").read_bytes())
+        z.writestr("pkg/ok.fatbin", (built / "b" / "jit80.fatbin").read_bytes())
+    out = tmp_path / "out"
+    proc = fatbinkit("extract", wheel, "-o", out)
+    assert proc.returncode == 1
+    assert "refusing to write outside the output folder" in proc.stderr
+    assert not out.exists() and not (tmp_path / "evil.fatbin").exists()
+    assert fatbinkit("ls", wheel).returncode == 0  # reading it is harmless

@@ -18,16 +18,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..arch import Arch
+from ..collection import is_collection
 from ..driver import DEVICE_SUPPORT, cuda_name, dotted
 from ..errors import FormatError
 from .args import add_budget, arch, driver, examples, kernel_filter
-from .fatbin import dump, open_input, shown, without_cyclic_gc
+from .fatbin import (
+    dump,
+    open_input,
+    progress,
+    progress_done,
+    shown,
+    skipped,
+    without_cyclic_gc,
+)
 
 if TYPE_CHECKING:  # the engine is imported by the handler: `fatbinkit ls` starts faster
     from collections.abc import Sequence
 
     from ..binary import Check
-    from ..compat import ArchVerdict, Decision, ImageSet
+    from ..collection import TotalCheck
+    from ..compat import ArchVerdict, Decision, ImageSet, TotalVerdict
 
 JIT_NOTE = ("PTX-JIT: the driver compiles the PTX at first load (cold start: ~0.1-1 s per kernel, "
             "cached in ~/.nv/ComputeCache unless CUDA_CACHE_DISABLE=1)")
@@ -77,6 +87,8 @@ def _check(args: argparse.Namespace) -> int:
         args.parser.error("--min-driver computes the driver a file needs: it takes no --driver")
     if not args.arch and not args.min_driver:
         args.parser.error("the following arguments are required: --arch (or --min-driver)")
+    if is_collection(args.file):
+        return _check_many(args)
     binary = open_input(args)
     result = binary.check(args.arch or list(DEVICE_SUPPORT), args.driver, args.kernel,
                           every_image=args.strict or args.verbose,
@@ -101,7 +113,71 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _needs(v: ArchVerdict) -> str:
+def _check_many(args: argparse.Namespace) -> int:
+    """``check`` of a wheel or folder: the total verdict per arch (the worst file's), a table of
+    each library's verdicts, and why each library that does not work fails; ``--verbose`` adds
+    each library's own report; ``--min-driver`` the highest floor per arch and the library that
+    sets it."""
+    from ..collection import check
+
+    try:
+        total = check(args.file, args.arch or list(DEVICE_SUPPORT), args.driver, args.kernel,
+                      every_image=args.strict or args.verbose,
+                      max_decompressed=args.max_decompressed, progress=progress,
+                      skipped=skipped)
+    finally:
+        progress_done()
+    files = len(total.checks)
+    modules = sum(len(c.rows) for c in total.checks)
+    if args.min_driver:
+        if args.json:
+            dump({"file": str(args.file), "files": files, "modules": modules,
+                  "min_driver": {v.device.sm: _min_driver_dict(v) for v in total.verdicts}})
+        else:
+            _print_min_driver(args.file, modules, total.verdicts, files)
+        return 0
+    ok = total.ok(args.strict)
+    if args.json:
+        dump({**_json(args, total, ok), "files": [
+            {**_json(args, c, c.ok(args.strict)), "file": c.file} for c in total.checks]})
+    else:
+        _print_many(args, total)
+    return 0 if ok else 1
+
+
+def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
+    driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
+    kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
+    modules = sum(len(c.rows) for c in total.checks)
+    print(f"{args.file}: {len(total.checks)} file(s) with device code, {modules} module(s)"
+          + kernels + driver)
+    if not args.driver:
+        print(NOT_CHECKED)
+    _print_verdicts(args, total.verdicts)
+    width = max(len(c.file) for c in total.checks) + 2
+    cw = max(9, *(len(a.sm) + 2 for a in total.archs))
+    print("\n  " + "FILE".ljust(width) + "".join(a.sm.ljust(cw) for a in total.archs).rstrip())
+    for c in total.checks:
+        print("  " + c.file.ljust(width) + "".join(
+            (v.status if v.ok(args.strict) else v.status.upper()).ljust(cw)
+            for v in c.verdicts).rstrip())
+    why = [f"  {c.file}: {v.device.sm}: {v.reason}" for c in total.checks for v in c.verdicts
+           if v.status != "works"]
+    if why:
+        print("\nwhy:")
+        for line in why if args.verbose else why[:TABLES_SHOWN * 4]:
+            print(line)
+        if len(why) > TABLES_SHOWN * 4 and not args.verbose:
+            print(f"  ... {len(why) - TABLES_SHOWN * 4} more (--verbose shows every one)")
+    if not all(c.every_image_read for c in total.checks):
+        print(UNREAD_NOTE)
+    if args.verbose:
+        for c in total.checks:
+            print(f"\n== {c.file} ==")
+            _print(args, c)
+
+
+def _needs(v: ArchVerdict | TotalVerdict) -> str:
     """``needs CUDA 12.0 (driver >= 525.60.13)``, with the device's last driver when it has one;
     empty when no image is picked."""
     if v.driver_gap:
@@ -114,7 +190,7 @@ def _needs(v: ArchVerdict) -> str:
     return f"needs {cuda_name(v.min_driver)}{upto}"
 
 
-def _min_driver_dict(v: ArchVerdict) -> dict[str, Any]:
+def _min_driver_dict(v: ArchVerdict | TotalVerdict) -> dict[str, Any]:
     """The verdict without a driver (``status`` is arch coverage only), and the Linux driver
     that provides the minimum."""
     from ..driver import release_for
@@ -123,33 +199,50 @@ def _min_driver_dict(v: ArchVerdict) -> dict[str, Any]:
     return {**v.to_dict(), "linux_driver": rel.linux if rel else None}
 
 
-def _print_min_driver(file: Path, modules: int, verdicts: Sequence[ArchVerdict]) -> None:
-    print(f"{file}: minimum driver per GPU arch ({modules} module(s))")
+def _print_min_driver(file: Path, modules: int,
+                      verdicts: Sequence[ArchVerdict] | Sequence[TotalVerdict],
+                      files: int | None = None) -> None:
+    from ..compat import TotalVerdict
+
+    print(f"{file}: minimum driver per GPU arch ({modules} module(s)"
+          + (f" in {files} file(s))" if files is not None else ")"))
     width = max(len(v.device.sm) for v in verdicts) + 2
     for v in verdicts:
         needs = _needs(v).removeprefix("needs ")
         if not needs:
             print(f"  {v.device.sm.ljust(width)}no image")
             continue
-        picked = v.modules - len(v.restricted)
-        cover = ("every module" if not v.restricted else
+        picked = v.modules - v.counts["other_gpus"]
+        cover = ("every module" if picked == v.modules else
                  f"{picked}/{v.modules} modules (the others hold no image for it)")
+        if isinstance(v, TotalVerdict) and v.min_driver_file and len(
+                {f.min_driver for _, f in v.files if f.min_driver}) > 1:
+            cover += f"; set by {v.min_driver_file}"  # the others need less
         print(f"  {v.device.sm.ljust(width)}{needs}: {cover}")
     for w in dict.fromkeys(w for v in verdicts for w in v.warnings):
         print(f"warning: {w}")
 
 
-def _json(args: argparse.Namespace, result: Check, ok: bool) -> dict[str, Any]:
+def _json(args: argparse.Namespace, result: Check | TotalCheck, ok: bool) -> dict[str, Any]:
+    """The JSON document of one file's check; of a wheel or folder, its head (the caller adds
+    each file's)."""
+    from ..collection import TotalCheck
+
     archs = result.archs
-    return {
+    head = {
         "file": str(args.file),
         "driver": dotted(args.driver) if args.driver else None,
         "driver_checked": args.driver is not None,
         "strict": args.strict,
         "archs": [a.sm for a in archs],
         "ok": ok,
-        "every_image_read": result.every_image_read,
         "verdicts": {v.device.sm: v.to_dict() for v in result.verdicts},
+    }
+    if isinstance(result, TotalCheck):
+        return {**head, "every_image_read": all(c.every_image_read for c in result.checks)}
+    return {
+        **head,
+        "every_image_read": result.every_image_read,
         "modules": [
             {
                 "module": s.label,
@@ -201,26 +294,7 @@ def _print(args: argparse.Namespace, result: Check) -> None:
           + kernels + driver)
     if not args.driver:
         print(NOT_CHECKED)
-    print("verdict" + (" (--strict)" if args.strict else "") + ":")
-    width = max(len(a.sm) for a in archs) + 2
-    for v in verdicts:
-        status = v.status.upper() if not v.ok(args.strict) else v.status
-        n = v.counts
-        counts = f"{n['sass']} SASS, {n['jit']} PTX JIT, {n['cannot']} cannot load" + (
-            f", {n['other_gpus']} for other GPUs only" if n["other_gpus"] else "")
-        needs = _needs(v)
-        print(f"  {v.device.sm.ljust(width)}{status.ljust(9)}{counts}"
-              + (f"; {needs}" if needs else ""))
-        if v.status != "works":  # why: the reason groups, under the verdict line
-            print(f"  {''.ljust(width)}{''.ljust(9)}{v.reason}")
-        if (args.verbose or args.strict) and v.restricted:
-            print("    built for other GPUs: " + ", ".join(v.restricted))
-        if (args.verbose or args.strict) and v.missing:
-            print("    kernels not in this arch's image: " + ", ".join(
-                f"{shown(k, args.demangle)} ({m})" for m, k in v.missing[:20])
-                + (" ..." if len(v.missing) > 20 else ""))
-        if (args.verbose or args.strict) and v.data_only_failed:
-            print("    data-only, cannot load: " + ", ".join(m for m, _ in v.data_only_failed))
+    _print_verdicts(args, verdicts)
     if empty:
         print(f"{empty} empty module(s) (no kernels, no variables: never loaded) not counted")
     if not result.every_image_read:
@@ -241,6 +315,36 @@ def _print(args: argparse.Namespace, result: Check) -> None:
               "shows every module)")
     if jit:
         print(f"\n* {JIT_NOTE}")
+
+
+def _print_verdicts(args: argparse.Namespace,
+                    verdicts: Sequence[ArchVerdict] | Sequence[TotalVerdict]) -> None:
+    """One line per arch: status, module counts and the driver needed, then why (for a wheel
+    or folder, which file first)."""
+    from ..compat import ArchVerdict
+
+    print("verdict" + (" (--strict)" if args.strict else "") + ":")
+    width = max(len(v.device.sm) for v in verdicts) + 2
+    for v in verdicts:
+        status = v.status.upper() if not v.ok(args.strict) else v.status
+        n = v.counts
+        counts = f"{n['sass']} SASS, {n['jit']} PTX JIT, {n['cannot']} cannot load" + (
+            f", {n['other_gpus']} for other GPUs only" if n["other_gpus"] else "")
+        needs = _needs(v)
+        print(f"  {v.device.sm.ljust(width)}{status.ljust(9)}{counts}"
+              + (f"; {needs}" if needs else ""))
+        if v.status != "works":  # why: the reason groups, under the verdict line
+            print(f"  {''.ljust(width)}{''.ljust(9)}{v.reason}")
+        if not isinstance(v, ArchVerdict) or not (args.verbose or args.strict):
+            continue  # a wheel's or folder's details are in each file's report
+        if v.restricted:
+            print("    built for other GPUs: " + ", ".join(v.restricted))
+        if v.missing:
+            print("    kernels not in this arch's image: " + ", ".join(
+                f"{shown(k, args.demangle)} ({m})" for m, k in v.missing[:20])
+                + (" ..." if len(v.missing) > 20 else ""))
+        if v.data_only_failed:
+            print("    data-only, cannot load: " + ", ".join(m for m, _ in v.data_only_failed))
 
 
 def _attention(row: tuple[ImageSet, list[tuple[str | None, list[Decision]]]],

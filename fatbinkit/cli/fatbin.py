@@ -203,13 +203,13 @@ def _ls(args: argparse.Namespace) -> int:
         args.parser.error("--kernels goes with --summary")
     if (args.sort or args.top) and not args.resources:
         args.parser.error("--sort and --top go with --resources")
+    if args.summary and (args.arch or args.kernel):
+        args.parser.error("--summary covers the whole file: it takes no --arch or --kernel")
     if is_collection(args.file):
         return _ls_many(args)
     binary = open_input(args)
     budget = binary.budget(args.max_decompressed)
     if args.summary:
-        if args.arch or args.kernel:
-            args.parser.error("--summary covers the whole file: it takes no --arch or --kernel")
         summary = binary.summary(kernels=args.kernels, budget=budget)
         if args.json:
             dump(summary.to_dict())
@@ -218,27 +218,48 @@ def _ls(args: argparse.Namespace) -> int:
         return 0
     items = binary.select(args.arch, args.kernel, budget=budget)
     if args.sort or args.top:
-        return _table(args, binary, items, budget)
-    # Each cubin's functions are rendered where they are read, on every core: only text travels
-    # back (144,640 function objects of libtorch_cuda.so would cost as much to send as to parse)
-    rendered = (binary.map(functools.partial(_render, args.json, args.demangle, args.kernel),
-                           items, kinds=("sass",), budget=budget, desc="reading cubins")
-                if args.resources else [""] * len(items))
+        return _table(args, [(None, _rows(args, binary, items, budget))])
     if args.json:
-        rows = []
-        for it, functions in zip(items, rendered, strict=True):
-            row = json.dumps(it.to_dict())
-            if args.resources and it.kind == "sass":
-                row = f'{row[:-1]}, "functions": {functions}}}'
-            rows.append(row)
-        body = ",\n".join(f"  {r}" for r in rows)
-        sys.stdout.write(f'{{"entries": [\n{body}\n]}}\n' if rows else '{"entries": []}\n')
-        return 0
-    lines = [f"{it}\n{text}" for it, text in zip(items, rendered, strict=True)]
-    if binary.members:  # a static library: cuobjdump's "member LIB:OBJECT:" before each object
-        lines = _by_member(binary, args.file, items, lines)
-    sys.stdout.write("".join(lines))
+        sys.stdout.write(_entries_json(args, binary, items, budget) + "\n")
+    else:
+        sys.stdout.write(_entries_text(args, binary, items, budget, args.file))
     return 0
+
+
+def _rendered(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
+              budget: DecompressionBudget) -> list[str]:
+    """With ``--resources``, each item's functions as text or a JSON list (empty for PTX);
+    otherwise empty strings. Each cubin's functions are rendered where they are read, on every
+    core: only text travels back (144,640 function objects of libtorch_cuda.so would cost as
+    much to send as to parse)."""
+    if not args.resources:
+        return [""] * len(items)
+    return binary.map(functools.partial(_render, args.json, args.demangle, args.kernel),
+                      items, kinds=("sass",), budget=budget, desc="reading cubins")
+
+
+def _entries_json(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
+                  budget: DecompressionBudget) -> str:
+    """``{"entries": [...]}``, one entry per line (with its ``functions`` for --resources)."""
+    rows = []
+    for it, functions in zip(items, _rendered(args, binary, items, budget), strict=True):
+        row = json.dumps(it.to_dict())
+        if args.resources and it.kind == "sass":
+            row = f'{row[:-1]}, "functions": {functions}}}'
+        rows.append(row)
+    body = ",\n".join(f"  {r}" for r in rows)
+    return f'{{"entries": [\n{body}\n]}}' if rows else '{"entries": []}'
+
+
+def _entries_text(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
+                  budget: DecompressionBudget, given: Path) -> str:
+    """cuobjdump's listing lines (and -res-usage lines under each cubin for --resources); a
+    static library's objects under cuobjdump's ``member PATH:OBJECT:`` lines."""
+    lines = [f"{it}\n{text}" for it, text in
+             zip(items, _rendered(args, binary, items, budget), strict=True)]
+    if binary.members:
+        lines = _by_member(binary, given, items, lines)
+    return "".join(lines)
 
 
 def _by_member(binary: Binary, given: Path, items: tuple[Item, ...],
@@ -258,49 +279,52 @@ def _by_member(binary: Binary, given: Path, items: tuple[Item, ...],
 def _ls_many(args: argparse.Namespace) -> int:
     """``ls`` of a wheel or a folder: each binary with device code (by its path inside, in name
     order), then with ``--summary`` the total. Text: a ``== PATH ==`` line before each one's
-    listing or summary; JSON: ``{"files": [...]}`` of each one's document (and ``total``)."""
+    listing or summary, written as each is read; JSON: ``{"files": [...]}`` of each one's
+    document (and ``total``); ``--sort``/``--top``: one table over every library."""
     from ..binary import Summary
     from ..collection import binaries, named
 
-    if args.resources or args.kernels:
-        raise UsageError("--resources and --kernels read one file at a time: give a library "
-                         "inside the wheel or folder")
-    if args.summary and (args.arch or args.kernel):
-        args.parser.error("--summary covers the whole file: it takes no --arch or --kernel")
-    done: list[tuple[str, Any]] = []
-    text: list[str] = []
+    summaries: list[Summary] = []
+    tables: list[tuple[str | None, list[_Row]]] = []
+    first = True
     try:
         for m, binary in binaries(args.file, progress, skipped):
             with named(m):
                 budget = binary.budget(args.max_decompressed)
                 if args.summary:
-                    done.append((m.name, dataclasses.replace(binary.summary(budget=budget),
-                                                             file=m.name)))
+                    summaries.append(dataclasses.replace(
+                        binary.summary(kernels=args.kernels, budget=budget), file=m.name))
                     continue
                 items = binary.select(args.arch, args.kernel, budget=budget)
-                done.append((m.name, items))
-                lines = [f"{it}\n" for it in items]
-                if binary.members:  # a static library in the folder: cuobjdump's member lines
-                    lines = _by_member(binary, Path(m.label), items, lines)
-                text.append(f"== {m.name} ==\n" + "".join(lines))
+                if args.sort or args.top:
+                    tables.append((m.name, _rows(args, binary, items, budget)))
+                    continue
+                if args.json:
+                    doc = _entries_json(args, binary, items, budget)
+                    chunk = ('{"files": [\n' if first else ",\n") + \
+                        f'{{"file": {json.dumps(m.name)}, {doc[1:]}'
+                else:
+                    chunk = f"== {m.name} ==\n" + _entries_text(args, binary, items, budget,
+                                                                Path(m.label))
+            progress_done()
+            sys.stdout.write(chunk)
+            first = False
     finally:
         progress_done()
-    if args.summary:
-        total = Summary.combined(f"{args.file} (total of {len(done)} files)",
-                                 [s for _, s in done])
+    if args.sort or args.top:
+        return _table(args, tables)
+    if not args.summary:
         if args.json:
-            dump({"files": [s.to_dict() for _, s in done], "total": total.to_dict()})
-        else:
-            sys.stdout.write("".join(f"== {name} ==\n" + "".join(f"{line}\n" for line in
-                                                                  s.lines()) + "\n"
-                                     for name, s in done))
-            sys.stdout.write("".join(f"{line}\n" for line in total.lines()))
+            sys.stdout.write("]}\n")
         return 0
+    total = Summary.combined(f"{args.file} (total of {len(summaries)} files)", summaries)
     if args.json:
-        dump({"files": [{"file": name, "entries": [it.to_dict() for it in items]}
-                        for name, items in done]})
+        dump({"files": [s.to_dict() for s in summaries], "total": total.to_dict()})
     else:
-        sys.stdout.write("".join(text))
+        sys.stdout.write("".join(f"== {s.file} ==\n" + "".join(f"{line}\n" for line in
+                                                               s.lines()) + "\n"
+                                 for s in summaries))
+        sys.stdout.write("".join(f"{line}\n" for line in total.lines()))
     return 0
 
 
@@ -350,10 +374,13 @@ def _function(f: CubinFunction, demangled: bool) -> dict[str, Any]:
     return row
 
 
-def _table(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
-           budget: DecompressionBudget) -> int:
-    """``--sort``/``--top``: every function of the selected cubins in one table, largest first.
-    Workers send back the sort keys and the rendered row of each function."""
+_Row = tuple[int, str, "Item", str, str]  # sort value, name, its image, row, name shown
+
+
+def _rows(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
+          budget: DecompressionBudget) -> list[_Row]:
+    """``--sort``/``--top``: each function of the selected cubins, with its sort key and its
+    rendered row (the JSON object, or the figures). Workers send back only these."""
     key = _SORT_KEYS.index(args.sort or "registers")
 
     def rows_of(code: DeviceCode) -> list[tuple[int, str, str, str]]:
@@ -369,20 +396,30 @@ def _table(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
         return out
 
     found = binary.map(rows_of, items, kinds=("sass",), budget=budget, desc="reading cubins")
-    rows = [(-value, it.number, name, it, row, shown)
-            for it, fs in zip(items, found, strict=True) for value, name, row, shown in fs]
-    rows.sort(key=lambda r: r[:3])
+    return [(value, name, it, row, shown_name)
+            for it, fs in zip(items, found, strict=True) for value, name, row, shown_name in fs]
+
+
+def _table(args: argparse.Namespace, tables: list[tuple[str | None, list[_Row]]]) -> int:
+    """Every function of the selected cubins in one table, largest first (of every library
+    of a wheel or folder: each row names its ``library``)."""
+    rows = [(-value, library or "", it.number, name, it, row, shown_name)
+            for library, found in tables for value, name, it, row, shown_name in found]
+    rows.sort(key=lambda r: r[:4])
     if args.top:
         rows = rows[: args.top]
+    many = is_collection(args.file)
     if args.json:
         body = ",\n".join(
             f'  {row[:-1]}, "arch": {json.dumps(it.arch)}, "file": {json.dumps(it.name)}, '
-            f'"number": {it.number}}}' for *_, it, row, _ in rows)
+            f'"number": {it.number}' + (f', "library": {json.dumps(lib)}' if many else "") + "}"
+            for _, lib, _, _, it, row, _ in rows)
         sys.stdout.write(f'{{"functions": [\n{body}\n]}}\n' if rows else
                          '{"functions": []}\n')
         return 0
     out = [f"{'REG':>4} {'STACK':>6} {'SHARED':>7} {'LOCAL':>6}  {'ARCH':<8} FUNCTION (FILE)\n"]
-    out += [f"{row}  {it.arch:<8} {shown} ({it.name})\n" for *_, it, row, shown in rows]
+    out += [f"{row}  {it.arch:<8} {name} ({f'{lib}: ' if many else ''}{it.name})\n"
+            for _, lib, _, _, it, row, name in rows]
     sys.stdout.write("".join(out))
     return 0
 
@@ -405,10 +442,20 @@ def _usage(f: CubinFunction, demangled: bool = False) -> str:
 
 
 def _extract(args: argparse.Namespace) -> int:
-    binary = open_input(args)
     kinds = ("sass",) if args.elf else ("ptx",) if args.ptx else ("sass", "ptx")
-    written = binary.extract(args.output, args.arch, args.kernel, kinds=kinds,
-                             budget=binary.budget(args.max_decompressed))
+    if is_collection(args.file):  # each library into OUT/<its path inside>/
+        from ..collection import extract
+
+        try:
+            written = extract(args.file, args.output, args.arch, args.kernel, kinds=kinds,
+                              max_decompressed=args.max_decompressed, progress=progress,
+                              skipped=skipped)
+        finally:
+            progress_done()
+    else:
+        binary = open_input(args)
+        written = binary.extract(args.output, args.arch, args.kernel, kinds=kinds,
+                                 budget=binary.budget(args.max_decompressed))
     sys.stdout.write("".join(f"{path}\n" for path in written))
     return 0
 
