@@ -554,15 +554,15 @@ class Binary:
         out = as_path(directory, "output folder")
         spend = budget or self.budget()
         items = [it for it in self.select(arch, kernel, budget=spend) if it.kind in kinds]
-        created = not out.exists()
         try:
+            created = not out.exists()
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise OutputError(f"cannot create {out}: {e.strerror or e}") from e
+        before = len(batch.targets) if batch is not None else 0
         try:
             with contextlib.ExitStack() as stack:
                 into = batch if batch is not None else stack.enter_context(atomic_files())
-                before = len(into.targets)
                 for it in items:
                     if it.name in ("", ".", ".."):
                         raise OutputError(f"refusing to write outside the output folder: "
@@ -573,6 +573,8 @@ class Binary:
                     into.write(out / it.name, data)
                 written = into.targets[before:]
         except BaseException:
+            if batch is not None:
+                batch.rollback(before)
             if created:
                 with contextlib.suppress(OSError):
                     out.rmdir()

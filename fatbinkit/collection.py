@@ -175,15 +175,16 @@ def _wheel(path: Path) -> Iterator[Member]:
 
 def binaries(source: str | os.PathLike[str],
              progress: Callable[[Member], None] | None = None,
-             skipped: Callable[[Member, FatbinkitError], None] | None = None,
-             ) -> Iterator[tuple[Member, Binary]]:
+             skipped: Callable[[Member, FatbinkitError], None] | None = None, *,
+             all: bool = False) -> Iterator[tuple[Member, Binary]]:
     """Each member of ``source`` (:func:`fatbinkit.collection.members`) that holds device code,
     opened, in name order; a source with none is a :class:`~fatbinkit.errors.FormatError`
     naming it. A wheel's next members, one per core, are inflated on threads while this one is
     read (zlib releases the GIL): inflating overlaps itself and the reading. In a wheel or
     folder, an ELF file fatbinkit does not read (32-bit, big-endian:
     :class:`~fatbinkit.errors.UnsupportedError`) goes to ``skipped`` when given, instead of
-    stopping the walk; any other error stops it, naming the file."""
+    stopping the walk; any other error stops it, naming the file. ``all`` as in
+    :func:`fatbinkit.binary.open` (``cuobjdump -all``)."""
     from .binary import open as open_binary
     from .parallel import default_jobs
 
@@ -210,7 +211,7 @@ def binaries(source: str | os.PathLike[str],
                 data = pending.result() if pending is not None else m.path
                 assert data is not None  # every wheel member's read was submitted
                 try:
-                    binary = open_binary(data, name=m.name.rpartition("/")[2])
+                    binary = open_binary(data, all=all, name=m.name.rpartition("/")[2])
                 except UnsupportedError as e:
                     if skipped is None or (len(found) == 1 and m.origin == m.path):
                         raise
@@ -234,6 +235,16 @@ class TotalCheck:
     driver: CudaVersion | None
     checks: tuple[Check, ...]
     verdicts: tuple[TotalVerdict, ...]
+
+    @property
+    def modules(self) -> int:
+        """Modules judged, over every library."""
+        return sum(len(c.rows) for c in self.checks)
+
+    @property
+    def every_image_read(self) -> bool:
+        """As :attr:`fatbinkit.binary.Check.every_image_read`, of every library."""
+        return all(c.every_image_read for c in self.checks)
 
     def ok(self, strict: bool = False) -> bool:
         return all(v.ok(strict) for v in self.verdicts)
@@ -276,30 +287,33 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
 def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],
             arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
             kernel: str | KernelFilter | None = None, *, kinds: Sequence[str] = ("sass", "ptx"),
-            max_decompressed: int | None = None,
+            all: bool = False, max_decompressed: int | None = None,
             progress: Callable[[Member], None] | None = None,
             skipped: Callable[[Member, FatbinkitError], None] | None = None) -> list[Path]:
     """:meth:`fatbinkit.binary.Binary.extract` of each library of ``source`` (a wheel, a
     folder: :func:`binaries`) into its own folder, ``directory/<its path inside>/``
     (``out/torch/lib/libtorch_cuda.so/libtorch_cuda.1.sm_90.cubin``: cuobjdump's names, after
-    the library's file name), all or nothing: an error half-way leaves ``directory`` as it was.
-    A library none of whose images are selected gets no folder. A wheel member whose path
-    would leave ``directory`` (absolute, ``..``) is refused."""
+    the library's file name), all or nothing: an error half-way leaves ``directory`` as it was
+    (created, as for one file, when it did not exist). A library none of whose images are
+    selected gets no folder. A wheel member whose path would leave ``directory`` (absolute,
+    ``..``) or holds a control character is refused. ``all`` as ``cuobjdump -all``
+    (``__nv_relfatbin`` sections too)."""
     from .outfile import atomic_files
 
     out = as_path(directory, "output folder")
     made: list[Path] = []  # folders created, parents first: removed if anything fails
     written: list[Path] = []
     try:
+        made += _make_folders(out)
         with atomic_files() as batch:
-            for m, binary in binaries(source, progress, skipped):
+            for m, binary in binaries(source, progress, skipped, all=all):
+                sub = out.joinpath(*_inside(m))
                 with named(m):
-                    sub = out.joinpath(*_inside(m))
                     made += _make_folders(sub)
                     found = binary.extract(sub, arch, kernel, kinds=kinds,
                                            budget=binary.budget(max_decompressed), batch=batch)
                 written += found
-                while not found and made and made[-1] == sub:  # nothing selected: no folder
+                while not found and made and made[-1] == sub != out:  # nothing selected
                     try:
                         sub.rmdir()
                     except OSError:
@@ -313,26 +327,31 @@ def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],
 
 
 def _inside(m: Member) -> list[str]:
-    """The parts of a member's path, refused when it would leave the output folder."""
+    """The parts of a member's path, refused when it would leave the output folder or holds a
+    control character (a forged line in the list of files written)."""
     parts = m.name.split("/")
-    if m.name.startswith("/") or any(p in ("", ".", "..") or "\\" in p or "\0" in p
-                                     for p in parts):
-        raise OutputError(f"{m.label}: refusing to write outside the output folder: {m.name!r}")
+    if any(not c.isprintable() for c in m.name):
+        raise OutputError(f"{m.origin}: refusing to write a member named with control "
+                          f"characters: {m.name!r}")
+    if m.name.startswith("/") or any(p in ("", ".", "..") or "\\" in p for p in parts):
+        raise OutputError(f"{m.label}: refusing to write outside the output folder: "
+                          f"{m.name!r}")
     return parts
 
 
 def _make_folders(path: Path) -> list[Path]:
-    """Create ``path`` and its missing parents: the ones created, parents first."""
-    missing: list[Path] = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
+    """Create ``path`` and its missing parents, one level at a time: the ones created, parents
+    first (a failure half-way removes those it made)."""
+    made: list[Path] = []
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        missing = [p for p in (path, *path.parents) if not p.exists()][::-1]
+        for p in missing:
+            p.mkdir()
+            made.append(p)
     except OSError as e:
+        _remove_folders(made)
         raise OutputError(f"cannot create {path}: {e.strerror or e}") from e
-    return missing[::-1]
+    return made
 
 
 def _remove_folders(made: list[Path]) -> None:

@@ -726,6 +726,11 @@ class ArchVerdict:
                 + len(self.data_only_failed))
 
     @property
+    def holds_nothing(self) -> bool:
+        """Whether no counted module holds an image for this arch (all built for other GPUs)."""
+        return not (self.loading or self.failed or self.data_only_failed)
+
+    @property
     def counts(self) -> dict[str, int]:
         """Modules loading an image built for this arch (``sass``), by PTX JIT (``jit``), that
         cannot load (``cannot``: a floor, PTX for another target; data-only ones too) and that
@@ -832,9 +837,12 @@ class ArchVerdict:
 class TotalVerdict:
     """Will the libraries of a wheel or a folder work on one GPU arch (with one driver, if
     given)? Each library is loaded on its own (``dlopen``, then its modules lazily, see
-    :class:`ArchVerdict`) and a package uses the libraries it ships, so the total is the worst
-    file's verdict: ``fails`` when one file fails, ``partial`` when one is partial, else
-    ``works``; the driver it needs is the highest that one of its files needs."""
+    :class:`ArchVerdict`), so the rule one level up is the rule for modules: a library the
+    driver picks an image from and cannot load fails the total, as does no library loading at
+    all; a library that holds no image for the arch (``other_gpus_only``: a wheel's
+    ``sm90/``-only extension, a Hopper-only kernel library) fails only where it is used, so it
+    makes the total ``partial`` (``fails`` with ``strict``), as does a partial library. The
+    driver it needs is the highest that one of its libraries needs."""
 
     device: Arch
     driver: CudaVersion | None
@@ -851,22 +859,28 @@ class TotalVerdict:
         return cls(first.device, first.driver, tuple(files))
 
     def named(self, status: str) -> tuple[str, ...]:
-        """The files whose verdict is ``status`` (``works``, ``partial``, ``fails``)."""
-        return tuple(name for name, v in self.files if v.status == status)
+        """The files whose own verdict is ``status`` (``works``, ``partial``, ``fails``), those
+        that hold nothing for the arch apart (``other_gpus_only``)."""
+        if status == "other_gpus_only":
+            return tuple(n for n, v in self.files if v.holds_nothing)
+        return tuple(n for n, v in self.files if v.status == status and not (
+            status == "fails" and v.holds_nothing))
 
     @property
     def status(self) -> str:
-        statuses = {v.status for _, v in self.files}
-        return next(s for s in ("fails", "partial", "works") if s in statuses)
+        if self.named("fails") or not any(v.loading for _, v in self.files):
+            return "fails"
+        return "partial" if self.named("partial") or self.named("other_gpus_only") else "works"
 
     def ok(self, strict: bool = False) -> bool:
-        """Exit-status truth, as :meth:`ArchVerdict.ok` of every file."""
-        return all(v.ok(strict) for _, v in self.files)
+        """Exit-status truth, as :meth:`ArchVerdict.ok`: fails never, partial only when not
+        ``strict``."""
+        return self.status == "works" or (self.status == "partial" and not strict)
 
     @property
     def counts(self) -> dict[str, int]:
         """The files' module counts (:attr:`ArchVerdict.counts`) added up."""
-        total = {"sass": 0, "jit": 0, "cannot": 0, "other_gpus": 0}
+        total = dict.fromkeys(self.files[0][1].counts, 0)
         for _, v in self.files:
             for k, n in v.counts.items():
                 total[k] += n
@@ -894,7 +908,9 @@ class TotalVerdict:
 
     @property
     def max_driver(self) -> CudaVersion | None:
-        return self.files[0][1].max_driver
+        """The last CUDA version whose driver drives this device (None: still supported)."""
+        support = DEVICE_SUPPORT.get(self.device.number)
+        return support.last if support else None
 
     @property
     def driver_gap(self) -> str | None:
@@ -907,16 +923,26 @@ class TotalVerdict:
 
     @property
     def reason(self) -> str:
-        """One line a user can act on: the first file that fails (or is partial), and why."""
+        """One line a user can act on: the first library that fails (or holds nothing for the
+        arch, or is partial), and why."""
         n = len(self.files)
-        status = self.status
-        if status == "works":
-            return f"{n}/{_count(n, 'file')} " + ("works" if n == 1 else "work")
-        bad = self.named(status)
-        name, v = next((name, v) for name, v in self.files if v.status == status)
-        more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
-        verb = "fail" if status == "fails" else "partial"
-        return f"{len(bad)}/{_count(n, 'file')} {verb}: {name}: {v.reason}{more}"
+        sm = self.device.sm
+        failing, nothing = self.named("fails"), self.named("other_gpus_only")
+        if failing:
+            return _first(failing, n, "cannot load", self.files)
+        if len(nothing) == n:
+            return f"no library holds an image for {sm}"
+        if not any(v.loading for _, v in self.files):
+            return f"no library loads on {sm} (only data-only modules)"
+        parts = []
+        if nothing:
+            parts.append(f"{len(nothing)}/{n} {_plural(n, 'library', 'libraries')} hold no "
+                         f"image for {sm} (built for other GPUs: they fail only if used on "
+                         f"this one): {', '.join(nothing[:3])}" + (" ..." if len(nothing) > 3
+                                                                   else ""))
+        if self.named("partial"):
+            parts.append(_first(self.named("partial"), n, "partial", self.files))
+        return "; ".join(parts) or f"{n}/{n} {_plural(n, 'library loads', 'libraries load')}"
 
     def to_dict(self) -> dict[str, Any]:
         low = self.min_driver
@@ -925,10 +951,10 @@ class TotalVerdict:
             "driver": dotted(self.driver) if self.driver else None,
             "status": self.status,
             "reason": self.reason,
-            "files": len(self.files),
             "works": list(self.named("works")),
             "partial": list(self.named("partial")),
             "fails": list(self.named("fails")),
+            "other_gpus_only": list(self.named("other_gpus_only")),
             "modules": self.modules,
             "min_driver": dotted(low) if low else None,
             "min_driver_file": self.min_driver_file,
@@ -941,6 +967,19 @@ class TotalVerdict:
     def __str__(self) -> str:
         driver = f" with driver {dotted(self.driver)}" if self.driver else ""
         return f"{self.device.sm}{driver}: {self.status}: {self.reason}"
+
+
+def _first(names: Sequence[str], n: int, what: str,
+           files: Sequence[tuple[str, ArchVerdict]]) -> str:
+    """``2/5 libraries cannot load: lib/a.so: <its reason> (+1 more)``."""
+    reason = dict(files)[names[0]].reason
+    more = f" (+{len(names) - 1} more)" if len(names) > 1 else ""
+    return (f"{len(names)}/{n} {_plural(n, 'library', 'libraries')} {what}: {names[0]}: "
+            f"{reason}{more}")
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
 
 
 def _count(n: int, noun: str) -> str:

@@ -92,7 +92,23 @@ class OutputBatch:
     def targets(self) -> list[Path]:
         return [path for _, path in self._pending]
 
+    def rollback(self, count: int) -> None:
+        """Forget (and remove) the files written after the first ``count``: a writer that
+        fails half-way leaves the batch as it found it."""
+        for tmp, _ in self._pending[count:]:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        del self._pending[count:]
+
     def _commit(self) -> None:
+        for _, path in self._pending:  # every target checked before any is replaced
+            try:
+                problem = ("it is a directory" if path.is_dir() else None if
+                           path.parent.is_dir() else f"folder {path.parent} does not exist")
+            except OSError as e:
+                problem = e.strerror or str(e)
+            if problem:
+                raise OutputError(f"cannot write {path}: {problem}")
         for tmp, path in self._pending:
             try:
                 os.replace(tmp, path)

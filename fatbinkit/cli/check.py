@@ -127,14 +127,13 @@ def _check_many(args: argparse.Namespace) -> int:
                       skipped=skipped)
     finally:
         progress_done()
-    files = len(total.checks)
-    modules = sum(len(c.rows) for c in total.checks)
     if args.min_driver:
         if args.json:
-            dump({"file": str(args.file), "files": files, "modules": modules,
+            dump({"file": str(args.file), "files": [c.file for c in total.checks],
+                  "modules": total.modules,
                   "min_driver": {v.device.sm: _min_driver_dict(v) for v in total.verdicts}})
         else:
-            _print_min_driver(args.file, modules, total.verdicts, files)
+            _print_min_driver(args.file, total.modules, total.verdicts, len(total.checks))
         return 0
     ok = total.ok(args.strict)
     if args.json:
@@ -148,8 +147,7 @@ def _check_many(args: argparse.Namespace) -> int:
 def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
-    modules = sum(len(c.rows) for c in total.checks)
-    print(f"{args.file}: {len(total.checks)} file(s) with device code, {modules} module(s)"
+    print(f"{args.file}: {len(total.checks)} file(s) with device code, {total.modules} module(s)"
           + kernels + driver)
     if not args.driver:
         print(NOT_CHECKED)
@@ -159,8 +157,7 @@ def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
     print("\n  " + "FILE".ljust(width) + "".join(a.sm.ljust(cw) for a in total.archs).rstrip())
     for c in total.checks:
         print("  " + c.file.ljust(width) + "".join(
-            (v.status if v.ok(args.strict) else v.status.upper()).ljust(cw)
-            for v in c.verdicts).rstrip())
+            _file_cell(v, args.strict).ljust(cw) for v in c.verdicts).rstrip())
     why = [f"  {c.file}: {v.device.sm}: {v.reason}" for c in total.checks for v in c.verdicts
            if v.status != "works"]
     if why:
@@ -169,12 +166,19 @@ def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
             print(line)
         if len(why) > TABLES_SHOWN * 4 and not args.verbose:
             print(f"  ... {len(why) - TABLES_SHOWN * 4} more (--verbose shows every one)")
-    if not all(c.every_image_read for c in total.checks):
+    if not total.every_image_read:
         print(UNREAD_NOTE)
     if args.verbose:
         for c in total.checks:
             print(f"\n== {c.file} ==")
             _print(args, c)
+
+
+def _file_cell(v: ArchVerdict, strict: bool) -> str:
+    """A library's verdict in the table of a wheel or folder: ``none`` when it holds no image
+    for the arch; in capitals when it fails the total."""
+    status = "none" if v.holds_nothing else v.status
+    return status.upper() if status == "fails" or (strict and status != "works") else status
 
 
 def _needs(v: ArchVerdict | TotalVerdict) -> str:
@@ -239,7 +243,7 @@ def _json(args: argparse.Namespace, result: Check | TotalCheck, ok: bool) -> dic
         "verdicts": {v.device.sm: v.to_dict() for v in result.verdicts},
     }
     if isinstance(result, TotalCheck):
-        return {**head, "every_image_read": all(c.every_image_read for c in result.checks)}
+        return {**head, "every_image_read": result.every_image_read}
     return {
         **head,
         "every_image_read": result.every_image_read,
@@ -290,7 +294,7 @@ def _print(args: argparse.Namespace, result: Check) -> None:
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
     empty = sum(s.empty for s, _ in rows)
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
-    print(f"{args.file}: {len(rows)} module(s)" + (f" ({empty} empty)" if empty else "")
+    print(f"{result.file}: {len(rows)} module(s)" + (f" ({empty} empty)" if empty else "")
           + kernels + driver)
     if not args.driver:
         print(NOT_CHECKED)

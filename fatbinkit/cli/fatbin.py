@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import functools
 import gc
+import heapq
 import json
 import sys
 from collections.abc import Callable
@@ -286,9 +287,9 @@ def _ls_many(args: argparse.Namespace) -> int:
 
     summaries: list[Summary] = []
     tables: list[tuple[str | None, list[_Row]]] = []
-    first = True
+    docs: list[str] = []  # JSON is written whole at the end: never half a document
     try:
-        for m, binary in binaries(args.file, progress, skipped):
+        for m, binary in binaries(args.file, progress, skipped, all=args.all):
             with named(m):
                 budget = binary.budget(args.max_decompressed)
                 if args.summary:
@@ -296,26 +297,25 @@ def _ls_many(args: argparse.Namespace) -> int:
                         binary.summary(kernels=args.kernels, budget=budget), file=m.name))
                     continue
                 items = binary.select(args.arch, args.kernel, budget=budget)
+                if not items:
+                    continue  # nothing matches --arch/--kernel here
                 if args.sort or args.top:
                     tables.append((m.name, _rows(args, binary, items, budget)))
-                    continue
-                if args.json:
+                elif args.json:
                     doc = _entries_json(args, binary, items, budget)
-                    chunk = ('{"files": [\n' if first else ",\n") + \
-                        f'{{"file": {json.dumps(m.name)}, {doc[1:]}'
-                else:
-                    chunk = f"== {m.name} ==\n" + _entries_text(args, binary, items, budget,
-                                                                Path(m.label))
-            progress_done()
-            sys.stdout.write(chunk)
-            first = False
+                    docs.append(f'{{"file": {json.dumps(m.name)}, {doc[1:]}')
+                else:  # text goes out as each library is read
+                    text = _entries_text(args, binary, items, budget, Path(m.label))
+                    progress_done()
+                    sys.stdout.write(f"== {m.name} ==\n{text}")
     finally:
         progress_done()
     if args.sort or args.top:
         return _table(args, tables)
     if not args.summary:
         if args.json:
-            sys.stdout.write("]}\n")
+            sys.stdout.write('{"files": [\n' + ",\n".join(docs) + "\n]}\n" if docs else
+                             '{"files": []}\n')
         return 0
     total = Summary.combined(f"{args.file} (total of {len(summaries)} files)", summaries)
     if args.json:
@@ -342,7 +342,9 @@ def progress_done() -> None:
 
 
 def skipped(member: Member, error: FatbinkitError) -> None:
-    """A file of a wheel or folder that is not read: one note on stderr."""
+    """A file of a wheel or folder that is not read: one note on stderr (on its own line, not
+    after the progress line)."""
+    progress_done()
     print(f"fatbinkit: note: skipped {member.label}: {error}", file=sys.stderr)
 
 
@@ -396,8 +398,11 @@ def _rows(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
         return out
 
     found = binary.map(rows_of, items, kinds=("sass",), budget=budget, desc="reading cubins")
-    return [(value, name, it, row, shown_name)
+    rows = [(value, name, it, row, shown_name)
             for it, fs in zip(items, found, strict=True) for value, name, row, shown_name in fs]
+    if args.top:  # only the N largest can make the table (144,640 rows for libtorch_cuda.so)
+        rows = heapq.nsmallest(args.top, rows, key=lambda r: (-r[0], r[2].number, r[1]))
+    return rows
 
 
 def _table(args: argparse.Namespace, tables: list[tuple[str | None, list[_Row]]]) -> int:
@@ -448,8 +453,8 @@ def _extract(args: argparse.Namespace) -> int:
 
         try:
             written = extract(args.file, args.output, args.arch, args.kernel, kinds=kinds,
-                              max_decompressed=args.max_decompressed, progress=progress,
-                              skipped=skipped)
+                              all=args.all, max_decompressed=args.max_decompressed,
+                              progress=progress, skipped=skipped)
         finally:
             progress_done()
     else:
