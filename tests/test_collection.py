@@ -203,22 +203,31 @@ def test_wheel_top_functions_over_every_library(
     assert len(text) == 4 and all(".so: " in line for line in text[1:])
 
 
+def _entries_per_arch(path: Path) -> dict[str, set[str]]:
+    """The kernels (``FUNC GLOBAL ... ENTRY`` symbols) of each cubin arch, by
+    ``cuobjdump -symbols``."""
+    found: dict[str, set[str]] = {}
+    for block in cuobjdump("-symbols", path).split("Fatbin ")[1:]:
+        arch = re.search(r"^arch = (\S+)", block, re.M)
+        if block.startswith("elf code:") and arch:
+            found.setdefault(arch.group(1), set()).update(
+                line.split()[-1] for line in block.splitlines()
+                if re.match(r"FUNC +GLOBAL +\S+ +ENTRY ", line))
+    return found
+
+
 def test_wheel_summary_kernels(cupy_wheel: Path, unpacked: dict[str, Path]) -> None:
-    """``--summary --kernels``: each library's kernels counted per arch, as cuobjdump's
-    -res-usage lists its kernels."""
+    """``--summary --kernels``: each library's distinct kernels per cubin arch, as the entry
+    symbols ``cuobjdump -symbols`` lists."""
     proc = fatbinkit("ls", cupy_wheel, "--summary", "--kernels", "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     validate(doc, "summaries")
     for s in doc["files"]:
-        per_arch: dict[str, set[str]] = {}
-        for arch, usage in res_usage_blocks(unpacked[s["file"]]):
-            per_arch.setdefault(arch, set()).update(
-                n for n, _ in usage.functions)
-        for a in s["archs"]:
-            if a["kind"] == "sass":
-                assert a["kernels"] is not None and 0 < a["kernels"] <= len(
-                    per_arch[a["arch"]]), (s["file"], a["arch"])
+        oracle = _entries_per_arch(unpacked[s["file"]])
+        ours = {a["arch"]: a["kernels"] for a in s["archs"] if a["kind"] == "sass"}
+        assert ours == {arch: len(names) for arch, names in oracle.items()}, s["file"]
+        assert all(ours.values())
 
 
 def test_wheel_extract_equals_cuobjdump_per_library(
