@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fatbinkit.elfobj import Blob, write_object  # noqa: E402
+from fatbinkit.formats.elf_writer import Blob, write_object  # noqa: E402
 
 METHODS = ("ld+objcopy", "incbin+gcc", "fatbinkit", "fatbinkit CLI")
 BIG = 256 << 20
@@ -234,7 +234,8 @@ def main() -> None:
         "",
         "Methods: **ld+objcopy** is PyTorch AOTInductor's `convert_cubin_to_obj`, three tool runs "
         "per kernel and one object per kernel; **incbin+gcc** writes one `.S` of `.incbin` lines "
-        "and runs `gcc -c`; **fatbinkit** is `fatbinkit.elfobj.write_object` called in-process, "
+        "and runs `gcc -c`; **fatbinkit** is `fatbinkit.formats.elf_writer.write_object` called "
+        "in-process, "
         "**fatbinkit CLI** the same through `python -m fatbinkit embed` (interpreter start "
         "included). Inputs are ~10 KiB random blobs (1, 100, 1000) and one 256 MiB blob, in the "
         "page cache; outputs are written without fsync. Peak RSS is the largest resident set of "

@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fatbinkit.arch import Arch  # noqa: E402
 from fatbinkit.build import Image, build, nvcc_command  # noqa: E402
-from fatbinkit.fatbin import EntryKind  # noqa: E402
+from fatbinkit.formats.arch import Arch  # noqa: E402
+from fatbinkit.formats.fatbin import EntryKind  # noqa: E402
 from fatbinkit.scan import scan  # noqa: E402
 from fatbinkit.toolchain import find_tool  # noqa: E402
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .arch import Arch
 from .errors import FatbinkitError
+from .formats.arch import Arch
 
 if TYPE_CHECKING:
     from .binary import Binary

@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .arch import ArchLike, as_arch
 from .driver import as_cuda_version
-from .elfobj import DEFAULT_ALIGN, Blob, write_object
 from .errors import InvalidArgumentError, ToolNotFoundError
-from .fatbin import COMPRESSIONS
+from .formats.arch import ArchLike, as_arch
+from .formats.elf_writer import DEFAULT_ALIGN, Blob, write_object
+from .formats.fatbin import COMPRESSIONS
 
 __all__ = [
     "PackagedKernel",

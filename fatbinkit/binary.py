@@ -31,17 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from .arch import Arch, ArchLike, as_arch
 from .driver import CudaVersion, DriverLike, as_cuda_version, dotted
 from .errors import FatbinkitError, InputError, InvalidArgumentError, OutputError, naming
-from .fatbin import DecompressionBudget, EntryKind
+from .formats.arch import Arch, ArchLike, as_arch
+from .formats.fatbin import DecompressionBudget, EntryKind
 from .infile import as_path
 from .outfile import OutputBatch, atomic_files
 from .scan import DeviceCode, extract_names, kind_name, listed, scan, source_keys
 
 if TYPE_CHECKING:
     from .compat import ArchVerdict, Decision, ImageInfo, ImageSet
-    from .cubin import CubinFunction
+    from .formats.cubin import CubinFunction
 
 __all__ = [
     "GENERATIONS",
@@ -521,9 +521,9 @@ class Binary:
     def functions(self, items: Sequence[Item] | None = None, *,
                   budget: DecompressionBudget | None = None,
                   ) -> list[tuple[CubinFunction, ...]]:
-        """Per-function resources (:class:`fatbinkit.cubin.CubinFunction`) of each SASS item
+        """Per-function resources (:class:`fatbinkit.formats.cubin.CubinFunction`) of each SASS item
         (``()`` for PTX), in order, read on every core: what ``cuobjdump -res-usage`` prints."""
-        from .cubin import functions_of
+        from .parallel import functions_of
 
         chosen = self.select() if items is None else items
         return functions_of([it.code for it in chosen], budget=budget or self.budget())
@@ -659,12 +659,12 @@ def _outline(code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
     for other kinds. The payload is read with no budget: callers charge it first."""
     kind = code.entry.header.kind
     if kind == _ELF:
-        from .cubin import cubin_outline
+        from .formats.cubin import cubin_outline
 
         c = cubin_outline(code.entry.data())
         return sorted(c.kernels), c.toolkit
     if kind == _PTX:
-        from .ptx import Ptx
+        from .formats.ptx import Ptx
 
         return [e.name for e in Ptx.from_bytes(code.entry.data()).entries], None
     return [], None

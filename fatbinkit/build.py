@@ -1,7 +1,7 @@
 """Build a fatbin from cubins and PTX through one interface, with four interchangeable backends.
 
-- ``pure``: :mod:`fatbinkit.fatbin`'s writer, no NVIDIA software (byte-identical to nvFatbin 13.x
-  for uncompressed entries).
+- ``pure``: :mod:`fatbinkit.formats.fatbin`'s writer, no NVIDIA software (byte-identical to
+  nvFatbin 13.x for uncompressed entries).
 - ``fatbinary``: the toolkit's ``fatbinary --image3=kind=...,sm=...,file=...`` process.
 - ``nvfatbin``: NVIDIA's nvFatbin library in-process (``cuda.bindings.nvfatbin``; the library comes
   from the ``nvidia-nvfatbin`` wheel).
@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .arch import Arch, ArchLike, as_arch
 from .errors import (
     FormatError,
     InvalidArgumentError,
@@ -28,7 +27,8 @@ from .errors import (
     ToolNotFoundError,
     UnsupportedError,
 )
-from .fatbin import COMPRESSIONS, EntryKind, build_fatbin, make_entry
+from .formats.arch import Arch, ArchLike, as_arch
+from .formats.fatbin import COMPRESSIONS, EntryKind, build_fatbin, make_entry
 from .infile import FilePath, as_content, as_path, read_input
 from .toolchain import run_tool
 
@@ -104,7 +104,7 @@ def check_label(kind: EntryKind, label: Arch, data: bytes) -> None:
       AOTInductor label one PTX with several archs).
     """
     if kind == EntryKind.ELF:
-        from .cubin import cubin_arch
+        from .formats.cubin import cubin_arch
 
         try:
             own = cubin_arch(data)
@@ -117,7 +117,7 @@ def check_label(kind: EntryKind, label: Arch, data: bytes) -> None:
             raise InvalidArgumentError(
                 f"the cubin is for {own.sm}, labelled {label.sm}: label it {right}")
     elif kind == EntryKind.PTX:
-        from .ptx import ptx_header
+        from .formats.ptx import ptx_header
 
         try:
             _, target = ptx_header(data)

@@ -35,17 +35,18 @@ from .errors import (
 from .infile import as_path
 
 if TYPE_CHECKING:
-    from .arch import Arch, ArchLike
     from .binary import ArchFilter, Binary, Check, KernelFilter
     from .compat import TotalVerdict
     from .driver import CudaVersion, DriverLike
+    from .formats.arch import Arch, ArchLike
 
 __all__ = ["MAX_MEMBER", "Member", "TotalCheck", "binaries", "check", "extract",
            "is_collection", "member_key", "members", "named"]
 
 MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not inflated
 # ... and one that would inflate to more than this ratio of its compressed size (plus a floor), the
-# rule of fatbinkit.fatbin.DecompressionBudget.for_input: a deflate bomb is refused before it is
+# rule of fatbinkit.formats.fatbin.DecompressionBudget.for_input: a deflate bomb is refused before
+# it is
 # read into memory.
 # ELF; fatbin container (0xBA55ED50, little-endian); ar archive (a static library), thin or not
 _MAGICS = (b"\x7fELF", b"\x50\xed\x55\xba")
@@ -152,7 +153,7 @@ def _walk_error(error: OSError) -> None:
 
 
 def _wheel(path: Path) -> Iterator[Member]:
-    from .fatbin import DecompressionBudget
+    from .formats.fatbin import DecompressionBudget
 
     seen: set[str] = set()
     with _zip_errors(str(path), "not a readable wheel (zip)"), zipfile.ZipFile(path) as zf:

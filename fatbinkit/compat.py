@@ -17,8 +17,8 @@ The rules, as NVIDIA documents them (paraphrased; the sources named where each i
   technical blog "NVIDIA Blackwell and NVIDIA CUDA 12.9 Introduce Family-Specific Architecture
   Features" (May 2025).
 * **Driver version**: a driver JIT-compiles only the PTX ISA versions its CUDA release knows
-  (:data:`fatbinkit.ptx.PTX_ISA_MIN_CUDA`, from the PTX ISA release history); CUDA minor-version
-  compatibility does not extend to PTX JIT (CUDA Compatibility guide, "Minor Version
+  (:data:`fatbinkit.formats.ptx.PTX_ISA_MIN_CUDA`, from the PTX ISA release history); CUDA
+  minor-version compatibility does not extend to PTX JIT (CUDA Compatibility guide, "Minor Version
   Compatibility", its limitations). Newer PTX fails with CUDA_ERROR_UNSUPPORTED_PTX_VERSION.
 * **Driver floors** (:mod:`fatbinkit.driver` holds NVIDIA's tables): the driver must support
   the device's arch (first CUDA release per arch; R580 is the last branch for Maxwell, Pascal
@@ -59,9 +59,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import elf
-from .arch import Arch, ArchLike, as_arch
-from .cubin import ABI_V2, cubin_outline, is_cubin
 from .driver import (
     DEVICE_SUPPORT,
     MINOR_COMPAT_DRIVER,
@@ -79,9 +76,18 @@ from .errors import (
     NotFoundError,
     UnsupportedError,
 )
-from .fatbin import DecompressionBudget, EntryKind, FatbinEntry
+from .formats import elf
+from .formats.arch import Arch, ArchLike, as_arch
+from .formats.cubin import ABI_V2, cubin_outline, is_cubin
+from .formats.fatbin import DecompressionBudget, EntryKind, FatbinEntry
+from .formats.ptx import (
+    NEWEST_KNOWN_CUDA,
+    Ptx,
+    is_ptx,
+    max_ptx_isa_for_driver,
+    min_driver_for_ptx_isa,
+)
 from .infile import as_content, as_input
-from .ptx import NEWEST_KNOWN_CUDA, Ptx, is_ptx, max_ptx_isa_for_driver, min_driver_for_ptx_isa
 from .scan import DeviceCode, scan
 
 __all__ = [
@@ -428,7 +434,8 @@ def decide(
     The pick is by arch alone (SASS, then PTX); the driver floors are then checked on the pick
     only, as the driver does not fall back. ``raw`` means the set is one bare cubin or PTX handed
     to the driver directly (not a fatbin): an unfit bare PTX is then refused by the JIT compiler
-    instead of skipped. ``device`` and ``driver`` take what :func:`~fatbinkit.arch.as_arch` and
+    instead of skipped. ``device`` and ``driver`` take what :func:`~fatbinkit.formats.arch.as_arch`
+    and
     :func:`~fatbinkit.driver.as_cuda_version` take (``"sm_90"``, ``"12.4"``, ``12040``...).
     """
     device = as_arch(device, "device")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .arch import ArchLike
 from .compat import UNSUPPORTED_PTX, Decision, predict_load
 from .driver import DriverLike
 from .errors import CompatibilityError, CudaError, FatbinkitError
-from .ptx import max_ptx_isa_for_driver, min_driver_for_ptx_isa
+from .formats.arch import ArchLike
+from .formats.ptx import max_ptx_isa_for_driver, min_driver_for_ptx_isa
 from .runtime import _ERROR_CLASSES
 
 if TYPE_CHECKING:

@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from .arch import Arch
 from .binary import ArchFilter, Binary, DeviceSummary, KernelFilter, _size, demangle
 from .collection import Member, binaries, member_key, named
 from .driver import as_cuda_version, dotted
 from .errors import FatbinkitError, FormatError, InvalidArgumentError
-from .fatbin import EntryKind
+from .formats.arch import Arch
+from .formats.fatbin import EntryKind
 
 if TYPE_CHECKING:
     from .compat import ImageInfo, ImageSet
@@ -296,7 +296,7 @@ def snapshot(source: str | os.PathLike[str], *, max_decompressed: int | None = N
     a :class:`Snapshot`: each binary with device code in turn, its images on every core.
     Binaries of a wheel or folder without device code are left out; an input with none at all
     is a :class:`~fatbinkit.errors.FormatError` naming it. ``max_decompressed`` bounds what one
-    binary may inflate (default :meth:`fatbinkit.fatbin.DecompressionBudget.for_input`).
+    binary may inflate (default :meth:`fatbinkit.formats.fatbin.DecompressionBudget.for_input`).
 
     ``like``: a snapshot read earlier in this process (the old side of a diff). An image whose
     stored bytes (BLAKE2b) and entry header equal one of its images is not inflated or parsed
@@ -409,7 +409,7 @@ def _outline(code: DeviceCode) -> _Outline:
     data = e.data()
     label = f"entry at {code.offset:#x}"
     if e.header.kind == _SASS:
-        from .cubin import Cubin
+        from .formats.cubin import Cubin
 
         c = Cubin.from_bytes(data)
         image = ImageInfo(SASS, e.arch, None, label,

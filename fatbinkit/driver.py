@@ -82,7 +82,7 @@ RELEASES: tuple[Release, ...] = (
 # with a CUDA Toolkit release from within a CUDA major release family can run, with limited
 # feature-set, on systems having at least the minimum required driver version" -- release notes
 # Table 2: 11.x >= 450.80.02 (the 11.0 GA driver 450.36.06 is older: footnote), 12.x >= 525.60.13,
-# 13.x >= 580.65.06. PTX JIT is not covered (PTX_ISA_MIN_CUDA in fatbinkit.ptx).
+# 13.x >= 580.65.06. PTX JIT is not covered (PTX_ISA_MIN_CUDA in fatbinkit.formats.ptx).
 MINOR_COMPAT_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 
 

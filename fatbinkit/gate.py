@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .arch import Arch
 from .binary import ArchFilter, _size, demangle
 from .collection import Member, binaries, named
 from .diff import (
@@ -30,7 +29,8 @@ from .diff import (
 )
 from .driver import CudaVersion, as_cuda_version, dotted
 from .errors import FatbinkitError, InvalidArgumentError
-from .fatbin import EntryKind
+from .formats.arch import Arch
+from .formats.fatbin import EntryKind
 
 __all__ = ["Gate", "Rules", "SizeLimit", "Tolerance", "Violation", "escape", "gate",
            "parse_tolerances"]

@@ -25,8 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from . import elf
-from .elfobj import DEFAULT_ALIGN, Blob, Placed, place
 from .errors import (
     FatbinkitError,
     FormatError,
@@ -36,6 +34,8 @@ from .errors import (
     TruncatedError,
     UnsupportedError,
 )
+from .formats import elf
+from .formats.elf_writer import DEFAULT_ALIGN, Blob, Placed, place
 from .infile import FilePath, as_path, open_input, read_input
 from .outfile import atomic_path
 from .toolchain import WorkerResult, run_worker

@@ -12,10 +12,10 @@ first failing code in input order wins, as in a serial run: later chunks are can
 ones finish. Workers are joined before :func:`map_codes` returns or raises.
 
 Decompression budget: a worker cannot charge the caller's
-:class:`~fatbinkit.fatbin.DecompressionBudget` (it has its own copy of it). :func:`charge` takes,
-in the caller and before any work starts, the uncompressed size that each compressed entry
+:class:`~fatbinkit.formats.fatbin.DecompressionBudget` (it has its own copy of it). :func:`charge`
+takes, in the caller and before any work starts, the uncompressed size that each compressed entry
 records; the function then decompresses with no budget (each entry is still held to
-``MAX_DATA_SIZE`` and to its recorded size, which :meth:`~fatbinkit.fatbin.FatbinEntry.data`
+``MAX_DATA_SIZE`` and to its recorded size, which :meth:`~fatbinkit.formats.fatbin.FatbinEntry.data`
 enforces). A bomb is therefore refused before anything is inflated, serial or parallel alike.
 """
 
@@ -28,17 +28,21 @@ import sys
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import FatbinkitError, InvalidArgumentError
-from .fatbin import DecompressionBudget
+from .formats.fatbin import DecompressionBudget, EntryKind
 from .scan import DeviceCode
+
+if TYPE_CHECKING:
+    from .formats.cubin import CubinFunction
 
 __all__ = [
     "PARALLEL_MIN_BYTES",
     "PROGRESS_MIN_BYTES",
     "charge",
     "default_jobs",
+    "functions_of",
     "map_codes",
     "payload_bytes",
 ]
@@ -216,3 +220,31 @@ def _run(start: int, stop: int) -> list[Any] | _Failure:
         except FatbinkitError as e:
             return _Failure(i, type(e), e.args, dict(e.__dict__), traceback.format_exc())
     return out
+
+
+def functions_of(codes: Sequence[DeviceCode], *, budget: DecompressionBudget | None = None,
+                 jobs: int | None = None) -> list[tuple[CubinFunction, ...]]:
+    """The functions of every cubin among ``codes`` (what ``cuobjdump -res-usage`` lists), one
+    tuple per code in ``codes``' order, empty for codes that are not ELF (PTX, LTO-IR), each
+    equal to ``Cubin.from_bytes(code.entry.data()).functions``; on ``jobs`` processes (default:
+    every core, see :func:`map_codes`).
+
+    ``budget`` is charged up front, in this process, with the recorded size of every compressed
+    cubin (:func:`charge`). A malformed cubin raises its
+    :class:`~fatbinkit.errors.FormatError`, the first one in ``codes``' order. For
+    ``fatbinkit ls --resources``::
+
+        codes = listed(scan(path))
+        for code, functions in zip(codes, functions_of(codes, budget=budget), strict=True):
+            ...  # print code, then one line per function
+    """
+    elves = [c for c in codes if c.entry.header.kind == EntryKind.ELF]
+    charge(elves, budget)
+    found = iter(map_codes(_functions, elves, jobs=jobs, desc="reading cubins"))
+    return [next(found) if c.entry.header.kind == EntryKind.ELF else () for c in codes]
+
+
+def _functions(code: DeviceCode) -> tuple[CubinFunction, ...]:
+    from .formats.cubin import Cubin
+
+    return Cubin.from_bytes(code.entry.data()).functions

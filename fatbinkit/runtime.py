@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .arch import Arch
 from .errors import (
     CudaError,
     CudaUnavailableError,
@@ -26,6 +25,7 @@ from .errors import (
     NoBinaryForGpuError,
     UnsupportedPtxVersionError,
 )
+from .formats.arch import Arch
 from .infile import as_path, read_input
 
 if TYPE_CHECKING:
@@ -63,8 +63,8 @@ def image_kind(data: bytes | memoryview) -> str:
     The names are the driver's and nvJitLink's input kinds, as cuda.core uses them. Only the
     magic is looked at (as the driver does): anything else is handed over as PTX.
     """
-    from .elf import ELFMAG  # here, not at the top: `import fatbinkit.runtime` stays light
-    from .fatbin import FATBIN_MAGIC
+    from .formats.elf import ELFMAG  # here, not at the top: `import fatbinkit.runtime` stays light
+    from .formats.fatbin import FATBIN_MAGIC
 
     head = bytes(data[:4])
     if head == FATBIN_MAGIC.to_bytes(4, "little"):
@@ -466,7 +466,7 @@ def _check_payloads(view: bytes | memoryview) -> None:
     """Inflate and check every compressed entry of the container the driver reads, before the
     driver sees it: the R580 driver crashes the process (SIGSEGV) on a PTX entry whose LZ4
     payload is corrupt (docs/gpu.md, 2026-12-01); this raises a DecompressionError instead."""
-    from .fatbin import DecompressionBudget, FatbinContainer
+    from .formats.fatbin import DecompressionBudget, FatbinContainer
 
     container = FatbinContainer.parse(view)
     budget = DecompressionBudget.for_input(len(view))
@@ -503,7 +503,7 @@ def _image_bytes(image: Any) -> bytes | memoryview:
         return memoryview(image).cast("B") if not isinstance(image, bytes) else image
     if isinstance(image, (str, os.PathLike)):  # a str is a path
         return read_input(as_path(image, "the image"))
-    from .fatbin import Fatbin, FatbinEntry
+    from .formats.fatbin import Fatbin, FatbinEntry
 
     if isinstance(image, Fatbin):
         return image.to_bytes()

@@ -6,8 +6,9 @@ has no ``.nv_fatbin``, as ``cuobjdump`` also does) and in blobs between ``__<nam
 ``__<name>_end`` symbol pairs (AOTInductor's model.so, fatbinkit's own objects; invisible to
 cuobjdump). Files are memory-mapped: listing reads headers only, payloads stay views.
 
-Every image comes back as a :class:`DeviceCode` holding a :class:`~fatbinkit.fatbin.FatbinEntry`;
-a bare cubin or PTX file becomes a synthetic entry of kind ELF/PTX with its exact bytes.
+Every image comes back as a :class:`DeviceCode` holding a
+:class:`~fatbinkit.formats.fatbin.FatbinEntry`; a bare cubin or PTX file becomes a synthetic entry
+of kind ELF/PTX with its exact bytes.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from . import elf
-from .arch import Arch
-from .archive import ArMember, ar_members, is_archive
-from .elf import Buffer
 from .errors import FatbinkitError, FormatError, InputError, naming
-from .fatbin import (
+from .formats import elf
+from .formats.arch import Arch
+from .formats.archive import ArMember, ar_members, is_archive
+from .formats.elf import Buffer
+from .formats.fatbin import (
     ENTRY_HEADER_SIZE,
     ENTRY_VERSION,
     EntryHeader,
@@ -101,12 +102,12 @@ def source_keys(source: str) -> tuple[str | None, str | None]:
 def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:
     """A synthetic entry for a bare cubin or PTX image; ``data()`` returns it unchanged."""
     if kind == EntryKind.ELF:
-        from .cubin import cubin_arch
+        from .formats.cubin import cubin_arch
 
         arch = cubin_arch(data)
         major, minor = 1, elf.FileHeader.unpack(data).abi_version
     else:
-        from .ptx import ptx_header
+        from .formats.ptx import ptx_header
 
         (major, minor), arch = ptx_header(data)
     header = EntryHeader(
@@ -146,8 +147,8 @@ def _bare_code(source: str, view: memoryview, base: int) -> DeviceCode | None:
     The cubin and PTX modules are imported here, not at the top: listing the fatbins of a host
     library (``fatbinkit ls``) never needs them.
     """
-    from .cubin import is_cubin
-    from .ptx import is_ptx
+    from .formats.cubin import is_cubin
+    from .formats.ptx import is_ptx
 
     if is_cubin(view):
         return DeviceCode(source, -1, bare_entry(EntryKind.ELF, view), base)

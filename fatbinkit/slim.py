@@ -19,11 +19,11 @@ arch's minimum driver before and after, and a rise is refused unless allowed.
 **The file**: in a linked ELF file the CUDA runtime finds each container only through the
 ``__fatbinwrap`` record in ``.nvFatBinSegment`` whose data pointer is a ``RELATIVE`` relocation
 (and the same value stored in place). Containers are repacked at the start of their section, the
-pointers rewritten, and the freed tail cut out of the file by :mod:`fatbinkit.elfedit`. Any other
-reference into a fatbin section (a relocation elsewhere, a dynamic symbol) is refused, naming it;
-``same_size`` then rewrites each container where it was and zero-fills the rest, moving nothing
-(the file keeps its size; the zeros compress in a wheel). Unknown wrapper versions are refused.
-In a relocatable object the wrapper's pointer is an ``R_X86_64_64`` relocation whose addend
+pointers rewritten, and the freed tail cut out of the file by :mod:`fatbinkit.formats.elf_edit`.
+Any other reference into a fatbin section (a relocation elsewhere, a dynamic symbol) is refused,
+naming it; ``same_size`` then rewrites each container where it was and zero-fills the rest, moving
+nothing (the file keeps its size; the zeros compress in a wheel). Unknown wrapper versions are
+refused. In a relocatable object the wrapper's pointer is an ``R_X86_64_64`` relocation whose addend
 follows its container. A non-PIE executable has no relocations for absolute addresses: there the
 wrapper records are the only references nvcc's registration code makes. The output is read back
 and checked before it replaces the target. A wheel's libraries are slimmed in parallel and the
@@ -43,11 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import elf, elfedit
-from .arch import Arch, ArchLike, as_arch
-from .archive import is_archive_file
 from .compat import PTX, SASS, ImageInfo, decide, image_from_entry
-from .cubin import cubin_toolkit
 from .driver import CudaVersion, dotted
 from .errors import (
     CompatibilityError,
@@ -56,7 +52,11 @@ from .errors import (
     InvalidArgumentError,
     UnsupportedError,
 )
-from .fatbin import (
+from .formats import elf, elf_edit
+from .formats.arch import Arch, ArchLike, as_arch
+from .formats.archive import is_archive_file
+from .formats.cubin import cubin_toolkit
+from .formats.fatbin import (
     COMPRESSIONS,
     DecompressionBudget,
     EntryFlags,
@@ -174,7 +174,7 @@ class SlimReport:
     dropped: tuple[tuple[str, int], ...]  # ("SASS sm_80", count)
     codec: str | None
     archs: tuple[ArchReport, ...]
-    layout: elfedit.Layout | None = field(default=None)
+    layout: elf_edit.Layout | None = field(default=None)
     same_size: bool = False
     unreferenced: int = 0  # containers no wrapper points at: rewritten where they were
 
@@ -557,7 +557,7 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
     for slot in _relr_slots(view, sections):
         if slot in slots:
             continue
-        off = elfedit.vaddr_offset(phdrs, slot, 8)
+        off = elf_edit.vaddr_offset(phdrs, slot, 8)
         if off is not None:
             (value,) = _U64.unpack_from(view, off)
             name = inside(value)
@@ -655,7 +655,7 @@ def _finish(modules: list[_Module], req: _Request) -> tuple[ArchReport, ...]:
 
 
 def _report(total: int, out_size: int, modules: list[_Module], codec: str | None,
-            reports: tuple[ArchReport, ...], layout: elfedit.Layout | None,
+            reports: tuple[ArchReport, ...], layout: elf_edit.Layout | None,
             same_size: bool) -> SlimReport:
     dropped: dict[str, int] = {}
     for m in modules:
@@ -740,7 +740,7 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
             writes.append((at, elf.Rela(r.offset, r.info, new).pack()))
     writes += _symtab_writes(view, sections, {s.index for s in fat}, moves)
     with atomic_path(output, mode) as tmp:
-        layout = elfedit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
+        layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
         _verify(tmp, modules, wrappers, moves)
     return _report(len(view), layout.output_size, modules, req.codec, reports, layout, same_size)
 
@@ -840,7 +840,7 @@ def _slim_object(source: os.PathLike[str], view: memoryview, head: elf.FileHeade
                 writes.append((h.offset + i * size, elf.Symbol(
                     name, info, other, shndx, moved[shndx][value], sz).pack()))
     with atomic_path(output, mode) as tmp:
-        layout = elfedit.rewrite_object(source, tmp, resizes, writes, shrink=not same_size)
+        layout = elf_edit.rewrite_object(source, tmp, resizes, writes, shrink=not same_size)
         _verify_object(tmp, modules)
     return _report(len(view), layout.output_size, modules, req.codec, reports, layout, same_size)
 
@@ -858,12 +858,12 @@ def _verify_object(path: os.PathLike[str], modules: Sequence[_Module]) -> None:
 
 def _pack(fat: Sequence[elf.Section], by_section: dict[int, list[_Module]], same_size: bool,
           referenced: dict[int, set[int]]
-          ) -> tuple[list[elfedit.Resize], dict[int, dict[int, int]]]:
+          ) -> tuple[list[elf_edit.Resize], dict[int, dict[int, int]]]:
     """Each fatbin section's new contents: referenced containers packed at its start (8-byte
     aligned), the others (and all, with ``same_size``) where they were; and per section the
     containers that moved (old offset -> new). ``referenced``: per section, the offsets of the
     containers a wrapper points at."""
-    resizes: list[elfedit.Resize] = []
+    resizes: list[elf_edit.Resize] = []
     moved: dict[int, dict[int, int]] = {}
     for s in fat:
         parts = bytearray()
@@ -885,7 +885,7 @@ def _pack(fat: Sequence[elf.Section], by_section: dict[int, list[_Module]], same
                 f"{s.name}: the rewritten device code ({len(parts)} bytes) does not fit its "
                 f"{s.header.size} bytes, and a section of a linked file cannot grow: keep a "
                 "codec that stores it smaller")
-        resizes.append(elfedit.Resize(s, bytes(parts)))
+        resizes.append(elf_edit.Resize(s, bytes(parts)))
     return resizes, moved
 
 
@@ -920,12 +920,12 @@ def _verify(path: os.PathLike[str], modules: Sequence[_Module], wrappers: Sequen
             s = sections[m.section].header
             want = m.data
             at = s.offset + m.new_offset
-            if elfedit.vaddr_offset(phdrs, s.addr + m.new_offset, len(want)) != at or \
+            if elf_edit.vaddr_offset(phdrs, s.addr + m.new_offset, len(want)) != at or \
                     src.read(at, len(want)) != want:
                 raise FormatError(f"{m.label}: the output does not hold the planned bytes "
                                   "where the loader maps them")
         for w in wrappers:
-            off = elfedit.vaddr_offset(phdrs, w.slot, 8)
+            off = elf_edit.vaddr_offset(phdrs, w.slot, 8)
             if off is None:
                 raise FormatError(f"wrapper slot {w.slot:#x} is not mapped in the output")
             (value,) = _U64.unpack(src.read(off, 8))
@@ -1063,10 +1063,10 @@ def slim_archive(source: FilePath, output: FilePath, **options: Any) -> WheelRep
     """:func:`slim` every object with device code of the static library ``source`` (an ``ar``
     archive, GNU or BSD; not thin) and write the archive to ``output``: members keep their
     order, names and headers but the size, and the symbol index points at their new places
-    (:func:`fatbinkit.archive.rewrite`). An object whose layout cannot be rewritten safely stays
-    as it was (the report says why); any other error fails the whole archive, naming the
+    (:func:`fatbinkit.formats.archive.rewrite`). An object whose layout cannot be rewritten safely
+    stays as it was (the report says why); any other error fails the whole archive, naming the
     member, with nothing written. The output is read back: the same members, in order."""
-    from . import archive
+    from .formats import archive
 
     src = as_path(source, "slim_archive() source")
     out = as_path(output, "slim_archive() output")

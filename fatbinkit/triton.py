@@ -13,8 +13,8 @@ its PTX with the arch-specific target from sm_90 on (``.target sm_90a``), which 
 accepts; the floor relabels the lowest target's PTX with the plain arch where the kernel allows it,
 decided by ptxas compiling it for that plain arch (a kernel using ``wgmma`` or ``tcgen05``
 cannot). ``min_driver`` caps the floor's PTX ISA at the newest that driver's CUDA release can JIT
-(PTX ISA release history, :data:`fatbinkit.ptx.PTX_ISA_MIN_CUDA`): Triton otherwise writes the ISA
-of its bundled ptxas (8.8 for Triton 3.9), which older drivers refuse.
+(PTX ISA release history, :data:`fatbinkit.formats.ptx.PTX_ISA_MIN_CUDA`): Triton otherwise writes
+the ISA of its bundled ptxas (8.8 for Triton 3.9), which older drivers refuse.
 
 For a Triton-only AOT flow, :func:`blobs` turns kernels into what one object (or one section of
 a linked library) embeds, the fatbins and their launch table, and :func:`header` into the C
@@ -36,12 +36,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from .arch import Arch, as_arch
 from .driver import DEVICE_SUPPORT, CudaVersion, as_cuda_version, dotted
-from .elfobj import Blob
 from .errors import FatbinkitError, InvalidArgumentError, ToolError, ToolNotFoundError
+from .formats.arch import Arch, as_arch
+from .formats.elf_writer import Blob
+from .formats.ptx import max_ptx_isa_for_driver, ptx_header
 from .parallel import default_jobs
-from .ptx import max_ptx_isa_for_driver, ptx_header
 
 __all__ = [
     "LAUNCH_TABLE",
@@ -191,7 +191,7 @@ class TritonKernel:
         """One fatbin (pure-Python writer, no NVIDIA tool): SASS for every target labelled with
         Triton's real target (``sm_90a``), and the PTX floor (``ptx="floor"``), every target's
         own PTX (``"all"``, labelled ``compute_90a``...) or none."""
-        from .fatbin import EntryKind, build_fatbin, make_entry
+        from .formats.fatbin import EntryKind, build_fatbin, make_entry
 
         if ptx not in ("floor", "all", "none"):
             raise InvalidArgumentError(f"ptx must be 'floor', 'all' or 'none', not {ptx!r}")
@@ -222,8 +222,9 @@ def blobs(kernels: Sequence[TritonKernel], *, ptx: Literal["floor", "all", "none
     """What a Triton-only AOT flow embeds: each kernel's fatbin (named after the kernel:
     ``__<name>_start/_end/_size``) and a launch table (:data:`LAUNCH_TABLE`, JSON: per kernel its
     symbol, warps, threads per block, shared memory, scratch sizes, SASS archs and PTX floor).
-    Write them into one object with :func:`fatbinkit.elfobj.write_object` (no toolchain) or into a
-    linked library with :func:`fatbinkit.inject.inject`; :func:`header` declares them for C."""
+    Write them into one object with :func:`fatbinkit.formats.elf_writer.write_object` (no
+    toolchain) or into a linked library with :func:`fatbinkit.inject.inject`; :func:`header`
+    declares them for C."""
     names = [k.name for k in kernels]
     if not kernels or len(set(names)) != len(names) or LAUNCH_TABLE in names:
         raise InvalidArgumentError(

@@ -21,9 +21,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fatbin_kernels import system_tool  # noqa: E402
 from thirdparty import CACHE, CUPY12_RANDOM, fetch  # noqa: E402
 
-from fatbinkit.arch import Arch  # noqa: E402
-from fatbinkit.elfobj import Blob, object_bytes  # noqa: E402
-from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry  # noqa: E402
+from fatbinkit.formats.arch import Arch  # noqa: E402
+from fatbinkit.formats.elf_writer import Blob, object_bytes  # noqa: E402
+from fatbinkit.formats.fatbin import EntryKind, build_fatbin, make_entry  # noqa: E402
 from fatbinkit.scan import scan  # noqa: E402
 
 __all__ = ["SEEDS", "corpus"]

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import jsonschema
 
-from fatbinkit.arch import Arch
 from fatbinkit.errors import FatbinkitError
+from fatbinkit.formats.arch import Arch
 
 __all__ = ["TARGETS", "Target"]
 
@@ -31,7 +31,7 @@ INJECT_TIMEOUT = 5.0  # seconds for LIEF's child: a slower input is an InjectErr
 
 
 def _fatbin(data: bytes, work: Path) -> None:
-    from fatbinkit.fatbin import DecompressionBudget, Fatbin
+    from fatbinkit.formats.fatbin import DecompressionBudget, Fatbin
 
     fb = Fatbin.from_bytes(data)
     assert fb.to_bytes() == data, "a parsed fatbin does not write back byte for byte"
@@ -52,7 +52,7 @@ def _scan(data: bytes, work: Path) -> None:
 
 
 def _cubin(data: bytes, work: Path) -> None:
-    from fatbinkit.cubin import Cubin
+    from fatbinkit.formats.cubin import Cubin
 
     cubin = Cubin.from_bytes(data)
     json.dumps([f.to_dict() for f in cubin.functions])
@@ -60,7 +60,7 @@ def _cubin(data: bytes, work: Path) -> None:
 
 
 def _ptx(data: bytes, work: Path) -> None:
-    from fatbinkit.ptx import Ptx
+    from fatbinkit.formats.ptx import Ptx
 
     ptx = Ptx.from_bytes(data)
     _ = (ptx.min_driver, [(e.name, e.params) for e in ptx.entries])
@@ -131,7 +131,7 @@ class _Refused(FatbinkitError):
 
 
 def _inject(data: bytes, work: Path) -> None:
-    from fatbinkit.elfobj import Blob
+    from fatbinkit.formats.elf_writer import Blob
     from fatbinkit.inject import inject
 
     lib, out = work / "lib.so", work / "out.so"
@@ -152,7 +152,7 @@ def _slim(data: bytes, work: Path) -> None:
     """prune (the mutant's first byte picks same-size or a recompression too): a refusal leaves
     no output and the input as it was; an output scans and holds nothing but sm_90 SASS or
     PTX."""
-    from fatbinkit.arch import Arch
+    from fatbinkit.formats.arch import Arch
     from fatbinkit.scan import scan
     from fatbinkit.slim import prune
 

@@ -22,13 +22,10 @@ from fatbin_kernels import SOURCE, system_tool
 
 import fatbinkit
 from fatbinkit import compat
-from fatbinkit.arch import Arch, as_arch
 from fatbinkit.build import Image, build
 from fatbinkit.compat import ImageInfo, ImageSet, decide, file_verdict, image_sets
-from fatbinkit.cubin import Cubin
 from fatbinkit.diagnose import preflight_check
 from fatbinkit.driver import as_cuda_version, release_for
-from fatbinkit.elfobj import Blob, write_object
 from fatbinkit.errors import (
     CompatibilityError,
     FatbinkitError,
@@ -36,10 +33,13 @@ from fatbinkit.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
-from fatbinkit.fatbin import EntryKind, Fatbin
+from fatbinkit.formats.arch import Arch, as_arch
+from fatbinkit.formats.cubin import Cubin
+from fatbinkit.formats.elf_writer import Blob, write_object
+from fatbinkit.formats.fatbin import EntryKind, Fatbin
+from fatbinkit.formats.ptx import Ptx
 from fatbinkit.infile import as_content, as_input, as_path
 from fatbinkit.inject import inject
-from fatbinkit.ptx import Ptx
 from fatbinkit.runtime import _image_bytes
 from fatbinkit.scan import scan
 from fatbinkit.slim import SlimReport, prune, recompress

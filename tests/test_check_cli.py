@@ -183,8 +183,8 @@ def test_check_arch_specific_ptx_labelled_portable(
     builds: Builds, tmp_path: Path,  # noqa: F811
 ) -> None:
     """Triton's case: `.target sm_90a` PTX stored in a fatbin entry labelled compute_90."""
-    from fatbinkit.arch import Arch
-    from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+    from fatbinkit.formats.arch import Arch
+    from fatbinkit.formats.fatbin import EntryKind, build_fatbin, make_entry
 
     path = tmp_path / "mislabelled.fatbin"
     path.write_bytes(build_fatbin([make_entry(EntryKind.PTX, Arch(90),
@@ -291,8 +291,8 @@ def test_min_driver_and_unchecked_floors() -> None:
 
 
 def test_file_verdict_api_agrees_with_the_cli() -> None:
-    from fatbinkit.arch import Arch
     from fatbinkit.compat import file_verdict, image_sets
+    from fatbinkit.formats.arch import Arch
 
     so = fetch(CUPY13_RANDOM)
     sets = image_sets(so)

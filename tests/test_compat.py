@@ -24,7 +24,6 @@ import struct
 import pytest
 from cudabuild import Builds, builds  # noqa: F401
 
-from fatbinkit.arch import Arch
 from fatbinkit.compat import (
     INVALID_PTX,
     NO_BINARY,
@@ -40,6 +39,7 @@ from fatbinkit.compat import (
     sass_runs_on,
 )
 from fatbinkit.errors import InvalidArgumentError
+from fatbinkit.formats.arch import Arch
 
 # Devices from compute capability 7.5 to 12.1 (CUDA 13 supports sm_75 and newer).
 DEVICES = ["7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"]
@@ -176,7 +176,7 @@ def test_images_from_built_binaries(builds: Builds) -> None:  # noqa: F811
 
 
 def test_predict_load_reads_the_first_container_only(builds: Builds) -> None:  # noqa: F811
-    from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+    from fatbinkit.formats.fatbin import EntryKind, build_fatbin, make_entry
 
     sm80 = (builds.root / "nvcc_sm80.cubin").read_bytes()
     sm90 = (builds.root / "nvcc_sm90.cubin").read_bytes()
@@ -191,8 +191,8 @@ def test_predict_load_reads_the_first_container_only(builds: Builds) -> None:  #
 def test_an_unreadable_cubin_does_not_hide_the_verdict(builds: Builds) -> None:  # noqa: F811
     """A cubin fatbinkit cannot parse (here: its symbol table links to a missing section) is
     kept as an image of its entry's arch, with a warning, instead of failing the whole file."""
-    from fatbinkit import elf
-    from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+    from fatbinkit.formats import elf
+    from fatbinkit.formats.fatbin import EntryKind, build_fatbin, make_entry
 
     sm80 = bytearray((builds.root / "nvcc_sm80.cubin").read_bytes())
     head = elf.file_header(sm80)

@@ -17,17 +17,17 @@ from cudabuild import Builds, builds, elf_dump, res_usage  # noqa: F401
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fatbinkit.arch import Arch
-from fatbinkit.cubin import Cubin, is_cubin
-from fatbinkit.elf import sections
 from fatbinkit.errors import FormatError, TruncatedError, UnsupportedError
-from fatbinkit.nvinfo import FMT_SVAL, NvInfoRecord, parse_records
+from fatbinkit.formats.arch import Arch
+from fatbinkit.formats.cubin import Cubin, is_cubin
+from fatbinkit.formats.elf import sections
+from fatbinkit.formats.nvinfo import FMT_SVAL, NvInfoRecord, parse_records
 
 _COMMON_CONST_RE = re.compile(r"CONSTANT\[(\d+)\]")
 
 
 def _ours(fn: object) -> dict[str, int]:
-    from fatbinkit.cubin import CubinFunction
+    from fatbinkit.formats.cubin import CubinFunction
 
     assert isinstance(fn, CubinFunction)
     fields = {"REG": fn.registers, "STACK": fn.stack, "SHARED": fn.shared, "LOCAL": fn.local}

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from fatbin_kernels import system_tool
 
-from fatbinkit.arch import Arch
 from fatbinkit.diagnose import explain_load_error, preflight_check
 from fatbinkit.errors import (
     CompatibilityError,
@@ -21,6 +20,7 @@ from fatbinkit.errors import (
     NoBinaryForGpuError,
     UnsupportedPtxVersionError,
 )
+from fatbinkit.formats.arch import Arch
 from fatbinkit.runtime import Device
 
 SOURCE = Path(__file__).parent / "data" / "axpy.cu"
@@ -89,8 +89,8 @@ def test_host_elf_is_not_an_image_even_with_fatbins_inside(
 ) -> None:
     """gcc links a fatbin into a .so: scan() finds it, but the .so itself is no loadable image."""
     from fatbinkit.compat import image_sets, predict_load
-    from fatbinkit.elfobj import Blob, write_object
     from fatbinkit.errors import FormatError
+    from fatbinkit.formats.elf_writer import Blob, write_object
 
     obj, lib = tmp_path / "k.o", tmp_path / "libk.so"
     write_object(obj, [Blob("k", images["fat80"])])

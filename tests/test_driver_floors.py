@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import pytest
 
-from fatbinkit.arch import Arch
 from fatbinkit.compat import PTX, SASS, ImageInfo, decide
+from fatbinkit.formats.arch import Arch
 
 NOBIN = "CUDA_ERROR_NO_BINARY_FOR_GPU"
 BADPTXV = "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"

@@ -10,7 +10,7 @@ import pytest
 from fatbin_kernels import Kernels, cuobjdump_extract, cuobjdump_list, kernels_in
 
 from fatbinkit.cli import main
-from fatbinkit.fatbin import align8
+from fatbinkit.formats.fatbin import align8
 from fatbinkit.scan import scan
 
 

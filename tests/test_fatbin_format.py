@@ -14,7 +14,6 @@ from fatbin_kernels import Kernels, kernels_in, system_tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fatbinkit.arch import Arch
 from fatbinkit.errors import (
     DecompressionError,
     FatbinkitError,
@@ -23,7 +22,8 @@ from fatbinkit.errors import (
     TruncatedError,
     UnsupportedError,
 )
-from fatbinkit.fatbin import (
+from fatbinkit.formats.arch import Arch
+from fatbinkit.formats.fatbin import (
     EntryFlags,
     EntryHeader,
     EntryKind,
@@ -381,7 +381,7 @@ def test_find_section_matches_pyelftools(kernels: Kernels) -> None:
     """Every section of every real cubin, looked up by name, as pyelftools reads it."""
     from elftools.elf.elffile import ELFFile
 
-    from fatbinkit.elf import find_section
+    from fatbinkit.formats.elf import find_section
 
     for path in kernels.cubins.values():
         data = path.read_bytes()
@@ -400,7 +400,7 @@ def test_find_section_matches_pyelftools(kernels: Kernels) -> None:
 def test_find_section_checks_like_sections(kernels: Kernels, data: st.DataObject) -> None:
     """Corrupt header or section table bytes: find_section fails exactly when sections() does,
     with the same error (it checks the whole table, not just the section it returns)."""
-    from fatbinkit.elf import find_section, sections
+    from fatbinkit.formats.elf import find_section, sections
 
     blob = bytearray(kernels.cubins["sm_100"].read_bytes())
     shoff = int.from_bytes(blob[0x28:0x30], "little")

@@ -17,10 +17,10 @@ from fatbin_kernels import (
     system_tool,
 )
 
-from fatbinkit.arch import Arch
 from fatbinkit.build import BACKENDS, Image, build, nvcc_command
 from fatbinkit.cli import main
-from fatbinkit.fatbin import EntryKind, Fatbin
+from fatbinkit.formats.arch import Arch
+from fatbinkit.formats.fatbin import EntryKind, Fatbin
 from fatbinkit.scan import listed, scan
 from fatbinkit.toolchain import find_tool
 

@@ -16,10 +16,10 @@ from fatbin_kernels import (
 )
 
 from fatbinkit.cli import main
-from fatbinkit.cubin import is_cubin
 from fatbinkit.errors import FormatError, InputError, InvalidArgumentError
-from fatbinkit.fatbin import EntryKind
-from fatbinkit.ptx import is_ptx
+from fatbinkit.formats.cubin import is_cubin
+from fatbinkit.formats.fatbin import EntryKind
+from fatbinkit.formats.ptx import is_ptx
 from fatbinkit.scan import scan
 
 GENCODE = ["-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90,code=compute_90"]

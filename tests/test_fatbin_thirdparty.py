@@ -11,7 +11,7 @@ from fatbin_kernels import cuobjdump_extract, cuobjdump_fields, cuobjdump_list
 from thirdparty import CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, WheelMember, fetch
 
 from fatbinkit.cli import main
-from fatbinkit.fatbin import EntryKind, Fatbin
+from fatbinkit.formats.fatbin import EntryKind, Fatbin
 from fatbinkit.scan import listed, scan
 
 MEMBERS = {"cupy12": CUPY12_RANDOM, "cupy13": CUPY13_RANDOM, "curand13": CURAND13}
@@ -92,8 +92,8 @@ def test_section_table_matches_pyelftools(name: str) -> None:
     """The scanner's own section-header reader agrees with pyelftools on real libraries."""
     from elftools.elf.elffile import ELFFile
 
-    from fatbinkit.elf import sections as elf_sections
-    from fatbinkit.fatbin import Reader
+    from fatbinkit.formats.elf import sections as elf_sections
+    from fatbinkit.formats.fatbin import Reader
 
     path = _path(name)
     with open(path, "rb") as f:

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from fatbin_kernels import system_tool, wheel_tool
 
-from fatbinkit.arch import Arch
 from fatbinkit.compat import predict_load
 from fatbinkit.errors import FormatError
-from fatbinkit.ptx import Ptx
+from fatbinkit.formats.arch import Arch
+from fatbinkit.formats.ptx import Ptx
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 BAD_PTX = [
@@ -200,7 +200,7 @@ def test_gigabytes_of_zero_padding_are_skipped_not_stepped(tmp_path: Path) -> No
     tried before each block, not only at the start of the padding) and, in memory, by 64 MiB:
     both containers are found, as cuobjdump finds them. Before, the padding was read 4 KiB at a
     time (20 s for the 4 GiB file), then in doubling blocks (0.7-2.6 s); now under 1 ms."""
-    from fatbinkit.fatbin import EntryKind, build_fatbin, iter_containers, make_entry
+    from fatbinkit.formats.fatbin import EntryKind, build_fatbin, iter_containers, make_entry
     from fatbinkit.scan import scan
 
     ptx = b".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\nret;\n}\n"
@@ -223,7 +223,7 @@ def test_gigabytes_of_zero_padding_are_skipped_not_stepped(tmp_path: Path) -> No
 def _inflating_fatbin(count: int, size: int) -> bytes:
     """``count`` zstd PTX entries that each inflate to ``size`` bytes (a PTX header, then NULs)
     from a few hundred bytes: a decompression bomb spread over entries."""
-    from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+    from fatbinkit.formats.fatbin import EntryKind, build_fatbin, make_entry
 
     ptx = b".version 8.0\n.target sm_80\n.address_size 64\n"
     payload = ptx + bytes(size - len(ptx))
@@ -236,7 +236,7 @@ def test_a_decompression_budget_covers_the_whole_operation(tmp_path: Path) -> No
     budget (default 64x the input + 256 MiB), with a message saying how to raise it."""
     from fatbinkit.compat import image_sets
     from fatbinkit.errors import DecompressionError
-    from fatbinkit.fatbin import DecompressionBudget, Fatbin
+    from fatbinkit.formats.fatbin import DecompressionBudget, Fatbin
 
     small = _inflating_fatbin(2, 8 << 20)
     entries = Fatbin.from_bytes(small).entries
@@ -264,7 +264,7 @@ def test_a_decompression_budget_covers_the_whole_operation(tmp_path: Path) -> No
 def _empty_entries(count: int, size: int) -> bytes:
     """One container of ``count`` sm_90 ELF entries, each a bare 64-byte header and ``size``
     zero bytes of payload (so the file is ``16 + count * (64 + size)`` bytes)."""
-    from fatbinkit.fatbin import FATBIN_MAGIC, ContainerHeader, EntryHeader
+    from fatbinkit.formats.fatbin import FATBIN_MAGIC, ContainerHeader, EntryHeader
 
     entry = EntryHeader(2, 0x101, 64, size, 0, 0, 0, 1, 90, 0, 0, 0x11, 0, 0).pack()
     body = (entry + bytes(size)) * count
@@ -274,7 +274,7 @@ def _empty_entries(count: int, size: int) -> bytes:
 def test_entries_without_payload_are_refused_as_cuobjdump_refuses_them(tmp_path: Path) -> None:
     """cuobjdump refuses a 0-byte entry; so does the parser, at the first one: 500 k of them in
     32 MB took 825 MB and 8 s to list (an object per entry) before, a few MB now."""
-    from fatbinkit.fatbin import Fatbin
+    from fatbinkit.formats.fatbin import Fatbin
 
     small = tmp_path / "three.fatbin"
     small.write_bytes(_empty_entries(3, 0))
@@ -314,7 +314,7 @@ def _overlapping_names(count: int, length: int, distinct: bool) -> bytes:
 def test_section_names_inside_a_long_name_cost_no_more_than_the_table() -> None:
     """60,000 sections named at 60,000 offsets inside one 1 MiB name would be 60 GB of names:
     refused; sharing one offset is fine (one name, made once)."""
-    from fatbinkit import elf
+    from fatbinkit.formats import elf
 
     with pytest.raises(FormatError, match="section names overlap"):
         elf.sections(_overlapping_names(60_000, 1 << 20, distinct=True))

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from fatbinkit import elf
-from fatbinkit.elfobj import Blob
 from fatbinkit.errors import FormatError, InputError, TruncatedError, UnsupportedError
+from fatbinkit.formats import elf
+from fatbinkit.formats.elf_writer import Blob
 from fatbinkit.inject import inject
 
 PF_R = 4

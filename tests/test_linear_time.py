@@ -19,9 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fatbinkit.compat import image_from_ptx
-from fatbinkit.elf import StringTable
 from fatbinkit.errors import FatbinkitError
-from fatbinkit.ptx import Ptx, is_ptx, ptx_header
+from fatbinkit.formats.elf import StringTable
+from fatbinkit.formats.ptx import Ptx, is_ptx, ptx_header
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 
@@ -44,7 +44,7 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "nested parentheses": lambda n: HEAD + ".entry k" + "(" * n,
     "commas": lambda n: HEAD + ".entry k(" + "," * n + ")",
     "module variables": lambda n: HEAD + ".global .u32 g;\n" * (n // 16),
-    # shapes for the declaration regex (fatbinkit.ptx._DECL_RE): its lazy modifier run
+    # shapes for the declaration regex (fatbinkit.formats.ptx._DECL_RE): its lazy modifier run
     "whitespace around a name": lambda n: HEAD + ".entry k(.param .u32" + " " * (n // 2) + "p"
     + " " * (n // 2) + "q)",
     "a long name then another": lambda n: HEAD + ".entry k(.param .u32 " + "k" * n + " x)",

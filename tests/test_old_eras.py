@@ -25,8 +25,8 @@ from thirdparty import (
 )
 
 from fatbinkit.cli import main
-from fatbinkit.cubin import Cubin
-from fatbinkit.fatbin import EntryKind
+from fatbinkit.formats.cubin import Cubin
+from fatbinkit.formats.fatbin import EntryKind
 from fatbinkit.scan import listed, scan
 
 MEMBERS = {"cupy102": CUPY102_RANDOM, "cupy11": CUPY11_RANDOM, "curand11": CURAND11,

@@ -1,4 +1,4 @@
-"""fatbinkit.parallel and its users (cubin.functions_of, compat.image_sets): the parallel path
+"""fatbinkit.parallel and its users (parallel.functions_of, compat.image_sets): the parallel path
 gives what the serial one gives on real libraries, errors and the decompression budget cross the
 process boundary, and no worker outlives a call."""
 
@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from thirdparty import CUPY12_RANDOM, CURAND13, fetch
 
-from fatbinkit import elf, parallel
+from fatbinkit import parallel
 from fatbinkit.compat import image_sets
-from fatbinkit.cubin import Cubin, cubin_arch, functions_of
 from fatbinkit.errors import DecompressionError, FormatError
-from fatbinkit.fatbin import DecompressionBudget, EntryKind, build_fatbin, make_entry
+from fatbinkit.formats import elf
+from fatbinkit.formats.cubin import Cubin, cubin_arch
+from fatbinkit.formats.fatbin import DecompressionBudget, EntryKind, build_fatbin, make_entry
+from fatbinkit.parallel import functions_of
 from fatbinkit.scan import DeviceCode, scan
 
 LIBRARIES = [CUPY12_RANDOM, CURAND13]

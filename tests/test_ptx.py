@@ -10,10 +10,10 @@ from cudabuild import Builds, builds  # noqa: F401
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fatbinkit.arch import Arch
-from fatbinkit.cubin import Cubin
 from fatbinkit.errors import FormatError, UnsupportedError
-from fatbinkit.ptx import (
+from fatbinkit.formats.arch import Arch
+from fatbinkit.formats.cubin import Cubin
+from fatbinkit.formats.ptx import (
     PTX_ISA_MIN_CUDA,
     Ptx,
     is_ptx,

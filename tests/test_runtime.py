@@ -73,8 +73,8 @@ def test_cli_load_without_gpu_exits_1_with_one_line(tmp_path: Path) -> None:
 
 
 def test_fatbinkit_objects_become_the_bytes_the_driver_gets() -> None:
-    from fatbinkit.arch import Arch
-    from fatbinkit.fatbin import EntryKind, Fatbin, build_fatbin, make_entry
+    from fatbinkit.formats.arch import Arch
+    from fatbinkit.formats.fatbin import EntryKind, Fatbin, build_fatbin, make_entry
     from fatbinkit.runtime import _image_bytes
 
     ptx = b".version 8.8\n.target sm_90\n.address_size 64\n"
@@ -87,9 +87,9 @@ def test_fatbinkit_objects_become_the_bytes_the_driver_gets() -> None:
 def test_a_corrupt_compressed_entry_is_refused_before_the_driver() -> None:
     """Checked before any driver call (here there is none): the R580 driver crashes on a PTX
     entry whose LZ4 payload is corrupt (docs/gpu.md)."""
-    from fatbinkit.arch import Arch
     from fatbinkit.errors import DecompressionError
-    from fatbinkit.fatbin import EntryKind, Fatbin, build_fatbin, make_entry
+    from fatbinkit.formats.arch import Arch
+    from fatbinkit.formats.fatbin import EntryKind, Fatbin, build_fatbin, make_entry
     from fatbinkit.runtime import Module
 
     ptx = b".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\nret;\n}\n"

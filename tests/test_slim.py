@@ -40,8 +40,6 @@ from thirdparty import (
     fetch,
 )
 
-from fatbinkit import elf, elfedit
-from fatbinkit.arch import Arch
 from fatbinkit.cli import main
 from fatbinkit.compat import file_verdict, image_sets
 from fatbinkit.errors import (
@@ -50,7 +48,9 @@ from fatbinkit.errors import (
     InvalidArgumentError,
     UnsupportedError,
 )
-from fatbinkit.fatbin import iter_containers
+from fatbinkit.formats import elf, elf_edit
+from fatbinkit.formats.arch import Arch
+from fatbinkit.formats.fatbin import iter_containers
 from fatbinkit.slim import prune, recompress
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -191,7 +191,7 @@ def test_phdr_table_where_old_kernels_would_not_find_it_is_refused(built: Path,
     head = elf.file_header(data)
     phdrs = elf.program_headers(data, head)
     fat = next(s for s in elf.sections(data) if s.name == ".nv_fatbin")
-    seg = elfedit.load_segment(phdrs, fat)
+    seg = elf_edit.load_segment(phdrs, fat)
     assert seg is not None and phdrs[seg].vaddr - phdrs[seg].offset == 0
     at = head.phoff + seg * 56
     for field_at in (at + 16, at + 24):  # p_vaddr, p_paddr
@@ -321,7 +321,7 @@ LINKERS = {  # name: (compiler and flags, runs here)
 def synth_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from fatbin_kernels import kernels_in
 
-    from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+    from fatbinkit.formats.fatbin import EntryKind, build_fatbin, make_entry
 
     k = kernels_in(tmp_path_factory)
     big = k.ptx["sm_80"].read_bytes().rstrip(b"\0") + b"\n// " + b"x" * 300_000 + b"\n"
@@ -338,7 +338,7 @@ def synth_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _container_at(data: bytes, offset: int) -> list[str]:
     """The arch names of the entries of the container at ``offset`` of ``data``."""
-    from fatbinkit.fatbin import FatbinContainer
+    from fatbinkit.formats.fatbin import FatbinContainer
 
     return [e.arch.sm for e in FatbinContainer.parse(memoryview(data), offset).entries]
 

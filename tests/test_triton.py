@@ -16,9 +16,9 @@ pytest.importorskip("triton")
 
 from fatbin_kernels import cuobjdump_extract, cuobjdump_fields, cuobjdump_list
 
-from fatbinkit.arch import Arch
 from fatbinkit.compat import predict_load
 from fatbinkit.errors import FatbinkitError, InvalidArgumentError, ToolError
+from fatbinkit.formats.arch import Arch
 from fatbinkit.toolchain import find_tool, run_tool
 from fatbinkit.triton import TritonImage, TritonKernel, compile_kernel, retarget
 
@@ -230,7 +230,7 @@ def test_a_triton_only_aot_flow_links_with_gcc_and_reads_back(
     import json
     import shutil
 
-    from fatbinkit.elfobj import write_object
+    from fatbinkit.formats.elf_writer import write_object
     from fatbinkit.triton import LAUNCH_TABLE, blobs, header
 
     gcc = shutil.which("gcc")

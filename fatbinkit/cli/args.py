@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..arch import Arch
 from ..driver import CudaVersion, parse_driver
 from ..errors import InvalidArgumentError
+from ..formats.arch import Arch
 
 if TYPE_CHECKING:
     from ..binary import ArchFilter, KernelFilter

@@ -17,10 +17,10 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..arch import Arch
 from ..collection import is_collection
 from ..driver import DEVICE_SUPPORT, cuda_name, dotted
 from ..errors import FormatError
+from ..formats.arch import Arch
 from .args import add_budget, arch, driver, examples, kernel_filter
 from .fatbin import (
     dump,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..elfobj import DEFAULT_ALIGN, MACHINES, MAX_ALIGN, STYLES, Blob, write_object
 from ..errors import FormatError
+from ..formats.elf_writer import DEFAULT_ALIGN, MACHINES, MAX_ALIGN, STYLES, Blob, write_object
 from .args import UsageError, alignment, examples, key_path
 
 _EMBED_EXAMPLES = examples(

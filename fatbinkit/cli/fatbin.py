@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..collection import is_collection
 from ..errors import FormatError
-from ..fatbin import EntryKind
+from ..formats.fatbin import EntryKind
 from ..outfile import atomic_path
 from .args import (
     UsageError,
@@ -35,9 +35,9 @@ from .args import (
 if TYPE_CHECKING:
     from ..binary import Binary, Item, KernelFilter
     from ..collection import Member
-    from ..cubin import CubinFunction
     from ..errors import FatbinkitError
-    from ..fatbin import DecompressionBudget
+    from ..formats.cubin import CubinFunction
+    from ..formats.fatbin import DecompressionBudget
     from ..scan import DeviceCode
 
 
@@ -352,7 +352,7 @@ def _functions(code: DeviceCode, kernel: KernelFilter | None) -> tuple[CubinFunc
     """A cubin's functions (those matching ``kernel``); () for other kinds."""
     if code.entry.header.kind != EntryKind.ELF:
         return ()
-    from ..cubin import Cubin
+    from ..formats.cubin import Cubin
 
     functions = Cubin.from_bytes(code.entry.data()).functions
     return functions if kernel is None else tuple(

@@ -16,7 +16,7 @@ from ..errors import (
     UnsupportedError,
     naming,
 )
-from ..fatbin import COMPRESSIONS, LEVELS, DecompressionBudget
+from ..formats.fatbin import COMPRESSIONS, LEVELS, DecompressionBudget
 from .args import UsageError, add_budget, arch
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..archive import is_archive_file
+    from ..formats.archive import is_archive_file
     from ..slim import slim, slim_archive, slim_wheel
     from ..wheel import is_wheel
 

@@ -131,7 +131,7 @@ def kernels_step(so: Path, out: Path) -> dict[str, Any]:
 
     import torch  # noqa: F401  (the .so needs libtorch's symbols)
 
-    from fatbinkit.fatbin import EntryKind
+    from fatbinkit.formats.fatbin import EntryKind
     from fatbinkit.runtime import Module
     from fatbinkit.scan import scan
 
@@ -214,7 +214,7 @@ def direct_step(out: Path, how: str) -> dict[str, Any]:
     import torch._inductor.config as inductor_config
     from triton.compiler.compiler import CompiledKernel
 
-    from fatbinkit.fatbin import EntryKind, Fatbin
+    from fatbinkit.formats.fatbin import EntryKind, Fatbin
     from fatbinkit.runtime import Module
 
     switch = json.loads((out / "switch.json").read_text())

@@ -3,12 +3,13 @@
 Each case is a set of images of one kernel ``which`` that stores a mark saying which image it was
 built as (SASS sm_80 only, sm_86, sm_90, sm_90a, sm_100/sm_120 only, PTX compute_80, PTX sm_90a,
 PTX too new for the driver, cubins built by CUDA 12.9 and 13.0, LZ4 and zstd entries, mixes as
-fatbins written by ``fatbinkit.fatbin``, bare cubin/PTX). Images from other toolkits and real
-cuRAND containers come from ``FATBINKIT_TOOLKIT_DIR`` (``python -m tests.gpu.toolkit_artifacts``).
-For each, ``fatbinkit.compat`` predicts for this device and driver (cuDriverGetVersion); then the
-image is loaded, and the kernel launched: the mark, CU_FUNC_ATTRIBUTE_BINARY_VERSION and
-PTX_VERSION say which image the driver picked; or the CUresult must be the predicted error.
-With FATBINKIT_GPU_REPORT set, the observed table is written there (JSON) and next to it (.md).
+fatbins written by ``fatbinkit.formats.fatbin``, bare cubin/PTX). Images from other toolkits and
+real cuRAND containers come from ``FATBINKIT_TOOLKIT_DIR`` (``python -m
+tests.gpu.toolkit_artifacts``). For each, ``fatbinkit.compat`` predicts for this device and driver
+(cuDriverGetVersion); then the image is loaded, and the kernel launched: the mark,
+CU_FUNC_ATTRIBUTE_BINARY_VERSION and PTX_VERSION say which image the driver picked; or the CUresult
+must be the predicted error. With FATBINKIT_GPU_REPORT set, the observed table is written there
+(JSON) and next to it (.md).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from typing import Any
 
 import pytest
 
-from fatbinkit.arch import Arch
 from fatbinkit.compat import image_sets
 from fatbinkit.errors import CudaError
-from fatbinkit.fatbin import EntryKind, build_fatbin, make_entry
+from fatbinkit.formats.arch import Arch
+from fatbinkit.formats.fatbin import EntryKind, build_fatbin, make_entry
 from fatbinkit.runtime import Buffer, Device, Module
 from fatbinkit.toolchain import find_tool
 
@@ -264,7 +265,7 @@ NO_FALL_BACK = [
 def _damage(blob: bytes, index: int, how: str) -> bytes:
     import dataclasses
 
-    from fatbinkit.fatbin import Fatbin
+    from fatbinkit.formats.fatbin import Fatbin
 
     out = bytearray(blob)
     entry = Fatbin.from_bytes(blob).entries[index]
@@ -302,7 +303,7 @@ def test_no_fall_back_after_the_pick(
 def test_driver_reads_no_toolkit_field(gpu: Device, built: dict[str, bytes]) -> None:
     """The toolkit floor is NVIDIA's documented contract, not a header check: this driver loads a
     cubin whose EI_ABIVERSION (9) and .note.nv.cuinfo toolkit (14.0) name a future release."""
-    from fatbinkit import elf
+    from fatbinkit.formats import elf
 
     native = bytearray(built[f"sm_{gpu.arch.number}"])
     native[8] = 9

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from fatbinkit.arch import Arch
 from fatbinkit.build import Image, build
-from fatbinkit.fatbin import EntryKind, Fatbin
+from fatbinkit.formats.arch import Arch
+from fatbinkit.formats.fatbin import EntryKind, Fatbin
 
 SOURCE = r"""
 extern "C" __global__ void add_scaled(float *x, float a, int n) {

@@ -16,9 +16,9 @@ from axpy import check_axpy, nvcc
 from triton_artifacts import read as read_artifact
 
 from fatbinkit.build import BACKENDS, Image, build
-from fatbinkit.elfobj import Blob, write_object
 from fatbinkit.errors import ToolNotFoundError
-from fatbinkit.fatbin import EntryKind
+from fatbinkit.formats.elf_writer import Blob, write_object
+from fatbinkit.formats.fatbin import EntryKind
 from fatbinkit.inject import inject
 from fatbinkit.runtime import Buffer, Device, Module, to_object_code
 from fatbinkit.scan import scan

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fatbinkit.arch import Arch
 from fatbinkit.compat import file_verdict, image_sets
 from fatbinkit.errors import NoBinaryForGpuError
-from fatbinkit.fatbin import FatbinContainer
+from fatbinkit.formats.arch import Arch
+from fatbinkit.formats.fatbin import FatbinContainer
 from fatbinkit.runtime import Device, Module
 from fatbinkit.slim import prune, recompress
 

@@ -27,7 +27,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 from test_check_gpu import IMAGES, MARKS, SOURCE  # noqa: E402
 from thirdparty import CURAND13, WheelMember, fetch  # noqa: E402
 
-from fatbinkit.fatbin import build_fatbin  # noqa: E402
+from fatbinkit.formats.fatbin import build_fatbin  # noqa: E402
 from fatbinkit.scan import scan  # noqa: E402
 from fatbinkit.toolchain import find_tool  # noqa: E402
 

@@ -83,8 +83,8 @@ def _has_device_code(path: Path) -> bool:
 
 
 def _prune_one(job: tuple[str, str, list[str], str | None, int | None]) -> dict[str, object]:
-    from fatbinkit.arch import Arch
     from fatbinkit.errors import FatbinkitError
+    from fatbinkit.formats.arch import Arch
     from fatbinkit.slim import prune
 
     src, dst, archs, codec, level = job

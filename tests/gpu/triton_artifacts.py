@@ -39,7 +39,7 @@ def write(out: Path, targets: list[str], min_driver: str = "12.9") -> list[Trito
 
 
 def read(directory: Path, name: str, arch: str) -> TritonImage:
-    from fatbinkit.arch import Arch
+    from fatbinkit.formats.arch import Arch
 
     stem = directory / f"{name}.{arch}"
     meta = json.loads(Path(f"{stem}.json").read_text())

@@ -32,10 +32,10 @@ from operator import itemgetter
 from pathlib import Path
 from typing import BinaryIO, Literal, NamedTuple, TypeAlias
 
+from ..errors import InputError, InvalidArgumentError, UnsupportedError
+from ..infile import Content, FilePath, as_path
+from ..outfile import atomic_path
 from . import elf
-from .errors import InputError, InvalidArgumentError, UnsupportedError
-from .infile import Content, FilePath, as_path
-from .outfile import atomic_path
 
 __all__ = [
     "DEFAULT_ALIGN",

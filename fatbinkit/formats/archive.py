@@ -20,8 +20,8 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .errors import FormatError, UnsupportedError
-from .infile import open_input
+from ..errors import FormatError, UnsupportedError
+from ..infile import open_input
 
 __all__ = ["AR_MAGIC", "HEADER", "THIN_MAGIC", "ArMember", "ar_members", "is_archive",
            "is_archive_file", "rewrite"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .errors import FormatError, TruncatedError
+from ..errors import FormatError, TruncatedError
 
 __all__ = [
     "EIATTR_ANNOTATIONS",

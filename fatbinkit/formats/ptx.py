@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..errors import FormatError, InvalidArgumentError, UnsupportedError
+from ..infile import as_content
 from .arch import Arch
-from .errors import FormatError, InvalidArgumentError, UnsupportedError
-from .infile import as_content
 
 __all__ = [
     "HEADER_LIMIT",

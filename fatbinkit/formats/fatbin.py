@@ -22,16 +22,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import ClassVar, TypeVar
 
-from . import elf
-from .arch import Arch
-from .elf import Buffer
-from .errors import (
+from ..errors import (
     DecompressionError,
     FormatError,
     InvalidArgumentError,
     TruncatedError,
 )
-from .infile import as_content
+from ..infile import as_content
+from . import elf
+from .arch import Arch
+from .elf import Buffer
 
 __all__ = [
     "ALIGN",

@@ -2,10 +2,11 @@
 small bounds-checked section table reader.
 
 Each record is one ``struct.Struct`` plus a frozen dataclass whose ``pack``/``unpack`` share it, so
-the object writer (:mod:`fatbinkit.elfobj`), the injection checks (:mod:`fatbinkit.inject`), the
-device code scanner (:mod:`fatbinkit.scan`) and the cubin reader (:mod:`fatbinkit.cubin`) read and
-write the same layout. :func:`sections` reads only headers and names (through a :class:`Source`,
-so a scanner can ``pread`` them without mapping payload pages); every malformation raises
+the object writer (:mod:`fatbinkit.formats.elf_writer`), the injection checks
+(:mod:`fatbinkit.inject`), the device code scanner (:mod:`fatbinkit.scan`) and the cubin reader
+(:mod:`fatbinkit.formats.cubin`) read and write the same layout. :func:`sections` reads only
+headers and names (through a :class:`Source`, so a scanner can ``pread`` them without mapping
+payload pages); every malformation raises
 :class:`~fatbinkit.errors.FormatError` or :class:`~fatbinkit.errors.TruncatedError` with the
 offset of the offending record.
 """
@@ -17,7 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from .errors import FormatError, TruncatedError, UnsupportedError
+from ..errors import FormatError, TruncatedError, UnsupportedError
 
 __all__ = [
     "EI_ABIVERSION",
@@ -319,7 +320,7 @@ def machine(data: Buffer) -> int | None:
 
 class Source(Protocol):
     """What the reader reads from: up to ``size`` bytes at ``offset`` (fewer at the end), and
-    the total length. :class:`fatbinkit.fatbin.Reader` is one (``pread`` on a file)."""
+    the total length. :class:`fatbinkit.formats.fatbin.Reader` is one (``pread`` on a file)."""
 
     def read(self, offset: int, size: int) -> bytes: ...
 

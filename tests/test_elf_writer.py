@@ -1,4 +1,5 @@
-"""fatbinkit.elfobj against GNU binutils: ld -r -b binary + objcopy are the oracle, gcc links."""
+"""fatbinkit.formats.elf_writer against GNU binutils: ld -r -b binary + objcopy are the oracle, gcc
+links."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fatbinkit.elfobj import Blob, ld_mangle, object_bytes, symbol_names, write_object
 from fatbinkit.errors import InputError, InvalidArgumentError
+from fatbinkit.formats.elf_writer import Blob, ld_mangle, object_bytes, symbol_names, write_object
 
 RENAME = ".data=.rodata,alloc,load,readonly,data,contents"
 CROSS = "aarch64-linux-gnu-"

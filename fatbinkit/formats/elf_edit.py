@@ -37,8 +37,8 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..errors import FormatError, UnsupportedError
 from . import elf
-from .errors import FormatError, UnsupportedError
 
 __all__ = ["PAGE_SIZE", "Cut", "Layout", "Resize", "load_segment", "rewrite", "rewrite_object",
            "vaddr_offset"]

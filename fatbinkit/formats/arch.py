@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 __all__ = ["SUFFIXES", "Arch", "ArchLike", "as_arch"]
 

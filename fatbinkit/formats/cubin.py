@@ -17,10 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import elf
-from .arch import Arch
-from .elf import SHT_NOTE, SHT_SYMTAB, STT_FUNC
-from .errors import (
+from ..errors import (
     FatbinkitError,
     FormatError,
     InvalidArgumentError,
@@ -28,8 +25,10 @@ from .errors import (
     TruncatedError,
     UnsupportedError,
 )
-from .fatbin import EntryKind
-from .infile import as_content
+from ..infile import as_content
+from . import elf
+from .arch import Arch
+from .elf import SHT_NOTE, SHT_SYMTAB, STT_FUNC
 from .nvinfo import (
     EIATTR_ANNOTATIONS,
     EIATTR_CBANK_PARAM_SIZE,
@@ -68,13 +67,11 @@ __all__ = [
     "cubin_arch",
     "cubin_outline",
     "cubin_toolkit",
-    "functions_of",
     "is_cubin",
 ]
 
 if TYPE_CHECKING:
-    from .fatbin import DecompressionBudget
-    from .scan import DeviceCode
+    pass
 
 CUINFO = struct.Struct("<HHI")  # version, virtual SM, toolkit (major * 10 + minor)
 CUINFO_HEAD = struct.Struct("<HH")  # version, virtual SM: what every cuinfo/cuver note holds
@@ -304,34 +301,6 @@ def cubin_toolkit(data: bytes | bytearray | memoryview) -> tuple[int, int] | Non
     return Cubin.from_bytes(data).toolkit
 
 
-def functions_of(codes: Sequence[DeviceCode], *, budget: DecompressionBudget | None = None,
-                 jobs: int | None = None) -> list[tuple[CubinFunction, ...]]:
-    """The functions of every cubin among ``codes`` (what ``cuobjdump -res-usage`` lists), one
-    tuple per code in ``codes``' order, empty for codes that are not ELF (PTX, LTO-IR), each
-    equal to ``Cubin.from_bytes(code.entry.data()).functions``; on ``jobs`` processes (default:
-    every core, see :func:`fatbinkit.parallel.map_codes`).
-
-    ``budget`` is charged up front, in this process, with the recorded size of every compressed
-    cubin (:func:`fatbinkit.parallel.charge`). A malformed cubin raises its
-    :class:`~fatbinkit.errors.FormatError`, the first one in ``codes``' order. For
-    ``fatbinkit ls --resources``::
-
-        codes = listed(scan(path))
-        for code, functions in zip(codes, functions_of(codes, budget=budget), strict=True):
-            ...  # print code, then one line per function
-    """
-    from .parallel import charge, map_codes
-
-    elves = [c for c in codes if c.entry.header.kind == EntryKind.ELF]
-    charge(elves, budget)
-    found = iter(map_codes(_functions, elves, jobs=jobs, desc="reading cubins"))
-    return [next(found) if c.entry.header.kind == EntryKind.ELF else () for c in codes]
-
-
-def _functions(code: DeviceCode) -> tuple[CubinFunction, ...]:
-    return Cubin.from_bytes(code.entry.data()).functions
-
-
 def is_cubin(data: bytes | bytearray | memoryview) -> bool:
     """Whether ``data`` starts like a CUDA ELF (magic and ``e_machine`` EM_CUDA)."""
     return elf.machine(data) == elf.EM_CUDA
@@ -425,10 +394,10 @@ def _words(value: int | bytes | None) -> tuple[int, ...]:
 
 
 class _Reader:
-    """Bounds-checked reading of one cubin's sections (through :mod:`fatbinkit.elf`).
+    """Bounds-checked reading of one cubin's sections (through :mod:`fatbinkit.formats.elf`).
 
-    Sections are kept as raw header tuples and names (:func:`fatbinkit.elf.section_table`), and
-    functions are built in one pass over their records: the parse of a library's thousands of
+    Sections are kept as raw header tuples and names (:func:`fatbinkit.formats.elf.section_table`),
+    and functions are built in one pass over their records: the parse of a library's thousands of
     cubins is what ``ls --resources`` and ``check`` spend their time on.
     """
 
