@@ -3,7 +3,8 @@
 A member's ``name`` is its path inside the input (``torch/lib/libtorch_cuda.so`` in a wheel or an
 unpacked site-packages folder), which is what two releases of a package have in common; a single
 file is one member named after the file. Members are the files whose first bytes say ELF (a
-``.so``, an executable, a cubin, a ``.o``), fatbin or ``ar`` archive (a static library);
+``.so``, an executable, a cubin, a ``.o``), fatbin, ``ar`` archive (a static library) or PE (a
+Windows DLL, ``.pyd`` or EXE; a ``.obj``);
 folders are walked recursively, symbolic links skipped (``libfoo.so -> libfoo.so.1`` would count
 the library twice). Reading a wheel member inflates that one member into memory; nothing is
 unpacked to disk.
@@ -51,6 +52,7 @@ MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not
 # ELF; fatbin container (0xBA55ED50, little-endian); ar archive (a static library), thin or not
 _MAGICS = (b"\x7fELF", b"\x50\xed\x55\xba")
 _ARCHIVES = (b"!<arch>\n", b"!<thin>\n")
+_HEAD = 1024  # bytes read to tell a binary: a PE image's signature is found through its 0x3C
 _ABI_TAG = re.compile(r"\.(?:cpython|pypy|cp)[-\w]*(?=\.so$)|\.abi3(?=\.so$)")
 _SO_VERSION = re.compile(r"(\.so)(?:\.\d+)+$")
 _VENDOR_HASH = re.compile(r"-[0-9a-f]{8}(?=\.so)")  # auditwheel's libgomp-a34b3233.so.1
@@ -104,8 +106,14 @@ def member_key(name: str) -> str:
     return f"{folder}/{base}" if folder else base
 
 
-def _binary_head(head: bytes) -> bool:
-    return head[:4] in _MAGICS or head[:8] in _ARCHIVES
+def _binary_head(head: bytes, name: str) -> bool:
+    """Whether a file whose first bytes are ``head`` (:data:`_HEAD` of them) is a binary: ELF,
+    fatbin, ``ar`` archive, a PE image (DLL, ``.pyd``, EXE: by its ``PE`` signature) or a COFF
+    object (by its header, when named ``.obj``: the header has no magic number)."""
+    from .formats import pe
+
+    return (head[:4] in _MAGICS or head[:8] in _ARCHIVES or pe.is_pe(head)
+            or (name.lower().endswith(".obj") and pe.is_coff_object(head)))
 
 
 def members(source: str | os.PathLike[str]) -> list[Member]:
@@ -126,7 +134,7 @@ def members(source: str | os.PathLike[str]) -> list[Member]:
             raise InputError(f"cannot read {path}: {e.strerror or e}") from e
         return [Member(path.name, path, path, size)]
     if not found:
-        raise FormatError(f"{path}: this {what} holds no ELF, fatbin or ar archive file (no "
+        raise FormatError(f"{path}: this {what} holds no ELF, PE, fatbin or ar archive file (no "
                           "library to read)")
     return sorted(found, key=lambda m: m.name)
 
@@ -140,11 +148,11 @@ def _folder(root: Path) -> Iterator[Member]:
                 continue
             try:
                 with open(path, "rb") as f:
-                    head = f.read(8)
+                    head = f.read(_HEAD)
                 size = path.stat().st_size
             except OSError as e:
                 raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-            if _binary_head(head):
+            if _binary_head(head, name):
                 yield Member(path.relative_to(root).as_posix(), root, path, size)
 
 
@@ -169,8 +177,8 @@ def _wheel(path: Path) -> Iterator[Member]:
                                   f"from {info.compress_size} compressed, more than the "
                                   f"{limit} a member may inflate to")
             with zf.open(info) as src:
-                head = src.read(8)
-            if _binary_head(head):
+                head = src.read(_HEAD)
+            if _binary_head(head, info.filename):
                 yield Member(info.filename, path, None, info.file_size)
 
 

@@ -1,10 +1,13 @@
-"""Find device code in any input: a fatbin, a cubin, PTX, or a host ELF file (.so, .o, executable).
+"""Find device code in any input: a fatbin, a cubin, PTX, a host ELF file (.so, .o, executable), a
+static library, or a Windows PE file (DLL, .pyd, EXE, COFF .obj).
 
 In a host ELF, device code lives in ``.nv_fatbin`` (what ``cuobjdump`` lists), ``__nv_relfatbin``
 (relocatable device code; listed with ``all=True`` as ``cuobjdump -all`` does, or when the file
 has no ``.nv_fatbin``, as ``cuobjdump`` also does) and in blobs between ``__<name>_start`` /
 ``__<name>_end`` symbol pairs (AOTInductor's model.so, fatbinkit's own objects; invisible to
-cuobjdump). Files are memory-mapped: listing reads headers only, payloads stay views.
+cuobjdump). In a PE file, nvcc's fatbins are in the section ``.nv_fatb`` (``.nv_fatbin``
+cut to the eight bytes an image's section name holds). Files are memory-mapped: listing reads
+headers only, payloads stay views.
 
 Every image comes back as a :class:`DeviceCode` holding a
 :class:`~fatbinkit.formats.fatbin.FatbinEntry`; a bare cubin or PTX file becomes a synthetic entry
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from .errors import FatbinkitError, FormatError, InputError, naming
-from .formats import elf
+from .formats import elf, pe
 from .formats.arch import Arch
 from .formats.archive import ArMember, ar_members, is_archive
 from .formats.elf import Buffer
@@ -41,6 +44,7 @@ from .infile import FilePath, as_input, open_input
 
 __all__ = [
     "FATBIN_SECTION",
+    "PE_FATBIN_SECTION",
     "RELFATBIN_SECTION",
     "DeviceCode",
     "archive_objects",
@@ -54,6 +58,7 @@ __all__ = [
 
 FATBIN_SECTION = ".nv_fatbin"
 RELFATBIN_SECTION = "__nv_relfatbin"
+PE_FATBIN_SECTION = ".nv_fatb"  # .nv_fatbin in a PE image's eight-byte section names
 _PAIR_RE = re.compile(rb"^__(.+)_start$")
 _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 
@@ -284,10 +289,33 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
         return tuple(_fatbin_codes("", view, 0, 0, fd))
     if elf.machine(view) not in (None, elf.EM_CUDA):  # a host file: .so, .o, executable
         return tuple(_scan_elf(view, fd, all))
+    if pe.is_pe(view) or pe.is_coff_object(view):  # a Windows DLL, .pyd, EXE or .obj
+        return tuple(_scan_pe(view, fd))
     code = _bare_code("", view, 0)
     if code is None:
-        raise FormatError("no device code: not a fatbin, cubin, PTX or ELF file", offset=0)
+        raise FormatError("no device code: not a fatbin, cubin, PTX, ELF or PE file", offset=0)
     return (code,)
+
+
+def _scan_pe(view: memoryview, fd: int | None) -> list[DeviceCode]:
+    """Device code in a PE image or COFF object: the containers of each ``.nv_fatb`` section
+    (``.nv_fatbin`` in an object, where long names are kept), in file order."""
+    image = pe.read(view)
+    codes: list[DeviceCode] = []
+    first = 0
+    for sec in image.sections:
+        if sec.name not in (PE_FATBIN_SECTION, FATBIN_SECTION) or not sec.size:
+            continue
+        off, size = sec.offset, sec.size  # inside the file: pe.read checks
+        try:
+            found = _fatbin_codes(sec.name, view[off : off + size], off, first, fd)
+        except FormatError as e:
+            where = None if e.offset is None else off + e.offset
+            msg = str(e).rsplit(" (at offset", 1)[0]
+            raise type(e)(f"{sec.name}: {msg}", offset=where) from e
+        codes += found
+        first = _count_containers(codes, first)
+    return codes
 
 
 def archive_objects(view: memoryview, path: Path | None) -> list[tuple[ArMember, memoryview]]:

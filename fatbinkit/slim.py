@@ -52,7 +52,7 @@ from .errors import (
     InvalidArgumentError,
     UnsupportedError,
 )
-from .formats import elf, elf_edit
+from .formats import elf, elf_edit, pe
 from .formats.arch import Arch, ArchLike, as_arch
 from .formats.archive import is_archive_file
 from .formats.cubin import cubin_toolkit
@@ -622,8 +622,12 @@ def slim(source: FilePath, output: FilePath, *,
         if is_fatbin(view):
             return _slim_raw(view, output, req, mode)
         machine = elf.machine(view)
+        if machine is None and (pe.is_pe(view) or pe.is_coff_object(view)):
+            raise UnsupportedError(f"{os.fspath(source)}: a Windows PE file (DLL, .pyd, EXE, "
+                                   ".obj): fatbinkit reads it (ls, extract, check) but does not "
+                                   "rewrite it yet")
         if machine is None:
-            raise FormatError(f"{os.fspath(source)}: not a fatbin or ELF file", offset=0)
+            raise FormatError(f"{os.fspath(source)}: not a fatbin, ELF or PE file", offset=0)
         if machine == elf.EM_CUDA:
             raise UnsupportedError(f"{os.fspath(source)} is a cubin: nothing to prune in one "
                                    "image")

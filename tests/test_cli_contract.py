@@ -258,7 +258,7 @@ def test_file_errors_name_the_file(command: str, case: str, tmp_path: Path,
     expected = {"missing": "No such file or directory", "directory": "it is a directory",
                 "empty": "empty file", "truncated": ""}[case]
     if case == "directory" and command.split()[0] in FOLDER_COMMANDS:
-        expected = "this folder holds no ELF, fatbin or ar archive file"
+        expected = "this folder holds no ELF, PE, fatbin or ar archive file"
     assert expected in line
     assert not out.parent.exists()
 

@@ -100,7 +100,7 @@ def test_folder_summary_per_file_and_total(folder: Path) -> None:
 @pytest.fixture(scope="module")
 def cupy_wheel() -> Path:
     fetch(CUPY13_RANDOM)  # downloads the wheel into the cache
-    return next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*.whl"))
+    return next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*linux*.whl"))
 
 
 @pytest.fixture(scope="module")

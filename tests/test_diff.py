@@ -311,7 +311,7 @@ def test_bad_inputs_name_the_file(libs: tuple[Lib, Lib], tmp_path: Path) -> None
     empty = _wheel(tmp_path / "empty-1.0-py3-none-any.whl", {"empty/__init__.py": b"#" * 80})
     proc = fatbinkit("diff", empty, v1.path)
     assert proc.returncode == 1
-    assert f"{empty}: this wheel holds no ELF, fatbin or ar archive file" in proc.stderr
+    assert f"{empty}: this wheel holds no ELF, PE, fatbin or ar archive file" in proc.stderr
     hostonly = _wheel(tmp_path / "host-1.0-py3-none-any.whl", {"h/host.so": host.read_bytes()})
     proc = fatbinkit("gate", hostonly, "--no-spills")
     assert proc.returncode == 1 and f"{hostonly}: does not contain device code" in proc.stderr

@@ -659,7 +659,7 @@ def test_prune_wheel_installs_with_pip(tmp_path: Path) -> None:
     from wheel.wheelfile import WheelFile
 
     fetch(CUPY13_RANDOM)  # downloads the wheel
-    src = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*.whl"))
+    src = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*linux*.whl"))
     report = prune(src, tmp_path / "dist", [Arch(90)], ptx="none")
     out = tmp_path / "dist" / src.name
     assert out.is_file() and report.output_size == out.stat().st_size < src.stat().st_size
@@ -684,7 +684,7 @@ def test_corrupt_wheel_is_refused(tmp_path: Path) -> None:
     """A wheel whose library member's deflate data is damaged: a FormatError naming the member,
     no wheel written."""
     fetch(CUPY13_RANDOM)
-    src = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*.whl"))
+    src = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*linux*.whl"))
     data = bytearray(src.read_bytes())
     with zipfile.ZipFile(src) as zf:
         info = zf.getinfo(CUPY13_RANDOM.member)
@@ -699,7 +699,7 @@ def test_corrupt_wheel_is_refused(tmp_path: Path) -> None:
 
 def test_cli_wheel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fetch(CUPY13_RANDOM)
-    src = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*.whl"))
+    src = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*linux*.whl"))
     assert main(["recompress", str(src), "-o", str(tmp_path), "--codec", "zstd",
                  "--level", "3", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -28,6 +28,7 @@ class WheelMember:
     version: str
     member: str
     python: str = "311"  # cp tag of the wheel, for packages with compiled extensions
+    windows: bool = False  # the win_amd64 wheel (else the manylinux x86_64 one)
 
     @property
     def name(self) -> str:
@@ -59,8 +60,21 @@ CUPY11_RANDOM = WheelMember(
 CURAND11 = WheelMember("nvidia-curand-cu11", "10.3.0.86", "nvidia/curand/lib/libcurand.so.10")
 CUFFT11 = WheelMember("nvidia-cufft-cu11", "10.9.0.58", "nvidia/cufft/lib/libcufft.so.10")
 
+# Windows builds: CuPy's extension modules (.pyd) and NVIDIA's cuRAND DLL (Authenticode-signed),
+# fatbins in each one's ".nv_fatb" section.
+CUPY12_RANDOM_WIN = WheelMember(
+    "cupy-cuda12x", "14.2.0", "cupy/random/_generator_api.cp311-win_amd64.pyd", windows=True
+)
+CUPY13_RANDOM_WIN = WheelMember(
+    "cupy-cuda13x", "14.2.0", "cupy/random/_generator_api.cp311-win_amd64.pyd", windows=True
+)
+CURAND13_WIN = WheelMember(
+    "nvidia-curand", "10.4.5.25", "nvidia/cu13/bin/x86_64/curand64_10.dll", windows=True
+)
+
 ALL_TEST_MEMBERS = (CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, CURAND130, CUPY102_RANDOM,
-                    CUPY11_RANDOM, CURAND11, CUFFT11)
+                    CUPY11_RANDOM, CURAND11, CUFFT11, CUPY12_RANDOM_WIN, CUPY13_RANDOM_WIN,
+                    CURAND13_WIN)
 
 
 @dataclass(frozen=True)
@@ -130,13 +144,15 @@ def fetch(item: WheelMember) -> Path:
         return target
     wheels = CACHE / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
-    pattern = f"{item.package.replace('-', '_')}-{item.version}-*.whl"
+    pattern = (f"{item.package.replace('-', '_')}-{item.version}-*"
+               f"{'win_amd64' if item.windows else 'linux*_x86_64'}.whl")
+    platforms = (["win_amd64"] if item.windows else
+                 ["manylinux2014_x86_64", "manylinux_2_27_x86_64", "manylinux_2_28_x86_64"])
     found = sorted(wheels.glob(pattern))
     if not found:
         cmd = [
             sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-            "--python-version", item.python, "--platform", "manylinux2014_x86_64",
-            "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux_2_28_x86_64",
+            "--python-version", item.python, *(a for p in platforms for a in ("--platform", p)),
             "-d", str(wheels), f"{item.package}=={item.version}",
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)

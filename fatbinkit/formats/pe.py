@@ -1,0 +1,262 @@
+"""PE and COFF files (Windows DLL, ``.pyd``, EXE and ``.obj``), read bounds-checked: the headers and
+the section table, from Microsoft's "PE Format" specification (learn.microsoft.com, Windows
+docs, win32/debug/pe-format).
+
+An image (DLL, ``.pyd``, EXE) starts with the MS-DOS stub: ``MZ``, and at 0x3C the offset of the
+``PE\\0\\0`` signature, which the COFF file header follows, then the optional header (PE32 or PE32+)
+and the section table. An object file (``.obj``) starts with the COFF file header, with no
+optional header. A section whose name is longer than eight bytes is named ``/N`` in an object,
+``N`` the offset of its name in the string table that follows the symbol table; images truncate
+names to eight bytes, which is why nvcc's ``.nv_fatbin`` reads ``.nv_fatb`` in a DLL (and the
+wrapper records' ``.nvFatBinSegment`` reads ``.nvFatBi``).
+
+Each record is a ``struct.Struct`` and a frozen dataclass, as in :mod:`fatbinkit.formats.elf`;
+:func:`read` checks that every header and every section's raw data lies inside the file, so a
+caller slices the file with the offsets it gets.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..errors import FormatError, TruncatedError
+from .elf import Buffer
+
+__all__ = [
+    "MACHINES",
+    "MACHINE_AMD64",
+    "MACHINE_ARM64",
+    "MACHINE_I386",
+    "PE32",
+    "PE32_PLUS",
+    "FileHeader",
+    "OptionalHeader",
+    "PeFile",
+    "Section",
+    "SectionHeader",
+    "is_coff_object",
+    "is_pe",
+    "read",
+]
+
+MACHINE_I386 = 0x14C
+MACHINE_AMD64 = 0x8664
+MACHINE_ARM64 = 0xAA64
+#: the machines fatbinkit reads, by ``IMAGE_FILE_MACHINE_*`` value
+MACHINES: dict[int, str] = {MACHINE_I386: "i386", MACHINE_AMD64: "x86-64", MACHINE_ARM64: "arm64"}
+PE32, PE32_PLUS = 0x10B, 0x20B  # optional header magic
+_DOS_MAGIC = b"MZ"
+_SIGNATURE = b"PE\0\0"
+_LFANEW = struct.Struct("<I")  # e_lfanew, at 0x3C of the MS-DOS header
+_LFANEW_AT = 0x3C
+_MAX_SECTIONS = 96  # the loader's limit (the specification: "Windows limits ... to 96")
+
+
+@dataclass(frozen=True)
+class FileHeader:
+    """``IMAGE_FILE_HEADER`` (the COFF file header)."""
+
+    FORMAT: ClassVar[struct.Struct] = struct.Struct("<HHIIIHH")
+
+    machine: int
+    sections: int
+    timestamp: int
+    symbols_offset: int  # PointerToSymbolTable
+    symbols: int
+    optional_size: int
+    characteristics: int
+
+    @classmethod
+    def unpack_from(cls, data: Buffer, offset: int) -> FileHeader:
+        _need(data, offset, cls.FORMAT.size, "COFF file header")
+        return cls(*cls.FORMAT.unpack_from(data, offset))
+
+
+@dataclass(frozen=True)
+class OptionalHeader:
+    """The fields of ``IMAGE_OPTIONAL_HEADER32``/``64`` that locate things in the file: the
+    preferred base, alignments, sizes, the checksum and the data directories (RVA, size)."""
+
+    magic: int
+    image_base: int
+    section_alignment: int
+    file_alignment: int
+    size_of_image: int
+    size_of_headers: int
+    checksum: int
+    directories: tuple[tuple[int, int], ...]
+
+    _PE32: ClassVar[struct.Struct] = struct.Struct("<H2B9I6H4I2H6I")  # through NumberOfRvaAndSizes
+    _PE32_PLUS: ClassVar[struct.Struct] = struct.Struct("<H2B5IQ2I6H4I2H4QII")
+    _DIRECTORY: ClassVar[struct.Struct] = struct.Struct("<II")
+
+    @classmethod
+    def unpack_from(cls, data: Buffer, offset: int, size: int) -> OptionalHeader:
+        """The optional header at ``offset``, ``size`` bytes long (the file header's)."""
+        _need(data, offset, 2, "optional header")
+        magic = int.from_bytes(data[offset:offset + 2], "little")
+        if magic == PE32:
+            fmt = cls._PE32
+        elif magic == PE32_PLUS:
+            fmt = cls._PE32_PLUS
+        else:
+            raise FormatError(f"optional header magic {magic:#x} is neither PE32 nor PE32+",
+                              offset=offset)
+        if size < fmt.size:
+            raise FormatError(f"optional header of {size} bytes is shorter than its fixed "
+                              f"fields ({fmt.size})", offset=offset)
+        _need(data, offset, size, "optional header")
+        f = fmt.unpack_from(data, offset)
+        if magic == PE32:  # BaseOfData sits between BaseOfCode and ImageBase
+            image_base, sect_align, file_align = f[9], f[10], f[11]
+            size_of_image, size_of_headers, checksum, count = f[19], f[20], f[21], f[-1]
+        else:
+            image_base, sect_align, file_align = f[8], f[9], f[10]
+            size_of_image, size_of_headers, checksum, count = f[18], f[19], f[20], f[-1]
+        room = (size - fmt.size) // cls._DIRECTORY.size
+        if count > room:
+            raise FormatError(f"{count} data directories do not fit the optional header "
+                              f"({room} do)", offset=offset)
+        directories = tuple(cls._DIRECTORY.iter_unpack(
+            bytes(data[offset + fmt.size:offset + fmt.size + count * cls._DIRECTORY.size])))
+        return cls(magic, image_base, sect_align, file_align, size_of_image, size_of_headers,
+                   checksum, directories)
+
+
+@dataclass(frozen=True)
+class SectionHeader:
+    """``IMAGE_SECTION_HEADER``; ``name`` the raw eight bytes."""
+
+    FORMAT: ClassVar[struct.Struct] = struct.Struct("<8sIIIIIIHHI")
+
+    name: bytes
+    virtual_size: int
+    virtual_address: int
+    raw_size: int
+    raw_offset: int
+    relocations_offset: int
+    linenumbers_offset: int
+    relocations: int
+    linenumbers: int
+    characteristics: int
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section: its name (a long name resolved in an object) and header. ``offset`` and
+    ``size`` are the bytes of the file that hold its data: the raw data, without the file
+    alignment's padding when the virtual size is smaller (zero-filled tails are not in the
+    file)."""
+
+    name: str
+    header: SectionHeader
+
+    @property
+    def offset(self) -> int:
+        return self.header.raw_offset
+
+    @property
+    def size(self) -> int:
+        h = self.header
+        if h.raw_offset == 0:
+            return 0  # no data in the file (uninitialised)
+        return min(h.raw_size, h.virtual_size) if h.virtual_size else h.raw_size
+
+
+@dataclass(frozen=True)
+class PeFile:
+    """A PE image or COFF object: ``optional`` is None for an object."""
+
+    header_offset: int  # of the COFF file header
+    file: FileHeader
+    optional: OptionalHeader | None
+    sections: tuple[Section, ...]
+
+    @property
+    def machine(self) -> str:
+        return MACHINES.get(self.file.machine, f"machine {self.file.machine:#x}")
+
+    def find(self, name: str) -> Iterator[Section]:
+        """The sections named ``name``, in table order."""
+        return (s for s in self.sections if s.name == name)
+
+    def __str__(self) -> str:
+        kind = "COFF object" if self.optional is None else (
+            "PE32+ image" if self.optional.magic == PE32_PLUS else "PE32 image")
+        return f"{kind} ({self.machine}), {len(self.sections)} sections"
+
+
+def is_pe(data: Buffer) -> bool:
+    """Whether ``data`` starts like a PE image: ``MZ`` and the ``PE\\0\\0`` signature where
+    ``e_lfanew`` points (``data`` may be just the file's first bytes)."""
+    if bytes(data[:2]) != _DOS_MAGIC or len(data) < _LFANEW_AT + 4:
+        return False
+    (at,) = _LFANEW.unpack_from(data, _LFANEW_AT)
+    return bytes(data[at:at + 4]) == _SIGNATURE
+
+
+def is_coff_object(data: Buffer) -> bool:
+    """Whether ``data`` starts like a COFF object of a machine fatbinkit reads: a known machine,
+    a plausible section count and no optional header."""
+    if len(data) < FileHeader.FORMAT.size:
+        return False
+    h = FileHeader.unpack_from(data, 0)
+    return (h.machine in MACHINES and 0 < h.sections <= _MAX_SECTIONS
+            and h.optional_size == 0)
+
+
+def read(data: Buffer) -> PeFile:
+    """The headers and section table of a PE image or COFF object; a
+    :class:`~fatbinkit.errors.FormatError` (:class:`~fatbinkit.errors.TruncatedError` when
+    something runs past the end) for anything malformed."""
+    if is_pe(data):
+        (at,) = _LFANEW.unpack_from(data, _LFANEW_AT)
+        at += len(_SIGNATURE)
+    elif is_coff_object(data):
+        at = 0
+    else:
+        raise FormatError("not a PE image or COFF object", offset=0)
+    head = FileHeader.unpack_from(data, at)
+    if not 0 < head.sections <= _MAX_SECTIONS:
+        raise FormatError(f"{head.sections} sections (a PE file has 1 to {_MAX_SECTIONS})",
+                          offset=at)
+    optional = None
+    if at:  # an image
+        optional = OptionalHeader.unpack_from(data, at + FileHeader.FORMAT.size,
+                                              head.optional_size)
+    table = at + FileHeader.FORMAT.size + head.optional_size
+    size = SectionHeader.FORMAT.size
+    _need(data, table, head.sections * size, f"section table of {head.sections} sections")
+    sections = []
+    for i in range(head.sections):
+        h = SectionHeader(*SectionHeader.FORMAT.unpack_from(data, table + i * size))
+        s = Section(_name(data, head, h.name, optional is None, table + i * size), h)
+        if s.size:
+            _need(data, s.offset, s.size, f"section {s.name}'s data")
+        sections.append(s)
+    return PeFile(at, head, optional, tuple(sections))
+
+
+def _name(data: Buffer, head: FileHeader, raw: bytes, obj: bool, where: int) -> str:
+    """A section's name: the eight bytes without NULs, or in an object ``/N``, the name at
+    offset ``N`` of the string table after the symbol table."""
+    name = raw.rstrip(b"\0")
+    if obj and name.startswith(b"/") and name[1:].isdigit():
+        table = head.symbols_offset + head.symbols * 18  # IMAGE_SYMBOL is 18 bytes
+        start = table + int(name[1:])
+        _need(data, table, 4, "string table")
+        end = bytes(data[start:start + 4096]).find(b"\0")
+        if start >= len(data) or end < 0:
+            raise FormatError(f"section name {name.decode()} is past the string table",
+                              offset=where)
+        name = bytes(data[start:start + end])
+    return name.decode("utf-8", "replace")
+
+
+def _need(data: Buffer, offset: int, size: int, what: str) -> None:
+    if offset < 0 or size < 0 or offset + size > len(data):
+        raise TruncatedError(f"{what} ({size} bytes at {offset:#x}) runs past the end of the "
+                             f"{len(data)}-byte file", offset=offset)

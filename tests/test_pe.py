@@ -1,0 +1,214 @@
+"""Fatbins inside Windows PE files (DLL, .pyd) read as cuobjdump reads them.
+
+Linux cuobjdump does not read PE files ("does not contain device code"). The oracle therefore
+takes the ``.nv_fatb`` section out with an independent PE parser (``pefile``, from PyPI), writes
+it to a file named after the PE file's stem (so that cuobjdump names the images as it would name
+them from the DLL), and runs cuobjdump on that: the listing, the extracted bytes and the
+``-res-usage`` figures must equal fatbinkit's on the PE file itself. The binaries are the real
+Windows builds from the registry: CuPy's ``_generator_api`` extension for CUDA 12 and 13 and
+NVIDIA's cuRAND DLL for CUDA 13 (Authenticode-signed).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pefile
+import pytest
+from cudabuild import res_usage_blocks
+from fatbin_kernels import cuobjdump, cuobjdump_extract, cuobjdump_list
+from thirdparty import (
+    CACHE,
+    CUPY12_RANDOM_WIN,
+    CUPY13_RANDOM_WIN,
+    CURAND13_WIN,
+    WheelMember,
+    fetch,
+)
+
+from fatbinkit.errors import FormatError, TruncatedError
+from fatbinkit.formats import pe
+from fatbinkit.scan import scan
+
+REAL = {"cupy12": CUPY12_RANDOM_WIN, "cupy13": CUPY13_RANDOM_WIN, "curand13": CURAND13_WIN}
+
+
+def fatbinkit(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fatbinkit", *map(str, args)],
+                          capture_output=True, text=True, check=False)
+
+
+def dumped(path: Path, folder: Path) -> Path:
+    """The ``.nv_fatb`` section's bytes (its virtual size: the raw data's file-alignment padding
+    left out), by pefile, in ``folder/<stem>.fatbin``."""
+    image = pefile.PE(str(path), fast_load=True)
+    data = b"".join(s.get_data()[: s.Misc_VirtualSize] for s in image.sections
+                    if s.Name.rstrip(b"\0") == b".nv_fatb")
+    assert data
+    out = folder / f"{path.stem}.fatbin"
+    out.write_bytes(data)
+    return out
+
+
+@pytest.fixture(scope="module", params=sorted(REAL))
+def real(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+         ) -> tuple[Path, Path]:
+    """(the PE file, its .nv_fatb section dumped by pefile)."""
+    member: WheelMember = REAL[request.param]
+    path = fetch(member)
+    return path, dumped(path, tmp_path_factory.mktemp(request.param))
+
+
+def test_linux_cuobjdump_sees_nothing_in_a_pe_file() -> None:
+    """Why a PE reader is needed at all (the issue's starting point)."""
+    proc = subprocess.run([*_cuobjdump(), "-lelf", "-lptx", str(fetch(CUPY13_RANDOM_WIN))],
+                          capture_output=True, text=True, check=False)
+    assert "does not contain device code" in proc.stderr
+
+
+def _cuobjdump() -> list[str]:
+    from fatbinkit.toolchain import find_tool
+
+    return [str(find_tool("cuobjdump"))]
+
+
+def test_listing_equals_cuobjdump_on_the_section(real: tuple[Path, Path]) -> None:
+    path, section = real
+    proc = fatbinkit("ls", path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == cuobjdump_list(section)
+    assert len(proc.stdout.splitlines()) >= 8
+
+
+def test_extracted_bytes_equal_cuobjdump(real: tuple[Path, Path], tmp_path: Path) -> None:
+    path, section = real
+    proc = fatbinkit("extract", path, "-o", tmp_path / "ours")
+    assert proc.returncode == 0, proc.stderr
+    ours = {p.name: p.read_bytes() for p in (tmp_path / "ours").iterdir()}
+    assert ours == cuobjdump_extract(section, tmp_path / "theirs")
+
+
+def test_resources_equal_cuobjdump(real: tuple[Path, Path]) -> None:
+    path, section = real
+    proc = fatbinkit("ls", path, "--resources", "--json")
+    assert proc.returncode == 0, proc.stderr
+    elves = [e for e in json.loads(proc.stdout)["entries"] if e["kind"] == "sass"]
+    oracle = res_usage_blocks(section)
+    assert len(elves) == len(oracle) > 0
+    for entry, (arch, usage) in zip(elves, oracle, strict=True):
+        assert entry["arch"].rstrip("f") == arch.rstrip("f")
+        assert [f["name"] for f in entry["functions"]] == [n for n, _ in usage.functions]
+        assert [f["registers"] for f in entry["functions"]] == [
+            fields["REG"] for _, fields in usage.functions]
+
+
+def test_sections_equal_pefile(real: tuple[Path, Path]) -> None:
+    """fatbinkit's own PE reader against pefile: every section's name, addresses and sizes."""
+    path, _ = real
+    data = path.read_bytes()
+    ours = pe.read(data)
+    theirs = pefile.PE(str(path), fast_load=True)
+    assert ours.optional is not None
+    assert ours.optional.image_base == theirs.OPTIONAL_HEADER.ImageBase
+    assert ours.optional.checksum == theirs.OPTIONAL_HEADER.CheckSum
+    assert [d for d in ours.optional.directories] == [
+        (d.VirtualAddress, d.Size) for d in theirs.OPTIONAL_HEADER.DATA_DIRECTORY]
+    assert [(s.name, s.header.virtual_address, s.header.virtual_size, s.header.raw_offset,
+             s.header.raw_size) for s in ours.sections] == [
+        (s.Name.rstrip(b"\0").decode(), s.VirtualAddress, s.Misc_VirtualSize,
+         s.PointerToRawData, s.SizeOfRawData) for s in theirs.sections]
+
+
+def test_check_a_windows_library(real: tuple[Path, Path]) -> None:
+    """check and --min-driver read the DLL as they read a .so (the decisions are
+    fatbinkit.compat's, tested on the GPU): CuPy 12 and 13 and cuRAND 13 hold sm_80 SASS."""
+    path, _ = real
+    proc = fatbinkit("check", path, "--arch", "sm_80", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verdicts"]["sm_80"]["status"] == "works"
+    assert all(m["section"] == ".nv_fatb" for m in doc["modules"])
+
+
+def test_windows_wheel_lists_each_extension(tmp_path: Path) -> None:
+    """CuPy 13's Windows wheel: the .pyd files with device code, each listed as cuobjdump lists
+    its dumped section."""
+    fetch(CUPY13_RANDOM_WIN)
+    wheel = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*win_amd64.whl"))
+    proc = fatbinkit("ls", wheel, "--json")
+    assert proc.returncode == 0, proc.stderr
+    files = {f["file"]: f["entries"] for f in json.loads(proc.stdout)["files"]}
+    assert "cupy/random/_generator_api.cp311-win_amd64.pyd" in files and len(files) >= 3
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as z:
+        for name, entries in files.items():
+            z.extract(name, tmp_path)
+            section = dumped(tmp_path / name, tmp_path)
+            assert [f"{'ELF' if e['kind'] == 'sass' else 'PTX'} file {e['number']:4d}: "
+                    f"{e['name']}" for e in entries] == cuobjdump_list(section), name
+
+
+# -- malformed PE files: one clear error each, never a crash -----------------------------------
+
+@pytest.fixture(scope="module")
+def small() -> bytes:
+    return fetch(CUPY13_RANDOM_WIN).read_bytes()
+
+
+def _lfanew(data: bytes) -> int:
+    return int.from_bytes(data[0x3C:0x40], "little")
+
+
+def test_truncated_and_malformed_pe(small: bytes, tmp_path: Path) -> None:
+    image = pe.read(small)
+    fat = next(image.find(".nv_fatb"))
+    table = image.header_offset + 20 + image.file.optional_size
+    cases = {
+        # cut inside the section table
+        "table": (small[: table + 40 * 2 + 7], TruncatedError, "section table"),
+        # cut inside the fatbin section's data
+        "data": (small[: fat.offset + fat.size // 2], TruncatedError, "section .nv_fatb"),
+        # e_lfanew points past the end: not a PE at all
+        "lfanew": (small[:0x3C] + (len(small) + 8).to_bytes(4, "little") + small[0x40:],
+                   FormatError, "not a fatbin, cubin, PTX, ELF or PE file"),
+        # more sections than the loader takes
+        "count": (small[: image.header_offset + 2] + (4000).to_bytes(2, "little")
+                  + small[image.header_offset + 4:], FormatError, "4000 sections"),
+        # a bad optional header magic
+        "magic": (small[: image.header_offset + 20] + b"\x07\x01"
+                  + small[image.header_offset + 22:], FormatError, "optional header magic"),
+    }
+    for name, (data, error, message) in cases.items():
+        path = tmp_path / f"{name}.pyd"
+        path.write_bytes(data)
+        with pytest.raises(error, match=message):
+            scan(path)
+        proc = fatbinkit("ls", path)
+        assert proc.returncode == 1 and proc.stderr.startswith(f"fatbinkit: error: {path}: ")
+        assert "Traceback" not in proc.stderr, name
+    assert _lfanew(small) < 0x200
+
+
+def test_pruning_a_pe_file_is_refused(tmp_path: Path) -> None:
+    """Rewriting PE files is not there yet: a clear refusal, nothing written."""
+    out = tmp_path / "out.pyd"
+    proc = fatbinkit("prune", fetch(CUPY13_RANDOM_WIN), "--for", "sm_80", "-o", out)
+    assert proc.returncode == 1 and "does not rewrite it yet" in proc.stderr
+    assert not out.exists()
+
+
+def test_cuobjdump_oracle_is_sound(real: tuple[Path, Path]) -> None:
+    """The dumped section is a fatbin cuobjdump reads in full (so the comparisons above compare
+    something): as many images as the .nvFatBi wrapper records point at containers."""
+    path, section = real
+    assert cuobjdump("-lelf", section)
+    image = pefile.PE(str(path), fast_load=True)
+    wrappers = b"".join(s.get_data()[: s.Misc_VirtualSize] for s in image.sections
+                        if s.Name.rstrip(b"\0") == b".nvFatBi")
+    assert len(wrappers) % 24 == 0 and wrappers[:4] == bytes.fromhex("b1436246")
+    containers = {c.container for c in scan(path)}
+    assert len(containers) == len(wrappers) // 24
