@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
          all: bool = False, name: str = "input") -> Binary:
-    """Read a fatbin, cubin, PTX or ELF file (a path, or its bytes): see
+    """Read a fatbin, cubin, PTX, ELF or PE file (a path, or its bytes): see
     :func:`fatbinkit.binary.open`. Imported on first use, so ``import fatbinkit`` stays light."""
     from .binary import open as open_binary
 

@@ -4,13 +4,16 @@ Built once into ``.fixtures/fuzz-seeds`` (``$FATBINKIT_FIXTURES``): the inspecti
 ``tests/data/inspect_kernels.cu`` as nvcc 13.0 PTX, ptxas cubins (sm_75, sm_90a, sm_100 with its
 ``.nv.compat``), an ``nvcc -fatbin`` fatbin, a host object and a shared library with a
 ``.nv_fatbin``; fatbinkit's writer's fatbins (uncompressed, LZ4, zstd, identifiers and options) and
-an embedding object; small gcc shared libraries for ``inject``; and the three smallest cubins
-and PTX of CuPy's CUDA 12 wheel (the test suite's fixture).
+an embedding object; a PE32+ DLL image and a COFF object holding that fatbin in ``.nv_fatb`` (laid
+out here after Microsoft's PE Format specification: the fuzz targets read, never load them);
+small gcc shared libraries for ``inject``; and the three smallest cubins and PTX of CuPy's CUDA
+12 wheel (the test suite's fixture).
 """
 
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +31,7 @@ from fatbinkit.scan import scan  # noqa: E402
 
 __all__ = ["SEEDS", "corpus"]
 
-SEEDS = CACHE / "fuzz-seeds" / "v2"  # v2: a static library among the host seeds
+SEEDS = CACHE / "fuzz-seeds" / "v3"  # v3: Windows PE files (a DLL, an object) among the host seeds
 SOURCE = ROOT / "tests" / "data" / "inspect_kernels.cu"
 LIB_SOURCE = """
 extern const unsigned char __kernel_start[];  /* resolved by inject: defined in place */
@@ -41,7 +44,7 @@ FAMILIES = {
     "fatbin": (".fatbin",),
     "cubin": (".cubin",),
     "ptx": (".ptx",),
-    "host": (".o", ".so", ".a"),
+    "host": (".o", ".so", ".a", ".dll", ".obj"),
     "library": (".lib.so",),
 }
 
@@ -77,6 +80,8 @@ def _build(out: Path) -> None:
         (out / f"writer_{name}.fatbin").write_bytes(build_fatbin(entries))
     fat = (out / "writer_zstd.fatbin").read_bytes()
     (out / "writer_embed.o").write_bytes(object_bytes([Blob("kernels", fat, 16)]))
+    (out / "pe_image.dll").write_bytes(_pe_image(fat))
+    (out / "pe_object.obj").write_bytes(_coff_object(fat))
 
     (out / "lib.c").write_text(LIB_SOURCE)
     _run("gcc", "-shared", "-fPIC", "-O1", "-o", out / "gcc.lib.so", out / "lib.c")
@@ -89,6 +94,39 @@ def _build(out: Path) -> None:
             (out / f"cupy12_{i}.{suffix}").write_bytes(c.entry.data())
     for f in (src, out / "lib.c"):
         f.unlink()
+
+
+def _up(n: int, align: int) -> int:
+    return -(-n // align) * align
+
+
+def _pe_image(fatbin: bytes) -> bytes:
+    """A minimal x64 PE32+ DLL image whose one section, ``.nv_fatb``, holds ``fatbin``."""
+    file_align, section_align, lfanew = 0x200, 0x1000, 0x40
+    optional = 112 + 16 * 8  # PE32+ fixed fields, then 16 empty data directories
+    headers = _up(lfanew + 4 + 20 + optional + 40, file_align)
+    raw = _up(len(fatbin), file_align)
+    dos = b"MZ".ljust(0x3C, b"\0") + lfanew.to_bytes(4, "little")
+    coff = struct.pack("<HHIIIHH", 0x8664, 1, 0, 0, 0, optional, 0x2022)  # an image, a DLL
+    opt = struct.pack("<H2B5IQ2I6H4I2H4QII", 0x20B, 14, 0, 0, raw, 0, 0, 0, 0x180000000,
+                      section_align, file_align, 6, 0, 0, 0, 6, 0, 0,
+                      section_align + _up(len(fatbin), section_align), headers, 0, 2, 0x160,
+                      1 << 20, 1 << 12, 1 << 20, 1 << 12, 0, 16) + bytes(16 * 8)
+    section = struct.pack("<8sIIIIIIHHI", b".nv_fatb", len(fatbin), section_align, raw, headers,
+                          0, 0, 0, 0, 0x40000040)  # initialised data, read
+    head = (dos.ljust(lfanew, b"\0") + b"PE\0\0" + coff + opt + section).ljust(headers, b"\0")
+    return head + fatbin.ljust(raw, b"\0")
+
+
+def _coff_object(fatbin: bytes) -> bytes:
+    """A minimal x64 COFF object whose one section holds ``fatbin``, its long name
+    ``.nv_fatbin`` kept in the string table (``/4``), as objects keep long names."""
+    data = 20 + 40
+    strings = b".nv_fatbin\0"
+    coff = struct.pack("<HHIIIHH", 0x8664, 1, 0, data + len(fatbin), 0, 0, 0)
+    section = struct.pack("<8sIIIIIIHHI", b"/4", 0, 0, len(fatbin), data, 0, 0, 0, 0,
+                          0x40000040)
+    return coff + section + fatbin + (4 + len(strings)).to_bytes(4, "little") + strings
 
 
 def corpus() -> dict[str, list[bytes]]:

@@ -56,7 +56,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=examples("fatbinkit check libfoo.so --arch sm_90 --arch sm_120 --driver 12.8",
                         "fatbinkit check k.fatbin --arch sm_100 --driver 570.124.06 --json",
                         "fatbinkit check libfoo.so --min-driver"))
-    p.add_argument("file", type=Path, help="fatbin, cubin, PTX, or an ELF file holding fatbins")
+    p.add_argument("file", type=Path,
+                   help="fatbin, cubin, PTX, an ELF or PE file holding fatbins, a static "
+                   "library, or a wheel or folder of them")
     p.add_argument("--arch", action="append", type=arch, metavar="ARCH",
                    help="device arch to check, e.g. sm_90 (repeat for several)")
     p.add_argument("--driver", type=driver, metavar="VERSION",

@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "ls", help="list the device code in a file (cuobjdump -lelf -lptx), summarise it, or "
         "give per-function resources (cuobjdump -res-usage)",
         description="List the SASS (cubin) and PTX images in FILE: a fatbin, cubin, PTX, or an "
-        "ELF file (.so, .o, executable) holding fatbins. Names and numbers are cuobjdump's.\n\n"
+        "ELF file (.so, .o, executable) or Windows PE file (DLL, .pyd, EXE) holding fatbins, a "
+        "static library (.a), or a wheel or folder of them. Names and numbers are cuobjdump's.\n\n"
         "--arch sm_90 (or 90) selects SASS and PTX of SM 9.0 with any a/f suffix, as cuobjdump "
         "-arch does; sm_90a or sm_100f that suffix only; compute_90 PTX only. --kernel takes a "
         "glob matched against the mangled and the demangled name, or re:REGEX (searched).",
@@ -147,7 +148,8 @@ _SORT_KEYS = ("registers", "shared", "stack", "local")
 
 def _input(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path,
-                   help="a fatbin, cubin, PTX, or an ELF file (.so, .o, executable) with fatbins")
+                   help="a fatbin, cubin, PTX, an ELF (.so, .o, executable) or PE (DLL, .pyd, "
+                   "EXE) file with fatbins, a static library, or a wheel or folder of them")
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
