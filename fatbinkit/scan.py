@@ -247,6 +247,28 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool, base: int = 0) -> lis
     return codes
 
 
+def _pe_symbol_pairs(view: memoryview, image: pe.PeFile) -> list[tuple[str, int, int]]:
+    """``(start symbol, file offset, size)`` for every ``__X_start``/``__X_end`` pair of a COFF
+    symbol table (an embedding object's: values are relative to their section), both in one
+    section and inside its data."""
+    found: dict[str, tuple[int, int]] = {}
+    for s in pe.symbols(view, image):
+        if 0 < s.section <= len(image.sections) and s.name.startswith("__") and \
+                s.name.endswith(("_start", "_end")):
+            found[s.name] = (s.section, s.value)
+    pairs = []
+    for name, (index, start) in found.items():
+        m = _PAIR_RE.match(name.encode())
+        end = found.get(f"__{m.group(1).decode()}_end") if m else None
+        if end is None or end[0] != index or not 0 <= start < end[1]:
+            continue
+        sec = image.sections[index - 1]
+        if end[1] <= sec.size:
+            pairs.append((name, sec.offset + start, end[1] - start))
+    pairs.sort(key=lambda p: p[1])
+    return pairs
+
+
 def _map(file: IO[bytes], path: os.PathLike[str]) -> memoryview:
     """The whole file, memory-mapped (payload views stay valid after ``file`` is closed)."""
     try:
@@ -299,7 +321,8 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
 
 def _scan_pe(view: memoryview, fd: int | None) -> list[DeviceCode]:
     """Device code in a PE image or COFF object: the containers of each ``.nv_fatb`` section
-    (``.nv_fatbin`` in an object, where long names are kept), in file order."""
+    (``.nv_fatbin`` in an object, where long names are kept), in file order, then blobs between
+    ``__X_start``/``__X_end`` symbols (fatbinkit's COFF embedding objects)."""
     image = pe.read(view)
     codes: list[DeviceCode] = []
     first = 0
@@ -314,6 +337,9 @@ def _scan_pe(view: memoryview, fd: int | None) -> list[DeviceCode]:
             msg = str(e).rsplit(" (at offset", 1)[0]
             raise type(e)(f"{sec.name}: {msg}", offset=where) from e
         codes += found
+        first = _count_containers(codes, first)
+    for sym, off, size in _pe_symbol_pairs(view, image):
+        codes += _blob_codes(sym, view[off : off + size], off, first, fd)
         first = _count_containers(codes, first)
     return codes
 

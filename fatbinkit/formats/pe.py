@@ -37,9 +37,11 @@ __all__ = [
     "PeFile",
     "Section",
     "SectionHeader",
+    "Symbol",
     "is_coff_object",
     "is_pe",
     "read",
+    "symbols",
 ]
 
 MACHINE_I386 = 0x14C
@@ -187,6 +189,46 @@ class PeFile:
         kind = "COFF object" if self.optional is None else (
             "PE32+ image" if self.optional.magic == PE32_PLUS else "PE32 image")
         return f"{kind} ({self.machine}), {len(self.sections)} sections"
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """An ``IMAGE_SYMBOL`` of a COFF symbol table (auxiliary records skipped): ``section`` is
+    1-based (0 undefined, -1 absolute, -2 debug), ``value`` section-relative in an object."""
+
+    FORMAT: ClassVar[struct.Struct] = struct.Struct("<8sIhHBB")
+
+    name: str
+    value: int
+    section: int
+    type: int
+    storage_class: int
+
+
+def symbols(data: Buffer, image: PeFile) -> Iterator[Symbol]:
+    """The symbols of a COFF symbol table (an object's; images rarely keep one), in order, each
+    name resolved through the string table."""
+    head = image.file
+    if not head.symbols_offset or not head.symbols:
+        return
+    size = Symbol.FORMAT.size
+    _need(data, head.symbols_offset, head.symbols * size, f"symbol table of {head.symbols}")
+    strings = head.symbols_offset + head.symbols * size
+    i = 0
+    while i < head.symbols:
+        raw, value, section, kind, storage, aux = Symbol.FORMAT.unpack_from(
+            data, head.symbols_offset + i * size)
+        if raw[:4] == b"\0\0\0\0":  # a long name: its offset in the string table
+            start = strings + int.from_bytes(raw[4:], "little")
+            end = bytes(data[start:start + 4096]).find(b"\0") if start < len(data) else -1
+            if end < 0:
+                raise FormatError(f"symbol {i}'s name is past the string table",
+                                  offset=head.symbols_offset + i * size)
+            name = bytes(data[start:start + end])
+        else:
+            name = raw.rstrip(b"\0")
+        yield Symbol(name.decode("utf-8", "replace"), value, section, kind, storage)
+        i += 1 + aux
 
 
 def is_pe(data: Buffer) -> bool:
