@@ -294,38 +294,29 @@ def test_lld_link_dll_exports_every_blob(tmp_path: Path, machine: str) -> None:
         assert table == [BASE + found[n][0] for n in names]
 
 
-ACCESSOR = r"""#include <windows.h>
+PRINT = r"""#include <windows.h>
 extern const IMAGE_DOS_HEADER __ImageBase;
-{decls}
-static const unsigned char *const starts[] = {{{starts}}};
-static const unsigned char *const ends[] = {{{ends}}};
-static const unsigned long long *const sizes[] = {{{sizes}}};
 static char out[1 << 20], *p;
-static void num(unsigned long long v) {{
+static void num(unsigned long long v) {
   char t[24]; int n = 0;
-  do {{ t[n++] = (char)('0' + v % 10); v /= 10; }} while (v);
+  do { t[n++] = (char)('0' + v % 10); v /= 10; } while (v);
   while (n) *p++ = t[--n];
   *p++ = ' ';
-}}
-static void hex(const unsigned char *b, const unsigned char *e) {{
-  for (; b < e; b++) {{ *p++ = "0123456789abcdef"[*b >> 4]; *p++ = "0123456789abcdef"[*b & 15]; }}
+}
+static void hex(const unsigned char *b, const unsigned char *e) {
+  for (; b < e; b++) { *p++ = "0123456789abcdef"[*b >> 4]; *p++ = "0123456789abcdef"[*b & 15]; }
   *p++ = '\n';
-}}
+}
+static void begin(void) { p = out; num((unsigned long long)&__ImageBase); p[-1] = '\n'; }
+static int end(void) {
+  DWORD written;
+  return !WriteFile(GetStdHandle(STD_OUTPUT_HANDLE), out, (DWORD)(p - out), &written, NULL);
+}
 #ifdef DLL
 __declspec(dllexport)
 #endif
-int report(void) {{
-  DWORD written;
-  p = out;
-  num((unsigned long long)&__ImageBase); p[-1] = '\n';
-{lines}
-  return !WriteFile(GetStdHandle(STD_OUTPUT_HANDLE), out, (DWORD)(p - out), &written, NULL);
-}}
+int report(void);
 """
-LINE = (
-    "  num(__{n}_size); num(*sizes[{i}]); num((unsigned long long)(__{n}_end - __{n}_start));"
-    " num((unsigned long long)(ends[{i}] - starts[{i}])); hex(__{n}_start, __{n}_end);"
-)
 USER = r"""#include <windows.h>
 #ifdef IMPORT
 __declspec(dllimport)
@@ -340,17 +331,26 @@ int main(void) { return report(); }
 
 
 def accessor(names: list[str]) -> str:
-    """C reading each blob the documented way (and through tables of addresses, which a DLL
-    loaded away from its preferred base has relocated): a line per blob, ``size size length
-    length hex``, after a line with the image's base address."""
-    return ACCESSOR.format(
-        decls="\n".join(f"extern const unsigned char __{n}_start[], __{n}_end[];\n"
-                        f"extern const unsigned long long __{n}_size;" for n in names),
-        starts=", ".join(f"__{n}_start" for n in names),
-        ends=", ".join(f"__{n}_end" for n in names),
-        sizes=", ".join(f"&__{n}_size" for n in names),
-        lines="\n".join(LINE.format(n=n, i=i) for i, n in enumerate(names)),
-    )  # fmt: skip
+    """C reading each blob the documented way, directly and through tables of addresses (which a
+    DLL loaded away from its preferred base has relocated): after a line with the image's base
+    address, a line per blob, ``size size length length hex``."""
+    lines = [PRINT]
+    for n in names:
+        lines += [f"extern const unsigned char __{n}_start[], __{n}_end[];",
+                  f"extern const unsigned long long __{n}_size;"]  # fmt: skip
+    for table, form in (("starts", "__{}_start"), ("ends", "__{}_end")):
+        items = ", ".join(form.format(n) for n in names)
+        lines.append(f"static const unsigned char *const {table}[] = {{{items}}};")
+    items = ", ".join(f"&__{n}_size" for n in names)
+    lines += [f"static const unsigned long long *const sizes[] = {{{items}}};",
+              "int report(void) {", "  begin();"]  # fmt: skip
+    for i, n in enumerate(names):
+        lines.append(
+            f"  num(__{n}_size); num(*sizes[{i}]);"
+            f" num((unsigned long long)(__{n}_end - __{n}_start));"
+            f" num((unsigned long long)(ends[{i}] - starts[{i}])); hex(__{n}_start, __{n}_end);"
+        )
+    return "\n".join([*lines, "  return end();", "}", ""])
 
 
 @pytest.fixture(scope="module")
@@ -376,12 +376,11 @@ def expected_report(contents: dict[str, bytes]) -> list[str]:
 
 
 def gcc(tmp_path: Path, source: str, obj: str, *flags: str) -> Path:
-    """Compile with mingw gcc, without the C runtime's help (``-ffreestanding``), as MSVC or
-    clang-cl address data (``-mcmodel=small``: 32-bit RIP-relative, no ``.refptr`` indirection)
-    unless ``flags`` say otherwise."""
+    """Compile with mingw gcc without the C runtime's help (``-ffreestanding``), addressing data
+    as MSVC and clang-cl do (``-mcmodel=small``: 32-bit RIP-relative, no ``.refptr`` pointers)."""
     (tmp_path / (obj + ".c")).write_text(source)
-    run(tool(MINGW + "gcc"), "-c", "-O1", "-ffreestanding", *flags, "-o", obj + ".o", obj + ".c",
-        cwd=tmp_path)  # fmt: skip
+    run(tool(MINGW + "gcc"), "-c", "-O1", "-ffreestanding", "-mcmodel=small", *flags,
+        "-o", obj + ".o", obj + ".c", cwd=tmp_path)  # fmt: skip
     return tmp_path / (obj + ".o")
 
 
@@ -391,17 +390,15 @@ def lld_link(tmp_path: Path, out: str, *args: str | os.PathLike[str]) -> Path:
     return tmp_path / out
 
 
-def run_wine(env: dict[str, str], exe: Path) -> tuple[int, list[str], float]:
-    """The image base a program printed, its other lines, and the seconds Wine took."""
+def run_wine(env: dict[str, str], exe: Path) -> tuple[int, list[str]]:
+    """The image base a program run under Wine printed first, and its other lines."""
     out, err = exe.with_suffix(".out"), exe.with_suffix(".err")
-    began = time.monotonic()
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
         code = subprocess.run([tool("wine"), exe.name], cwd=exe.parent, env=env, stdout=stdout,
                               stderr=stderr, timeout=120).returncode  # fmt: skip
-    seconds = time.monotonic() - began
     assert code == 0, f"{exe.name} under Wine: exit status {code}\n{err.read_text()}"
     lines = out.read_text().splitlines()
-    return int(lines[0]), lines[1:], seconds
+    return int(lines[0]), lines[1:]
 
 
 @pytest.mark.parametrize("kind", ["exe", "dll"])
@@ -416,20 +413,18 @@ def test_lld_link_exe_and_dll_run_under_wine(
     tool(MINGW + "gcc")
     contents = make_blobs(tmp_path)
     write_object(tmp_path / "blobs.obj", blobs_of(tmp_path), machine="x86_64")
-    flags = ["-mcmodel=small"]
     if kind == "exe":
-        acc = gcc(tmp_path, accessor(list(contents)), "acc", *flags)
-        user = gcc(tmp_path, USER, "user", *flags, "-DENTRY")
+        acc = gcc(tmp_path, accessor(list(contents)), "acc")
+        user = gcc(tmp_path, USER, "user", "-DENTRY")
         exe = lld_link(tmp_path, "acc.exe", "/entry:start", "/subsystem:console", acc, user,
                        "blobs.obj")  # fmt: skip
     else:
-        acc = gcc(tmp_path, accessor(list(contents)), "acc", *flags, "-DDLL")
+        acc = gcc(tmp_path, accessor(list(contents)), "acc", "-DDLL")
         lld_link(tmp_path, "acc.dll", "/dll", "/noentry", acc, "blobs.obj")
-        user = gcc(tmp_path, USER, "user", *flags, "-DENTRY", "-DIMPORT")
+        user = gcc(tmp_path, USER, "user", "-DENTRY", "-DIMPORT")
         exe = lld_link(tmp_path, "user.exe", "/entry:start", "/subsystem:console", user,
                        "acc.lib")  # fmt: skip
-    base, lines, seconds = run_wine(wine, exe)
-    print(f"wine {kind}: {seconds:.2f} s")
+    base, lines = run_wine(wine, exe)
     assert lines == expected_report(contents)
     assert (base == BASE) == (kind == "exe")  # the DLL was moved
 
@@ -453,8 +448,7 @@ def test_mingw_ld_exe_and_dll_run_under_wine(
         run(*gcc_, "-shared", "-DDLL", "-o", "acc.dll", "acc.c", "blobs.obj", cwd=tmp_path)
         run(*gcc_, "-DIMPORT", "-o", "user.exe", "user.c", "acc.dll", cwd=tmp_path)
         exe = tmp_path / "user.exe"
-    base, lines, seconds = run_wine(wine, exe)
-    print(f"wine {kind}: {seconds:.2f} s")
+    base, lines = run_wine(wine, exe)
     assert lines == expected_report(contents)
     assert (base == BASE) == (kind == "exe")
     image = tmp_path / f"acc.{kind}"
@@ -471,18 +465,17 @@ def test_absolute_size_fails_msvc_style_code(tmp_path: Path, wine: dict[str, str
     (tmp_path / "k.bin").write_bytes(b"hello world!")
     run(tool(MINGW + "objcopy"), "-I", "binary", "-O", "pe-x86-64", "-B", "i386:x86-64",
         "--rename-section", RENAME, "k.bin", "k.obj", cwd=tmp_path)  # fmt: skip
-    source = ("extern const char _binary_k_bin_size[];\n"
-              "extern const IMAGE_DOS_HEADER __ImageBase;\n"
-              "static char out[64], *p;\n") + ACCESSOR.split("static char out[1 << 20], *p;")[1]
-    source = "#include <windows.h>\n" + source.format(
-        lines="  num((unsigned long long)(size_t)_binary_k_bin_size);")  # fmt: skip
-    acc = gcc(tmp_path, source, "acc", "-mcmodel=small")
-    user = gcc(tmp_path, USER, "user", "-mcmodel=small", "-DENTRY")
+    source = PRINT + ("extern const char _binary_k_bin_size[];\n"
+                      "int report(void) {\n"
+                      "  begin(); num((size_t)_binary_k_bin_size); return end();\n"
+                      "}\n")  # fmt: skip
+    acc = gcc(tmp_path, source, "acc")
+    user = gcc(tmp_path, USER, "user", "-DENTRY")
     proc = subprocess.run([tool(MINGW + "ld"), "-o", "ld.exe", "-e", "start", acc, user, "k.obj",
                            KERNEL32], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
     assert proc.returncode != 0 and "relocation truncated to fit" in proc.stderr
     exe = lld_link(tmp_path, "acc.exe", "/entry:start", "/subsystem:console", acc, user, "k.obj")
-    _, lines, _ = run_wine(wine, exe)
+    _, lines = run_wine(wine, exe)
     assert lines[0].split() != ["12"]
 
 

@@ -52,9 +52,9 @@ __all__ = [
     "IMAGE_SYM_CLASS_EXTERNAL",
     "MACHINES",
     "MAX_ALIGN",
-    "FileHeader",
-    "SectionHeader",
-    "Symbol",
+    "ImageFileHeader",
+    "ImageSectionHeader",
+    "ImageSymbol",
     "align_flag",
     "object_bytes",
     "write_object",
@@ -73,8 +73,8 @@ MAX_ALIGN = 8192
 
 
 @dataclass(frozen=True)
-class FileHeader:
-    """``IMAGE_FILE_HEADER``."""
+class ImageFileHeader:
+    """``IMAGE_FILE_HEADER``, the whole header of an object file."""
 
     FORMAT: ClassVar[struct.Struct] = struct.Struct("<HHIIIHH")
 
@@ -99,7 +99,7 @@ class FileHeader:
 
 
 @dataclass(frozen=True)
-class SectionHeader:
+class ImageSectionHeader:
     """``IMAGE_SECTION_HEADER``; ``name`` is the 8-byte field as stored."""
 
     FORMAT: ClassVar[struct.Struct] = struct.Struct("<8sIIIIIIHHI")
@@ -131,7 +131,7 @@ class SectionHeader:
 
 
 @dataclass(frozen=True)
-class Symbol:
+class ImageSymbol:
     """``IMAGE_SYMBOL``; ``name`` is the 8-byte field as stored: the name itself when it fits,
     else four zero bytes and the name's offset in the string table."""
 
@@ -145,9 +145,9 @@ class Symbol:
     number_of_aux_symbols: int
 
 
-_HEADERS = FileHeader.FORMAT.size + SectionHeader.FORMAT.size  # the section's data follows
+_HEADERS = ImageFileHeader.FORMAT.size + ImageSectionHeader.FORMAT.size  # then the section's data
 _SIZE = 8  # bytes of one blob's size in the table (``unsigned long long``)
-_THREE = struct.Struct("<" + Symbol.FORMAT.format.lstrip("<") * 3)  # a blob's three symbols
+_THREE = struct.Struct("<" + ImageSymbol.FORMAT.format.lstrip("<") * 3)  # a blob's three symbols
 _LIMIT = 0xFFFF_FFFF  # section sizes and file offsets are 32-bit
 
 
@@ -187,11 +187,11 @@ def _head_tail(
             size_at, table + _SIZE * i, 1, 0, external, 0,
         ))  # fmt: skip
     strings[:4] = len(strings).to_bytes(4, "little")
-    section = SectionHeader(
+    section = ImageSectionHeader(
         b".rdata", 0, 0, section_size, _HEADERS, 0, 0, 0, 0,
         IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ | align_flag(section_align),
     )  # fmt: skip
-    header = FileHeader(machine, 1, 0, _HEADERS + section_size, 3 * len(rows), 0, 0)
+    header = ImageFileHeader(machine, 1, 0, _HEADERS + section_size, 3 * len(rows), 0, 0)
     tail = b"".join((
         bytes(table - end),
         struct.pack(f"<{len(sizes)}Q", *sizes),
