@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +60,33 @@ def test_embed_aoti_style_symbols(tmp_path: Path) -> None:
     assert symbols["__k_size"][1].endswith("3") and symbols["__k_size"][-2] == "ABS"
 
 
+@pytest.mark.parametrize(
+    ("target", "machine", "form"),
+    [
+        ("x86_64-pc-windows-msvc", None, "COFF-x86-64"),
+        ("aarch64-pc-windows-msvc", "aarch64", "COFF-ARM64"),
+        ("x86_64-linux-gnu", None, "elf64-x86-64"),
+        ("aarch64-linux-gnu", "aarch64", "elf64-littleaarch64"),
+    ],
+)
+def test_embed_target_picks_the_object_format(
+    tmp_path: Path, target: str, machine: str | None, form: str
+) -> None:
+    """--target gives the format and machine llvm-readobj finds; a --machine that agrees is
+    accepted."""
+    readobj = shutil.which("llvm-readobj")
+    if readobj is None:
+        pytest.skip("llvm-readobj missing (.ci/run installs llvm)")
+    (tmp_path / "k.bin").write_bytes(b"abc")
+    extra = ["--machine", machine] if machine else []
+    proc = fatbinkit("embed", "-o", "k.obj", "--target", target, *extra, "k=k.bin", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == proc.stderr == "", proc.stderr
+    out = subprocess.run([readobj, "--file-headers", "--symbols", "k.obj"], cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert f"Format: {form}\n" in out
+    assert {"__k_start", "__k_end", "__k_size"} <= set(re.findall(r"Name: (\S+)", out))
+
+
 def test_inject_cli(tmp_path: Path) -> None:
     lib = build_lib(tmp_path)
     (tmp_path / "k.cubin").write_bytes(b"kernel")
@@ -74,8 +103,15 @@ def test_help_and_usage_exit_codes() -> None:
     assert fatbinkit("inject", "--help").returncode == 0
     assert fatbinkit("embed", "k=x").returncode == 2  # -o missing
     assert fatbinkit("embed", "-o", "x.o", "--style", "coff", "k=x").returncode == 2
+    windows = ["--target", "x86_64-pc-windows-msvc"]
     for args, message in ((["k.bin"], "expected NAME=PATH, got 'k.bin'"),
-                          (["--align", "3", "k=k.bin"], "'3' is not a power of two")):
+                          (["--align", "3", "k=k.bin"], "'3' is not a power of two"),
+                          ([*windows, "--machine", "aarch64", "k=k.bin"],
+                           "--machine aarch64 contradicts --target x86_64-pc-windows-msvc"),
+                          ([*windows, "--align", "16384", "k=k.bin"],
+                           "alignment 16384 is above COFF's maximum, 8192"),
+                          (["--target", "x86_64-pc-windows-gnu", "k=k.bin"],
+                           "invalid choice: 'x86_64-pc-windows-gnu'")):
         proc = fatbinkit("embed", "-o", "x.o", *args)
         assert proc.returncode == 2 and proc.stderr.startswith("usage: fatbinkit embed ")
         last = proc.stderr.splitlines()[-1]

@@ -6,14 +6,23 @@ import argparse
 from pathlib import Path
 
 from ..errors import FormatError
-from ..formats.elf_writer import DEFAULT_ALIGN, MACHINES, MAX_ALIGN, STYLES, Blob, write_object
+from ..formats import coff, elf_writer
+from ..formats.elf_writer import DEFAULT_ALIGN, MACHINES, MAX_ALIGN, STYLES, Blob
 from .args import UsageError, alignment, examples, key_path
 
 _EMBED_EXAMPLES = examples(
     "fatbinkit embed -o kernels.o add=add.fatbin mul=mul.cubin   # __add_start, __mul_start...",
     "fatbinkit embed -o blob.o --style ld data/k.fatbin           # _binary_data_k_fatbin_start",
     "fatbinkit embed -o arm.o --machine aarch64 --align 128 k=k.fatbin",
+    "fatbinkit embed -o kernels.obj --target x86_64-pc-windows-msvc k=k.fatbin   # COFF",
 )
+#: ``--target``: the object format's writer and the machine, per target triple
+_TARGETS = {
+    "x86_64-linux-gnu": (elf_writer, "x86_64"),
+    "aarch64-linux-gnu": (elf_writer, "aarch64"),
+    "x86_64-pc-windows-msvc": (coff, "x86_64"),
+    "aarch64-pc-windows-msvc": (coff, "aarch64"),
+}
 _INJECT_EXAMPLES = examples(
     "fatbinkit inject libmodel.so -o libmodel-k.so k=k.fatbin",
     "fatbinkit inject libfoo.so -o out.so add=add.fatbin mul=mul.cubin --align 128",
@@ -32,11 +41,20 @@ def _named(arg: str) -> Blob:
 
 
 def _embed(args: argparse.Namespace) -> int:
+    writer, machine = elf_writer, args.machine
+    if args.target is not None:
+        writer, machine = _TARGETS[args.target]
+        if args.machine not in (None, machine):
+            raise UsageError(f"--machine {args.machine} contradicts --target {args.target}")
+    if writer is coff and args.align > coff.MAX_ALIGN:
+        raise UsageError(f"alignment {args.align} is above COFF's maximum, {coff.MAX_ALIGN}")
     if args.style == "ld":
         blobs = [Blob(arg, Path(arg)) for arg in args.blobs]
     else:
         blobs = [_named(arg) for arg in args.blobs]
-    write_object(Path(args.output), blobs, machine=args.machine, style=args.style, align=args.align)
+    writer.write_object(
+        Path(args.output), blobs, machine=machine, style=args.style, align=args.align
+    )
     return 0
 
 
@@ -54,13 +72,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``embed`` and ``inject``."""
     p = sub.add_parser(
         "embed",
-        help="write an ELF object embedding files in .rodata (no toolchain needed)",
+        help="write an ELF or COFF object embedding files, read-only (no toolchain needed)",
         description=(
             "Write a relocatable ELF object holding every file in one read-only .rodata section, "
-            "with an empty .note.GNU-stack. Style aoti: arguments NAME=PATH give symbols "
+            "with an empty .note.GNU-stack, or for a Windows --target a COFF object holding them "
+            "in one .rdata section. Style aoti: arguments NAME=PATH give symbols "
             "__NAME_start, __NAME_end, __NAME_size. Style ld: arguments are paths, and symbols "
             "are _binary_<path>_start/_end/_size with every byte of the path that is not a letter "
-            "or digit turned into '_', exactly as 'ld -r -b binary' names them."
+            "or digit turned into '_', exactly as 'ld -r -b binary' names them. In ELF, _size is "
+            "an absolute symbol whose address is the size; in COFF it is the address of the size "
+            "(8 bytes, little-endian): C declares 'extern const unsigned long long __NAME_size;'."
         ),
         epilog=_EMBED_EXAMPLES,
     )
@@ -69,15 +90,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "(style ld)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.o", help="object to write")
     p.add_argument(
-        "--machine", choices=sorted(MACHINES), help="target machine (default: this host's)"
+        "--machine", choices=sorted(MACHINES), help="target machine (default: this host's, or "
+        "--target's); ELF unless --target says otherwise"
+    )
+    p.add_argument(
+        "--target", choices=list(_TARGETS), metavar="TRIPLE", help="object format and machine: "
+        f"{', '.join(_TARGETS)} (COFF for Windows, else ELF)"
     )
     p.add_argument(
         "--align",
         type=_align,
         default=DEFAULT_ALIGN,
         metavar="N",
-        help=f"alignment of each blob, a power of two up to {MAX_ALIGN} (default "
-        f"{DEFAULT_ALIGN}; 1 packs like ld)",
+        help=f"alignment of each blob, a power of two up to {MAX_ALIGN}, {coff.MAX_ALIGN} for COFF "
+        f"(default {DEFAULT_ALIGN}; 1 packs like ld)",
     )
     p.add_argument("--style", choices=STYLES, default="aoti", help="symbol names (default aoti)")
     p.set_defaults(func=_embed)

@@ -1,7 +1,8 @@
 """What the bytes of each format mean, with no policy: ELF (:mod:`~fatbinkit.formats.elf`, the
 reader; :mod:`~fatbinkit.formats.elf_writer`, relocatable objects;
-:mod:`~fatbinkit.formats.elf_edit`, section and segment surgery), ``ar`` archives, fatbin
-containers, cubins and their ``.nv.info`` records, PTX headers and GPU archs.
+:mod:`~fatbinkit.formats.elf_edit`, section and segment surgery), COFF objects for Windows
+(:mod:`~fatbinkit.formats.coff`, the writer), ``ar`` archives, fatbin containers, cubins and
+their ``.nv.info`` records, PTX headers and GPU archs.
 
 The operations above (:mod:`fatbinkit.scan`, :mod:`fatbinkit.slim`, :mod:`fatbinkit.compat`...)
 work through these modules; nothing here imports an operation.

@@ -311,8 +311,11 @@ def _strtab(names: Sequence[bytes], *, tails: bool = True) -> tuple[bytes, list[
     return b"\0".join([b"", *stored, b""]), offsets
 
 
-def _check(blobs: Iterable[Blob], style: Style, align: int) -> tuple[list[_Checked], int]:
-    """Validate names, duplicates, alignments and source types, reading no file.
+def _check(
+    blobs: Iterable[Blob], style: Style, align: int, max_align: int = MAX_ALIGN
+) -> tuple[list[_Checked], int]:
+    """Validate names, duplicates, alignments (powers of two up to ``max_align``) and source
+    types, reading no file.
 
     Returns the blobs and the section alignment (the largest blob alignment).
     """
@@ -322,7 +325,7 @@ def _check(blobs: Iterable[Blob], style: Style, align: int) -> tuple[list[_Check
     seen: dict[str, str | bytes] = {}
     checked: list[_Checked] = []
     section_align = 1
-    default_ok = _is_alignment(align)
+    default_ok = _is_alignment(align, max_align)
     for blob in blobs:
         if not isinstance(blob, Blob):
             raise InvalidArgumentError(
@@ -336,10 +339,10 @@ def _check(blobs: Iterable[Blob], style: Style, align: int) -> tuple[list[_Check
             )
         seen[stem] = blob.name
         a = blob.align
-        if not (default_ok if a is None else _is_alignment(a)):
+        if not (default_ok if a is None else _is_alignment(a, max_align)):
             raise InvalidArgumentError(
                 f"blob {blob.name!r}: alignment {align if a is None else a!r} "
-                f"is not a power of two in 1..{MAX_ALIGN}"
+                f"is not a power of two in 1..{max_align}"
             )
         a = align if a is None else a
         if a > section_align:
@@ -349,8 +352,8 @@ def _check(blobs: Iterable[Blob], style: Style, align: int) -> tuple[list[_Check
     return checked, section_align
 
 
-def _is_alignment(a: object) -> bool:
-    return isinstance(a, int) and 1 <= a <= MAX_ALIGN and not a & (a - 1)
+def _is_alignment(a: object, max_align: int) -> bool:
+    return isinstance(a, int) and 1 <= a <= max_align and not a & (a - 1)
 
 
 def place(blobs: Iterable[Blob], *, style: Style = "aoti", align: int = DEFAULT_ALIGN) -> Placement:
@@ -377,12 +380,13 @@ def place(blobs: Iterable[Blob], *, style: Style = "aoti", align: int = DEFAULT_
     return Placement(tuple(placed), cursor, section_align)
 
 
-def _machine(machine: str | None) -> int:
-    """``e_machine`` for a name in :data:`MACHINES` (or an alias), the host's for ``None``."""
+def _machine(machine: str | None, machines: dict[str, int] = MACHINES) -> int:
+    """The code for a name in ``machines`` (or an alias): ``e_machine`` for :data:`MACHINES`;
+    the host's for ``None``."""
     name = host_machine() if machine is None else _MACHINE_ALIASES.get(machine, machine)
-    if name not in MACHINES:
-        raise InvalidArgumentError(f"unknown machine {name!r}; use one of {', '.join(MACHINES)}")
-    return MACHINES[name]
+    if name not in machines:
+        raise InvalidArgumentError(f"unknown machine {name!r}; use one of {', '.join(machines)}")
+    return machines[name]
 
 
 def _rodata_offset(section_align: int) -> int:
@@ -635,28 +639,42 @@ else:  # Windows
         return len(data)
 
 
-def _emit(
-    file: BinaryIO, checked: list[_Checked], section_align: int, e_machine: int, style: Style
-) -> None:
-    """Write the object to ``file``: blobs first, each file opened once (its ``fstat`` gives its
-    size), then the tables, then the ELF header over the room left for it at the start."""
-    out = _Output(file)
-    out.put(_ZEROS[: _rodata_offset(section_align)])
+def _put_blobs(
+    out: _Output, checked: Sequence[_Checked], limit: int | None = None
+) -> tuple[list[int], list[int]]:
+    """Append the blobs to ``out``, each at its alignment from where the section starts (where
+    ``out`` is now), each file opened once (its ``fstat`` gives its size); their offsets in the
+    section and their sizes. ``limit``: the most bytes the section may hold (a bigger in-memory
+    blob is refused before it is written, a file once it is)."""
     offsets: list[int] = []
     sizes: list[int] = []
     cursor = 0
-    for _, source, a in checked:
+    for symbols, source, a in checked:
         offset = (cursor + a - 1) & -a
         if offset > cursor:
             out.put(_ZEROS[: offset - cursor])
-        if isinstance(source, Path):
-            size = out.put_file(source)
-        else:
-            size = len(source)
+        size = out.put_file(source) if isinstance(source, Path) else len(source)
+        if limit is not None and offset + size > limit:
+            raise UnsupportedError(
+                f"the blobs up to {symbols[0].removesuffix('_start')} take {offset + size} "
+                f"bytes, more than the object can hold ({limit})"
+            )
+        if not isinstance(source, Path):  # in memory: checked before a byte of it is written
             out.put(source)
         offsets.append(offset)
         sizes.append(size)
         cursor = offset + size
+    return offsets, sizes
+
+
+def _emit(
+    file: BinaryIO, checked: list[_Checked], section_align: int, e_machine: int, style: Style
+) -> None:
+    """Write the object to ``file``: blobs first, then the tables, then the ELF header over the
+    room left for it at the start."""
+    out = _Output(file)
+    out.put(_ZEROS[: _rodata_offset(section_align)])
+    offsets, sizes = _put_blobs(out, checked)
     head, tail = _head_tail(checked, offsets, sizes, section_align, e_machine, style)
     out.put(tail)
     out.rewrite_start(head)
