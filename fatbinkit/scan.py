@@ -252,10 +252,10 @@ def _pe_symbol_pairs(view: memoryview, image: pe.PeFile) -> list[tuple[str, int,
     symbol table (an embedding object's: values are relative to their section), both in one
     section and inside its data."""
     found: dict[str, tuple[int, int]] = {}
-    for s in pe.symbols(view, image):
-        if 0 < s.section <= len(image.sections) and s.name.startswith("__") and \
-                s.name.endswith(("_start", "_end")):
-            found[s.name] = (s.section, s.value)
+    for name, s in pe.symbols(view, image):
+        if 0 < s.section_number <= len(image.sections) and name.startswith("__") and \
+                name.endswith(("_start", "_end")):
+            found[name] = (s.section_number, s.value)
     pairs = []
     for name, (index, start) in found.items():
         m = _PAIR_RE.match(name.encode())

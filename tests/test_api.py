@@ -21,6 +21,7 @@ import pytest
 from fatbin_kernels import SOURCE, system_tool
 
 import fatbinkit
+import fatbinkit.formats
 from fatbinkit import compat
 from fatbinkit.build import Image, build
 from fatbinkit.compat import ImageInfo, ImageSet, decide, file_verdict, image_sets
@@ -45,8 +46,9 @@ from fatbinkit.scan import scan
 from fatbinkit.slim import SlimReport, prune, recompress
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = sorted(m.name for m in pkgutil.iter_modules(fatbinkit.__path__)
-                 if not m.name.startswith("_") and m.name != "cli")
+MODULES = sorted([m.name for m in pkgutil.iter_modules(fatbinkit.__path__)
+                  if not m.name.startswith("_") and m.name not in ("cli", "formats")]
+                 + [f"formats.{m.name}" for m in pkgutil.iter_modules(fatbinkit.formats.__path__)])
 
 
 class BytesPath:

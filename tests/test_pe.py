@@ -116,8 +116,8 @@ def test_sections_equal_pefile(real: tuple[Path, Path]) -> None:
     assert ours.optional.checksum == theirs.OPTIONAL_HEADER.CheckSum
     assert [d for d in ours.optional.directories] == [
         (d.VirtualAddress, d.Size) for d in theirs.OPTIONAL_HEADER.DATA_DIRECTORY]
-    assert [(s.name, s.header.virtual_address, s.header.virtual_size, s.header.raw_offset,
-             s.header.raw_size) for s in ours.sections] == [
+    assert [(s.name, s.header.virtual_address, s.header.virtual_size,
+             s.header.pointer_to_raw_data, s.header.size_of_raw_data) for s in ours.sections] == [
         (s.Name.rstrip(b"\0").decode(), s.VirtualAddress, s.Misc_VirtualSize,
          s.PointerToRawData, s.SizeOfRawData) for s in theirs.sections]
 
@@ -166,7 +166,7 @@ def _lfanew(data: bytes) -> int:
 def test_truncated_and_malformed_pe(small: bytes, tmp_path: Path) -> None:
     image = pe.read(small)
     fat = next(image.find(".nv_fatb"))
-    table = image.header_offset + 20 + image.file.optional_size
+    table = image.header_offset + 20 + image.file.size_of_optional_header
     cases = {
         # cut inside the section table
         "table": (small[: table + 40 * 2 + 7], TruncatedError, "section table"),
@@ -212,3 +212,26 @@ def test_cuobjdump_oracle_is_sound(real: tuple[Path, Path]) -> None:
     assert len(wrappers) % 24 == 0 and wrappers[:4] == bytes.fromhex("b1436246")
     containers = {c.container for c in scan(path)}
     assert len(containers) == len(wrappers) // 24
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_coff_embedding_objects_are_read(machine: str, tmp_path: Path) -> None:
+    """A COFF object fatbinkit writes for Windows (AOTInductor's embedding, issue 15) is read
+    back through its __X_start/__X_end symbols: a fatbin blob lists as cuobjdump lists the
+    fatbin file (the object named after it: the same image names), a cubin blob is that cubin,
+    byte for byte."""
+    from fatbinkit.formats.coff import write_object
+    from fatbinkit.formats.elf_writer import Blob
+    from fatbinkit.formats.fatbin import EntryKind
+
+    fat = dumped(fetch(CUPY13_RANDOM_WIN), tmp_path)
+    obj = fat.with_suffix(".obj")
+    write_object(obj, [Blob("model", fat)], machine=machine)
+    proc = fatbinkit("ls", obj)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == cuobjdump_list(fat)
+    assert {c.source for c in scan(obj)} == {"__model_start"}
+    cubin = next(c for c in scan(fat) if c.entry.header.kind == EntryKind.ELF).entry.data()
+    write_object(obj, [Blob("model", fat), Blob("one", cubin, 128)], machine=machine)
+    (one,) = [c for c in scan(obj) if c.source == "__one_start"]
+    assert bytes(one.entry.data()) == bytes(cubin) and one.container == -1

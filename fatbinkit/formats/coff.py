@@ -28,8 +28,7 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import BinaryIO, ClassVar
+from typing import BinaryIO
 
 from ..infile import FilePath, as_path
 from ..outfile import atomic_path
@@ -43,106 +42,29 @@ from .elf_writer import (
     _Output,
     _put_blobs,
 )
+from .pe import (
+    IMAGE_FILE_MACHINE_AMD64,
+    IMAGE_FILE_MACHINE_ARM64,
+    IMAGE_SCN_CNT_INITIALIZED_DATA,
+    IMAGE_SCN_MEM_READ,
+    IMAGE_SYM_CLASS_EXTERNAL,
+    ImageFileHeader,
+    ImageSectionHeader,
+    ImageSymbol,
+)
 
 __all__ = [
-    "IMAGE_FILE_MACHINE_AMD64",
-    "IMAGE_FILE_MACHINE_ARM64",
-    "IMAGE_SCN_CNT_INITIALIZED_DATA",
-    "IMAGE_SCN_MEM_READ",
-    "IMAGE_SYM_CLASS_EXTERNAL",
     "MACHINES",
     "MAX_ALIGN",
-    "ImageFileHeader",
-    "ImageSectionHeader",
-    "ImageSymbol",
     "align_flag",
     "object_bytes",
     "write_object",
 ]
 
-IMAGE_FILE_MACHINE_AMD64 = 0x8664
-IMAGE_FILE_MACHINE_ARM64 = 0xAA64
-IMAGE_SCN_CNT_INITIALIZED_DATA = 0x40
-IMAGE_SCN_MEM_READ = 0x40000000
-IMAGE_SYM_CLASS_EXTERNAL = 2
-
 #: Machines this writer targets, by the names ``uname -m`` uses (as :mod:`.elf_writer`'s).
 MACHINES: dict[str, int] = {"x86_64": IMAGE_FILE_MACHINE_AMD64, "aarch64": IMAGE_FILE_MACHINE_ARM64}
 #: The largest section alignment COFF can state (``IMAGE_SCN_ALIGN_8192BYTES``).
 MAX_ALIGN = 8192
-
-
-@dataclass(frozen=True)
-class ImageFileHeader:
-    """``IMAGE_FILE_HEADER``, the whole header of an object file."""
-
-    FORMAT: ClassVar[struct.Struct] = struct.Struct("<HHIIIHH")
-
-    machine: int
-    number_of_sections: int
-    time_date_stamp: int
-    pointer_to_symbol_table: int
-    number_of_symbols: int
-    size_of_optional_header: int
-    characteristics: int
-
-    def pack(self) -> bytes:
-        return self.FORMAT.pack(
-            self.machine,
-            self.number_of_sections,
-            self.time_date_stamp,
-            self.pointer_to_symbol_table,
-            self.number_of_symbols,
-            self.size_of_optional_header,
-            self.characteristics,
-        )
-
-
-@dataclass(frozen=True)
-class ImageSectionHeader:
-    """``IMAGE_SECTION_HEADER``; ``name`` is the 8-byte field as stored."""
-
-    FORMAT: ClassVar[struct.Struct] = struct.Struct("<8sIIIIIIHHI")
-
-    name: bytes
-    virtual_size: int
-    virtual_address: int
-    size_of_raw_data: int
-    pointer_to_raw_data: int
-    pointer_to_relocations: int
-    pointer_to_linenumbers: int
-    number_of_relocations: int
-    number_of_linenumbers: int
-    characteristics: int
-
-    def pack(self) -> bytes:
-        return self.FORMAT.pack(
-            self.name,
-            self.virtual_size,
-            self.virtual_address,
-            self.size_of_raw_data,
-            self.pointer_to_raw_data,
-            self.pointer_to_relocations,
-            self.pointer_to_linenumbers,
-            self.number_of_relocations,
-            self.number_of_linenumbers,
-            self.characteristics,
-        )
-
-
-@dataclass(frozen=True)
-class ImageSymbol:
-    """``IMAGE_SYMBOL``; ``name`` is the 8-byte field as stored: the name itself when it fits,
-    else four zero bytes and the name's offset in the string table."""
-
-    FORMAT: ClassVar[struct.Struct] = struct.Struct("<8sIhHBB")
-
-    name: bytes
-    value: int
-    section_number: int
-    type: int
-    storage_class: int
-    number_of_aux_symbols: int
 
 
 _HEADERS = ImageFileHeader.FORMAT.size + ImageSectionHeader.FORMAT.size  # then the section's data

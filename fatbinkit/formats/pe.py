@@ -26,29 +26,37 @@ from ..errors import FormatError, TruncatedError
 from .elf import Buffer
 
 __all__ = [
-    "MACHINES",
-    "MACHINE_AMD64",
-    "MACHINE_ARM64",
-    "MACHINE_I386",
+    "IMAGE_FILE_MACHINE_AMD64",
+    "IMAGE_FILE_MACHINE_ARM64",
+    "IMAGE_FILE_MACHINE_I386",
+    "IMAGE_SCN_CNT_INITIALIZED_DATA",
+    "IMAGE_SCN_MEM_READ",
+    "IMAGE_SYM_CLASS_EXTERNAL",
+    "MACHINE_NAMES",
     "PE32",
     "PE32_PLUS",
-    "FileHeader",
-    "OptionalHeader",
+    "ImageFileHeader",
+    "ImageOptionalHeader",
+    "ImageSectionHeader",
+    "ImageSymbol",
     "PeFile",
-    "Section",
-    "SectionHeader",
-    "Symbol",
+    "PeSection",
     "is_coff_object",
     "is_pe",
     "read",
     "symbols",
 ]
 
-MACHINE_I386 = 0x14C
-MACHINE_AMD64 = 0x8664
-MACHINE_ARM64 = 0xAA64
+IMAGE_FILE_MACHINE_I386 = 0x14C
+IMAGE_FILE_MACHINE_AMD64 = 0x8664
+IMAGE_FILE_MACHINE_ARM64 = 0xAA64
+IMAGE_SCN_CNT_INITIALIZED_DATA = 0x40
+IMAGE_SCN_MEM_READ = 0x40000000
+IMAGE_SYM_CLASS_EXTERNAL = 2
 #: the machines fatbinkit reads, by ``IMAGE_FILE_MACHINE_*`` value
-MACHINES: dict[int, str] = {MACHINE_I386: "i386", MACHINE_AMD64: "x86-64", MACHINE_ARM64: "arm64"}
+MACHINE_NAMES: dict[int, str] = {IMAGE_FILE_MACHINE_I386: "i386",
+                                 IMAGE_FILE_MACHINE_AMD64: "x86-64",
+                                 IMAGE_FILE_MACHINE_ARM64: "arm64"}
 PE32, PE32_PLUS = 0x10B, 0x20B  # optional header magic
 _DOS_MAGIC = b"MZ"
 _SIGNATURE = b"PE\0\0"
@@ -58,27 +66,34 @@ _MAX_SECTIONS = 96  # the loader's limit (the specification: "Windows limits ...
 
 
 @dataclass(frozen=True)
-class FileHeader:
-    """``IMAGE_FILE_HEADER`` (the COFF file header)."""
+class ImageFileHeader:
+    """``IMAGE_FILE_HEADER`` (the COFF file header; the whole header of an object file)."""
 
     FORMAT: ClassVar[struct.Struct] = struct.Struct("<HHIIIHH")
 
     machine: int
-    sections: int
-    timestamp: int
-    symbols_offset: int  # PointerToSymbolTable
-    symbols: int
-    optional_size: int
+    number_of_sections: int
+    time_date_stamp: int
+    pointer_to_symbol_table: int
+    number_of_symbols: int
+    size_of_optional_header: int
     characteristics: int
 
+    def pack(self) -> bytes:
+        return self.FORMAT.pack(
+            self.machine, self.number_of_sections, self.time_date_stamp,
+            self.pointer_to_symbol_table, self.number_of_symbols, self.size_of_optional_header,
+            self.characteristics,
+        )  # fmt: skip
+
     @classmethod
-    def unpack_from(cls, data: Buffer, offset: int) -> FileHeader:
+    def unpack_from(cls, data: Buffer, offset: int) -> ImageFileHeader:
         _need(data, offset, cls.FORMAT.size, "COFF file header")
         return cls(*cls.FORMAT.unpack_from(data, offset))
 
 
 @dataclass(frozen=True)
-class OptionalHeader:
+class ImageOptionalHeader:
     """The fields of ``IMAGE_OPTIONAL_HEADER32``/``64`` that locate things in the file: the
     preferred base, alignments, sizes, the checksum and the data directories (RVA, size)."""
 
@@ -96,7 +111,7 @@ class OptionalHeader:
     _DIRECTORY: ClassVar[struct.Struct] = struct.Struct("<II")
 
     @classmethod
-    def unpack_from(cls, data: Buffer, offset: int, size: int) -> OptionalHeader:
+    def unpack_from(cls, data: Buffer, offset: int, size: int) -> ImageOptionalHeader:
         """The optional header at ``offset``, ``size`` bytes long (the file header's)."""
         _need(data, offset, 2, "optional header")
         magic = int.from_bytes(data[offset:offset + 2], "little")
@@ -129,43 +144,67 @@ class OptionalHeader:
 
 
 @dataclass(frozen=True)
-class SectionHeader:
-    """``IMAGE_SECTION_HEADER``; ``name`` the raw eight bytes."""
+class ImageSectionHeader:
+    """``IMAGE_SECTION_HEADER``; ``name`` is the 8-byte field as stored."""
 
     FORMAT: ClassVar[struct.Struct] = struct.Struct("<8sIIIIIIHHI")
 
     name: bytes
     virtual_size: int
     virtual_address: int
-    raw_size: int
-    raw_offset: int
-    relocations_offset: int
-    linenumbers_offset: int
-    relocations: int
-    linenumbers: int
+    size_of_raw_data: int
+    pointer_to_raw_data: int
+    pointer_to_relocations: int
+    pointer_to_linenumbers: int
+    number_of_relocations: int
+    number_of_linenumbers: int
     characteristics: int
+
+    def pack(self) -> bytes:
+        return self.FORMAT.pack(
+            self.name, self.virtual_size, self.virtual_address, self.size_of_raw_data,
+            self.pointer_to_raw_data, self.pointer_to_relocations, self.pointer_to_linenumbers,
+            self.number_of_relocations, self.number_of_linenumbers, self.characteristics,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
-class Section:
+class ImageSymbol:
+    """``IMAGE_SYMBOL``; ``name`` is the 8-byte field as stored: the name itself when it fits,
+    else four zero bytes and the name's offset in the string table. ``section_number`` is
+    1-based (0 undefined, -1 absolute, -2 debug); ``value`` is section-relative in an object."""
+
+    FORMAT: ClassVar[struct.Struct] = struct.Struct("<8sIhHBB")
+
+    name: bytes
+    value: int
+    section_number: int
+    type: int
+    storage_class: int
+    number_of_aux_symbols: int
+
+
+@dataclass(frozen=True)
+class PeSection:
     """A section: its name (a long name resolved in an object) and header. ``offset`` and
     ``size`` are the bytes of the file that hold its data: the raw data, without the file
     alignment's padding when the virtual size is smaller (zero-filled tails are not in the
     file)."""
 
     name: str
-    header: SectionHeader
+    header: ImageSectionHeader
 
     @property
     def offset(self) -> int:
-        return self.header.raw_offset
+        return self.header.pointer_to_raw_data
 
     @property
     def size(self) -> int:
         h = self.header
-        if h.raw_offset == 0:
+        if h.pointer_to_raw_data == 0:
             return 0  # no data in the file (uninitialised)
-        return min(h.raw_size, h.virtual_size) if h.virtual_size else h.raw_size
+        raw = h.size_of_raw_data
+        return min(raw, h.virtual_size) if h.virtual_size else raw
 
 
 @dataclass(frozen=True)
@@ -173,15 +212,15 @@ class PeFile:
     """A PE image or COFF object: ``optional`` is None for an object."""
 
     header_offset: int  # of the COFF file header
-    file: FileHeader
-    optional: OptionalHeader | None
-    sections: tuple[Section, ...]
+    file: ImageFileHeader
+    optional: ImageOptionalHeader | None
+    sections: tuple[PeSection, ...]
 
     @property
     def machine(self) -> str:
-        return MACHINES.get(self.file.machine, f"machine {self.file.machine:#x}")
+        return MACHINE_NAMES.get(self.file.machine, f"machine {self.file.machine:#x}")
 
-    def find(self, name: str) -> Iterator[Section]:
+    def find(self, name: str) -> Iterator[PeSection]:
         """The sections named ``name``, in table order."""
         return (s for s in self.sections if s.name == name)
 
@@ -191,44 +230,30 @@ class PeFile:
         return f"{kind} ({self.machine}), {len(self.sections)} sections"
 
 
-@dataclass(frozen=True)
-class Symbol:
-    """An ``IMAGE_SYMBOL`` of a COFF symbol table (auxiliary records skipped): ``section`` is
-    1-based (0 undefined, -1 absolute, -2 debug), ``value`` section-relative in an object."""
-
-    FORMAT: ClassVar[struct.Struct] = struct.Struct("<8sIhHBB")
-
-    name: str
-    value: int
-    section: int
-    type: int
-    storage_class: int
-
-
-def symbols(data: Buffer, image: PeFile) -> Iterator[Symbol]:
+def symbols(data: Buffer, image: PeFile) -> Iterator[tuple[str, ImageSymbol]]:
     """The symbols of a COFF symbol table (an object's; images rarely keep one), in order, each
-    name resolved through the string table."""
+    with its name resolved through the string table; auxiliary records are skipped."""
     head = image.file
-    if not head.symbols_offset or not head.symbols:
+    count, at = head.number_of_symbols, head.pointer_to_symbol_table
+    if not at or not count:
         return
-    size = Symbol.FORMAT.size
-    _need(data, head.symbols_offset, head.symbols * size, f"symbol table of {head.symbols}")
-    strings = head.symbols_offset + head.symbols * size
+    size = ImageSymbol.FORMAT.size
+    _need(data, at, count * size, f"symbol table of {count} symbols")
+    strings = at + count * size
     i = 0
-    while i < head.symbols:
-        raw, value, section, kind, storage, aux = Symbol.FORMAT.unpack_from(
-            data, head.symbols_offset + i * size)
-        if raw[:4] == b"\0\0\0\0":  # a long name: its offset in the string table
-            start = strings + int.from_bytes(raw[4:], "little")
+    while i < count:
+        sym = ImageSymbol(*ImageSymbol.FORMAT.unpack_from(data, at + i * size))
+        if sym.name[:4] == b"\0\0\0\0":  # a long name: its offset in the string table
+            start = strings + int.from_bytes(sym.name[4:], "little")
             end = bytes(data[start:start + 4096]).find(b"\0") if start < len(data) else -1
             if end < 0:
                 raise FormatError(f"symbol {i}'s name is past the string table",
-                                  offset=head.symbols_offset + i * size)
+                                  offset=at + i * size)
             name = bytes(data[start:start + end])
         else:
-            name = raw.rstrip(b"\0")
-        yield Symbol(name.decode("utf-8", "replace"), value, section, kind, storage)
-        i += 1 + aux
+            name = sym.name.rstrip(b"\0")
+        yield name.decode("utf-8", "replace"), sym
+        i += 1 + sym.number_of_aux_symbols
 
 
 def is_pe(data: Buffer) -> bool:
@@ -243,11 +268,11 @@ def is_pe(data: Buffer) -> bool:
 def is_coff_object(data: Buffer) -> bool:
     """Whether ``data`` starts like a COFF object of a machine fatbinkit reads: a known machine,
     a plausible section count and no optional header."""
-    if len(data) < FileHeader.FORMAT.size:
+    if len(data) < ImageFileHeader.FORMAT.size:
         return False
-    h = FileHeader.unpack_from(data, 0)
-    return (h.machine in MACHINES and 0 < h.sections <= _MAX_SECTIONS
-            and h.optional_size == 0)
+    h = ImageFileHeader.unpack_from(data, 0)
+    return (h.machine in MACHINE_NAMES and 0 < h.number_of_sections <= _MAX_SECTIONS
+            and h.size_of_optional_header == 0)
 
 
 def read(data: Buffer) -> PeFile:
@@ -261,33 +286,34 @@ def read(data: Buffer) -> PeFile:
         at = 0
     else:
         raise FormatError("not a PE image or COFF object", offset=0)
-    head = FileHeader.unpack_from(data, at)
-    if not 0 < head.sections <= _MAX_SECTIONS:
-        raise FormatError(f"{head.sections} sections (a PE file has 1 to {_MAX_SECTIONS})",
-                          offset=at)
+    head = ImageFileHeader.unpack_from(data, at)
+    count = head.number_of_sections
+    if not 0 < count <= _MAX_SECTIONS:
+        raise FormatError(f"{count} sections (a PE file has 1 to {_MAX_SECTIONS})", offset=at)
     optional = None
     if at:  # an image
-        optional = OptionalHeader.unpack_from(data, at + FileHeader.FORMAT.size,
-                                              head.optional_size)
-    table = at + FileHeader.FORMAT.size + head.optional_size
-    size = SectionHeader.FORMAT.size
-    _need(data, table, head.sections * size, f"section table of {head.sections} sections")
+        optional = ImageOptionalHeader.unpack_from(data, at + ImageFileHeader.FORMAT.size,
+                                                   head.size_of_optional_header)
+    table = at + ImageFileHeader.FORMAT.size + head.size_of_optional_header
+    size = ImageSectionHeader.FORMAT.size
+    _need(data, table, count * size, f"section table of {count} sections")
     sections = []
-    for i in range(head.sections):
-        h = SectionHeader(*SectionHeader.FORMAT.unpack_from(data, table + i * size))
-        s = Section(_name(data, head, h.name, optional is None, table + i * size), h)
+    for i in range(count):
+        h = ImageSectionHeader(*ImageSectionHeader.FORMAT.unpack_from(data, table + i * size))
+        s = PeSection(_name(data, head, h.name, optional is None, table + i * size), h)
         if s.size:
             _need(data, s.offset, s.size, f"section {s.name}'s data")
         sections.append(s)
     return PeFile(at, head, optional, tuple(sections))
 
 
-def _name(data: Buffer, head: FileHeader, raw: bytes, obj: bool, where: int) -> str:
+def _name(data: Buffer, head: ImageFileHeader, raw: bytes, obj: bool, where: int) -> str:
     """A section's name: the eight bytes without NULs, or in an object ``/N``, the name at
     offset ``N`` of the string table after the symbol table."""
     name = raw.rstrip(b"\0")
     if obj and name.startswith(b"/") and name[1:].isdigit():
-        table = head.symbols_offset + head.symbols * 18  # IMAGE_SYMBOL is 18 bytes
+        table = (head.pointer_to_symbol_table
+                 + head.number_of_symbols * ImageSymbol.FORMAT.size)
         start = table + int(name[1:])
         _need(data, table, 4, "string table")
         end = bytes(data[start:start + 4096]).find(b"\0")
