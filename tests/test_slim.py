@@ -617,7 +617,7 @@ def test_bad_inputs(built: Path, tmp_path: Path) -> None:
         prune(odd, tmp_path / "o6", [Arch(90)])
     text = tmp_path / "t.txt"
     text.write_text("hello")
-    with pytest.raises(FormatError, match="not a fatbin or ELF"):
+    with pytest.raises(FormatError, match="not a fatbin, ELF or PE"):
         prune(text, tmp_path / "o3", [Arch(90)])
     with pytest.raises(InvalidArgumentError):
         prune(built / "libslim.so", tmp_path / "o4", [])
