@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from .driver import as_cuda_version
+from .embed import TARGETS, is_windows, write_object
 from .errors import InvalidArgumentError, ToolNotFoundError
 from .formats.arch import ArchLike, as_arch
-from .formats.elf_writer import DEFAULT_ALIGN, Blob, write_object
+from .formats.elf_writer import DEFAULT_ALIGN, Blob
 from .formats.fatbin import COMPRESSIONS
 
 __all__ = [
@@ -59,10 +60,14 @@ def convert_cubin_to_obj(
 
     Same arguments and return value (the object's path) as AOTInductor's function; ``ld`` and
     ``objcopy`` are accepted for that and ignored. The blob is 16-byte aligned in ``.rodata``.
+    The object is ELF, or on Windows (the host, or :func:`packaging`'s ``target``) a COFF
+    ``<cubin_file>.obj`` (:mod:`fatbinkit.formats.coff`), which torch's own function refuses to
+    make ("Windows is not supported yet").
     """
     del ld, objcopy  # same signature as AOTInductor's; no tool is run
-    obj_file = os.fspath(cubin_file) + ".o"
-    write_object(Path(obj_file), [Blob(kernel_name, Path(cubin_file))])
+    target = _TARGET[0]
+    obj_file = os.fspath(cubin_file) + (".obj" if is_windows(target) else ".o")
+    write_object(obj_file, [Blob(kernel_name, Path(cubin_file))], target=target)
     return obj_file
 
 
@@ -77,7 +82,8 @@ def batch_convert_cubins_to_obj(
     ``.incbin`` file with ``cpp_compiler``; accepted for that and ignored: no tool is run.
     """
     del cpp_compiler  # same signature as AOTInductor's; no tool is run
-    return convert_cubins_to_obj(cubins, os.path.join(output_dir, "cubins_combined.o"))
+    name = "cubins_combined.obj" if is_windows(_TARGET[0]) else "cubins_combined.o"
+    return convert_cubins_to_obj(cubins, os.path.join(output_dir, name))
 
 
 def convert_cubins_to_obj(
@@ -89,11 +95,10 @@ def convert_cubins_to_obj(
     """Write one object embedding every ``(cubin path, kernel name)`` pair; return its path.
 
     The batch form of :func:`convert_cubin_to_obj`: one file to link instead of one per kernel,
-    written in one pass (about the cost of copying the cubins).
+    written in one pass (about the cost of copying the cubins); ELF or COFF as there.
     """
-    write_object(
-        Path(obj_file), [Blob(name, Path(path), align) for path, name in kernels], align=align
-    )
+    write_object(obj_file, [Blob(name, Path(path), align) for path, name in kernels],
+                 target=_TARGET[0], align=align)
     return os.fspath(obj_file)
 
 
@@ -134,6 +139,9 @@ class Packaging:
 # read by the CudaKernelParamCache.set wrapper it calls.
 _SAVING: contextvars.ContextVar[tuple[bytes, Any] | None] = contextvars.ContextVar(
     "fatbinkit_aoti_saving", default=None)
+# The objects' target triple of the packaging block running (None: the host's). A plain global,
+# not a context variable: torch may embed from its own threads, and blocks never overlap.
+_TARGET: list[str | None] = [None]
 _ACTIVE = threading.Lock()
 
 
@@ -145,13 +153,16 @@ def packaging(
     floor: bool = True,
     compression: str | None = None,
     jobs: int | None = None,
+    target: str | None = None,
 ) -> Iterator[Packaging]:
     """Within the block, torch's AOTInductor embeds kernels with fatbinkit, and with ``archs``
     ships each as a fatbin for every arch: see the module's documentation.
 
     ``min_driver`` and ``floor`` are those of :func:`fatbinkit.triton.retarget`; ``compression``
-    (``"zstd"``, ``"lz4"``) compresses the fatbins' entries; ``jobs`` caps the compile threads.
-    Yields a :class:`Packaging` that fills in as torch compiles. One block at a time.
+    (``"zstd"``, ``"lz4"``) compresses the fatbins' entries; ``jobs`` caps the compile threads;
+    ``target`` (a triple of :data:`fatbinkit.embed.TARGETS`; default the host's) picks the
+    objects' format: COFF ``.obj`` for Windows, ELF ``.o`` otherwise. Yields a
+    :class:`Packaging` that fills in as torch compiles. One block at a time.
     """
     try:
         import torch._inductor.codecache as codecache
@@ -168,6 +179,8 @@ def packaging(
         as_cuda_version(min_driver, "min_driver")
     if jobs is not None and jobs < 1:
         raise InvalidArgumentError(f"jobs must be at least 1, not {jobs}")
+    if target is not None and target not in TARGETS:
+        raise InvalidArgumentError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
     if compression is not None and compression not in COMPRESSIONS:
         raise InvalidArgumentError(
             f"compression must be one of {', '.join(sorted(COMPRESSIONS))} or None, "
@@ -182,6 +195,7 @@ def packaging(
     if not _ACTIVE.acquire(blocking=False):
         raise InvalidArgumentError("fatbinkit.aoti.packaging blocks cannot nest or overlap")
     report = Packaging(targets)
+    _TARGET[0] = target
     try:
         with ExitStack() as stack:
             patches: dict[str, Any] = {"aot_inductor.embed_kernel_binary": True}
@@ -201,6 +215,7 @@ def packaging(
             _replace(stack, codecache, "_cuda_fatbin_command", lambda old: _refuse_fatbin_command)
             yield report
     finally:
+        _TARGET[0] = None
         _ACTIVE.release()
 
 

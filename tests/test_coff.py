@@ -510,3 +510,38 @@ def test_more_than_4_gib_is_refused_before_writing(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedError, match="up to __huge take 4294967408 bytes"):
         write_object(tmp_path / "o.obj", blobs, machine="x86_64")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_aoti_switch_embeds_for_windows(tmp_path: Path, wine: dict[str, str]) -> None:
+    """AOTInductor on Windows, where torch's own embedding refuses ("Windows is not supported
+    yet"): inside ``fatbinkit.aoti.packaging(target="x86_64-pc-windows-msvc")``, torch's
+    ``batch_convert_cubins_to_obj`` (the switch's drop-in) writes a COFF ``.obj``; lld-link links
+    it with C that declares the kernels as AOTInductor's generated code does
+    (``extern const unsigned char __<kernel>_start[]``), and the program run under Wine prints
+    every kernel byte for byte. Outside the block the same drop-in writes ELF again."""
+    import torch._inductor.codecache as codecache
+
+    import fatbinkit.aoti
+
+    tool(MINGW + "gcc")
+    contents = {"triton_poi_fused_add_0": os.urandom(3000),
+                "triton_red_fused_sum_1": os.urandom(777)}
+    kernels = []
+    for name, data in contents.items():
+        (tmp_path / f"{name}.cubin").write_bytes(data)
+        kernels.append((str(tmp_path / f"{name}.cubin"), name))
+    with fatbinkit.aoti.packaging(target="x86_64-pc-windows-msvc"):
+        obj = codecache.batch_convert_cubins_to_obj(kernels, str(tmp_path))
+        one = fatbinkit.aoti.convert_cubin_to_obj(*kernels[0])  # torch <= 2.11's form
+    assert one == kernels[0][0] + ".obj"
+    assert "Format: COFF-x86-64" in readobj(Path(one), "--file-headers")
+    assert obj == str(tmp_path / "cubins_combined.obj")
+    assert "Format: COFF-x86-64" in readobj(Path(obj), "--file-headers")
+    acc = gcc(tmp_path, accessor(list(contents)), "acc")
+    user = gcc(tmp_path, USER, "user", "-DENTRY")
+    exe = lld_link(tmp_path, "aoti.exe", "/entry:start", "/subsystem:console", acc, user, obj)
+    _, lines = run_wine(wine, exe)
+    assert lines == expected_report(contents)
+    (tmp_path / "linux").mkdir()
+    elf = fatbinkit.aoti.batch_convert_cubins_to_obj(kernels, str(tmp_path / "linux"))
+    assert elf.endswith("cubins_combined.o") and Path(elf).read_bytes()[:4] == b"\x7fELF"

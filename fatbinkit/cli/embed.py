@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..embed import TARGETS
 from ..errors import FormatError
 from ..formats import coff, elf_writer
 from ..formats.elf_writer import DEFAULT_ALIGN, MACHINES, MAX_ALIGN, STYLES, Blob
@@ -16,13 +17,6 @@ _EMBED_EXAMPLES = examples(
     "fatbinkit embed -o arm.o --machine aarch64 --align 128 k=k.fatbin",
     "fatbinkit embed -o kernels.obj --target x86_64-pc-windows-msvc k=k.fatbin   # COFF",
 )
-#: ``--target``: the object format's writer and the machine, per target triple
-_TARGETS = {
-    "x86_64-linux-gnu": (elf_writer, "x86_64"),
-    "aarch64-linux-gnu": (elf_writer, "aarch64"),
-    "x86_64-pc-windows-msvc": (coff, "x86_64"),
-    "aarch64-pc-windows-msvc": (coff, "aarch64"),
-}
 _INJECT_EXAMPLES = examples(
     "fatbinkit inject libmodel.so -o libmodel-k.so k=k.fatbin",
     "fatbinkit inject libfoo.so -o out.so add=add.fatbin mul=mul.cubin --align 128",
@@ -43,7 +37,7 @@ def _named(arg: str) -> Blob:
 def _embed(args: argparse.Namespace) -> int:
     writer, machine = elf_writer, args.machine
     if args.target is not None:
-        writer, machine = _TARGETS[args.target]
+        writer, machine = TARGETS[args.target]
         if args.machine not in (None, machine):
             raise UsageError(f"--machine {args.machine} contradicts --target {args.target}")
     if writer is coff and args.align > coff.MAX_ALIGN:
@@ -94,8 +88,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--target's); ELF unless --target says otherwise"
     )
     p.add_argument(
-        "--target", choices=list(_TARGETS), metavar="TRIPLE", help="object format and machine: "
-        f"{', '.join(_TARGETS)} (COFF for Windows, else ELF)"
+        "--target", choices=list(TARGETS), metavar="TRIPLE", help="object format and machine: "
+        f"{', '.join(TARGETS)} (COFF for Windows, else ELF)"
     )
     p.add_argument(
         "--align",
