@@ -71,7 +71,7 @@ from .formats.fatbin import (
 )
 from .infile import FilePath, as_path, open_input
 from .outfile import atomic_path
-from .scan import FATBIN_SECTION, RELFATBIN_SECTION
+from .scan import FATBIN_SECTION, PE_FATBIN_SECTION, RELFATBIN_SECTION
 
 __all__ = [
     "CODECS",
@@ -101,6 +101,8 @@ _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 _CODEC_FLAG = {"lz4": int(EntryFlags.COMPRESSED_LZ4), "zstd": int(EntryFlags.COMPRESSED_ZSTD)}
 _CODEC_BITS = _CODEC_FLAG["lz4"] | _CODEC_FLAG["zstd"]
 _U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+_PE_WRAPPER_SECTION = ".nvFatBi"  # .nvFatBinSegment in a PE image's eight-byte section names
 _MODULE_SIGNATURE = b"~Module signature appended~\n"  # what Linux's sign-file appends
 
 
@@ -317,6 +319,7 @@ class _Request:
     budget: DecompressionBudget
     progress: bool
     exact: bool = False
+    strip_signature: bool = False
 
 
 def _plan(modules: list[_Module], req: _Request) -> None:
@@ -595,7 +598,7 @@ def slim(source: FilePath, output: FilePath, *,
          archs: Sequence[ArchLike] | None = None, ptx: str = "keep", codec: str | None = None,
          level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
          budget: DecompressionBudget | None = None, progress: bool = False,
-         exact: bool = False) -> SlimReport:
+         exact: bool = False, strip_signature: bool = False) -> SlimReport:
     """Prune (``archs``) and/or recompress (``codec``) the fatbins of ``source`` into ``output``.
 
     ``source`` is a shared library, an executable or a raw fatbin file. Raises
@@ -618,14 +621,12 @@ def slim(source: FilePath, output: FilePath, *,
         view = _map(fd, total)
         mode = os.fstat(fd).st_mode & 0o777
         req = _Request(devices, ptx, codec, level, same_size, allow_newer_driver, budget,
-                       progress, exact)
+                       progress, exact, strip_signature)
         if is_fatbin(view):
             return _slim_raw(view, output, req, mode)
         machine = elf.machine(view)
         if machine is None and (pe.is_pe(view) or pe.is_coff_object(view)):
-            raise UnsupportedError(f"{os.fspath(source)}: a Windows PE file (DLL, .pyd, EXE, "
-                                   ".obj): fatbinkit reads it (ls, extract, check) but does not "
-                                   "rewrite it yet")
+            return _slim_pe(source, view, output, req, mode)
         if machine is None:
             raise FormatError(f"{os.fspath(source)}: not a fatbin, ELF or PE file", offset=0)
         if machine == elf.EM_CUDA:
@@ -728,9 +729,11 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
     _plan(modules, req)
     reports = _finish(modules, req)
 
-    resizes, moved = _pack(fat, by_section, same_size, {
+    contents, moved = _pack([(s.index, s.name, s.header.size) for s in fat], by_section,
+                            same_size, {
         s.index: {w.target - s.header.addr for w in slots_of.values()
                   if s.header.addr <= w.target < s.header.addr + s.header.size} for s in fat})
+    resizes = [elf_edit.Resize(s, contents[s.index]) for s in fat]
     moves = {s.header.addr + old: s.header.addr + at
              for s in fat for old, at in moved[s.index].items()}
     writes: list[tuple[int, bytes]] = []
@@ -747,6 +750,122 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
         layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
         _verify(tmp, modules, wrappers, moves)
     return _report(len(view), layout.output_size, modules, req.codec, reports, layout, same_size)
+
+
+def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str],
+             req: _Request, mode: int) -> SlimReport:
+    """A Windows DLL, ``.pyd`` or EXE: the containers of ``.nv_fatb`` are repacked at its
+    start and its raw data cut to them (:func:`fatbinkit.formats.pe.shrink`: the file shrinks,
+    the virtual layout stays); each ``.nvFatBi`` wrapper's data pointer (an absolute address
+    with a DIR64/HIGHLOW base relocation, which stays valid: the slot does not move) gets its
+    container's new address. Any other base-relocated pointer into the device code is refused,
+    as is an Authenticode signature unless ``strip_signature``."""
+    image = pe.read(view)
+    if image.optional is None:
+        raise UnsupportedError(f"{os.fspath(source)} is a COFF object (.obj): its device code "
+                               "is slimmed where it is linked (the DLL or EXE)")
+    if image.optional.magic != pe.PE32_PLUS:
+        raise UnsupportedError(f"{os.fspath(source)} is a 32-bit (PE32) image: CUDA's are 64-bit")
+    base = image.optional.image_base
+    fat = [(i, s) for i, s in enumerate(image.sections)
+           if s.name in (PE_FATBIN_SECTION, FATBIN_SECTION) and s.size]
+    if not fat:
+        raise FormatError(f"{os.fspath(source)}: no {PE_FATBIN_SECTION} section: no device code "
+                          "to slim")
+    modules: list[_Module] = []
+    by_section: dict[int, list[_Module]] = {}
+    for i, s in fat:
+        by_section[i] = _modules_of(view, s.offset, s.size, s.name, len(modules))
+        modules += by_section[i]
+    ranges = {i: (base + s.header.virtual_address, base + s.header.virtual_address + s.size)
+              for i, s in fat}
+    wrappers = []
+    for w in (s for s in image.sections if s.name == _PE_WRAPPER_SECTION):
+        if w.size % WRAPPER.size:
+            raise UnsupportedError(f"{w.name} of {w.size} bytes is not a whole number of "
+                                   f"{WRAPPER.size}-byte wrapper records")
+        for k in range(w.size // WRAPPER.size):
+            magic, version, target, _ = WRAPPER.unpack_from(view, w.offset + k * WRAPPER.size)
+            if magic != WRAPPER_MAGIC or version not in WRAPPER_VERSIONS:
+                raise UnsupportedError(f"wrapper record {k} in {w.name} has magic {magic:#x}, "
+                                       f"version {version}: an unknown layout")
+            slot = w.header.virtual_address + k * WRAPPER.size + 8  # the data pointer's RVA
+            wrappers.append((slot, w.offset + k * WRAPPER.size + 8, target))
+    starts = {lo + m.old_offset: m for i, (lo, _) in ranges.items() for m in by_section[i]}
+    referenced: dict[int, set[int]] = {i: set() for i, _ in fat}
+    for slot, _, target in wrappers:
+        inside = [i for i, (lo, hi) in ranges.items() if lo <= target < hi]
+        if inside and target not in starts:
+            raise UnsupportedError(f"the wrapper record at RVA {slot - 8:#x} points at "
+                                   f"{target:#x}, inside {PE_FATBIN_SECTION} but not at a "
+                                   "container")
+        if inside:
+            referenced[inside[0]].add(target - ranges[inside[0]][0])
+    _pe_references(view, image, ranges, {slot for slot, _, _ in wrappers}, set(starts),
+                   req.same_size)
+    _plan(modules, req)
+    reports = _finish(modules, req)
+    contents, moved = _pack([(i, s.name, s.size) for i, s in fat], by_section, req.same_size,
+                            referenced)
+    if req.same_size:  # every byte where it was: the section keeps its raw size
+        contents = {i: contents[i].ljust(s.header.size_of_raw_data, b"\0") for i, s in fat}
+    moves = {ranges[i][0] + old: ranges[i][0] + at for i in moved for old, at in moved[i].items()}
+    writes = [(offset, _U64.pack(moves[target])) for _, offset, target in wrappers
+              if target in moves]
+    data = pe.shrink(view, image, contents, writes, strip_signature=req.strip_signature)
+    _verify_pe(data, modules, [(slot, moves.get(target, target)) for slot, _, target in wrappers])
+    with atomic_path(output, mode) as tmp:
+        tmp.write_bytes(data)
+    return _report(len(view), len(data), modules, req.codec, reports, None, req.same_size)
+
+
+def _pe_references(view: memoryview, image: pe.PeFile, ranges: dict[int, tuple[int, int]],
+                   wrapper_slots: set[int], starts: set[int], same_size: bool) -> None:
+    """Refuse base-relocated pointers into the device code other than the wrappers' (in place,
+    ``same_size``, a pointer at a container's start still finds it), and relocations inside
+    it."""
+    assert image.optional is not None
+    base = image.optional.image_base
+    unsafe = []
+    for rva, kind in pe.base_relocations(view, image):
+        va = base + rva
+        if any(lo <= va < hi for lo, hi in ranges.values()):
+            unsafe.append(f"a base relocation at RVA {rva:#x}, inside the device code")
+            continue
+        if rva in wrapper_slots or kind not in (pe.IMAGE_REL_BASED_DIR64,
+                                                pe.IMAGE_REL_BASED_HIGHLOW):
+            continue
+        word = _U64 if kind == pe.IMAGE_REL_BASED_DIR64 else _U32
+        at = pe.rva_offset(image, rva, word.size)
+        if at is None:
+            continue  # in uninitialised data: no address stored in the file
+        (value,) = word.unpack_from(view, at)
+        if any(lo <= value < hi for lo, hi in ranges.values()) and not (
+                same_size and value in starts):
+            unsafe.append(f"the pointer at RVA {rva:#x} points at {value:#x}")
+    if unsafe:
+        raise UnsupportedError(
+            f"other references into {PE_FATBIN_SECTION} than the wrapper records: "
+            + "; ".join(unsafe[:3]) + (f" (+{len(unsafe) - 3} more)" if len(unsafe) > 3 else ""))
+
+
+def _verify_pe(data: bytearray, modules: Sequence[_Module],
+               wrappers: Sequence[tuple[int, int]]) -> None:
+    """Read the output back with the own reader: every container where planned, byte for byte
+    (in the section's raw data), and every wrapper slot holding its container's address."""
+    image = pe.read(data)
+    sections = {s.name: s for s in image.sections}
+    word = _U64
+    for m in modules:
+        s = sections[m.section]
+        at = s.offset + m.new_offset
+        if m.new_offset + len(m.data) > s.size or bytes(data[at:at + len(m.data)]) != m.data:
+            raise FormatError(f"{m.label}: the output does not hold the planned bytes")
+    for slot, want in wrappers:
+        where = pe.rva_offset(image, slot, word.size)
+        if where is None or word.unpack_from(data, where)[0] != want:
+            raise FormatError(f"wrapper slot at RVA {slot:#x} does not hold {want:#x} in the "
+                              "output")
 
 
 #: the relocation types that store ``S + A`` in 64 bits (what a wrapper's pointer uses in a .o)
@@ -828,7 +947,9 @@ def _slim_object(source: os.PathLike[str], view: memoryview, head: elf.FileHeade
     referenced: dict[int, set[int]] = {s.index: set() for s in fat}
     for _rs, _i, r, shndx, value in pointers:
         referenced[shndx].add(value + r.addend)
-    resizes, moved = _pack(fat, by_section, same_size, referenced)
+    contents, moved = _pack([(s.index, s.name, s.header.size) for s in fat], by_section,
+                            same_size, referenced)
+    resizes = [elf_edit.Resize(s, contents[s.index]) for s in fat]
     writes: list[tuple[int, bytes]] = []
     for rs, i, r, shndx, value in pointers:
         new = moved[shndx].get(value + r.addend)
@@ -860,20 +981,20 @@ def _verify_object(path: os.PathLike[str], modules: Sequence[_Module]) -> None:
                 raise FormatError(f"{m.label}: the output does not hold the planned bytes")
 
 
-def _pack(fat: Sequence[elf.Section], by_section: dict[int, list[_Module]], same_size: bool,
-          referenced: dict[int, set[int]]
-          ) -> tuple[list[elf_edit.Resize], dict[int, dict[int, int]]]:
-    """Each fatbin section's new contents: referenced containers packed at its start (8-byte
-    aligned), the others (and all, with ``same_size``) where they were; and per section the
-    containers that moved (old offset -> new). ``referenced``: per section, the offsets of the
-    containers a wrapper points at."""
-    resizes: list[elf_edit.Resize] = []
+def _pack(fat: Sequence[tuple[int, str, int]], by_section: dict[int, list[_Module]],
+          same_size: bool, referenced: dict[int, set[int]]
+          ) -> tuple[dict[int, bytes], dict[int, dict[int, int]]]:
+    """Each fatbin section's new contents (``fat``: its key, name and size): referenced
+    containers packed at its start (8-byte aligned), the others (and all, with ``same_size``)
+    where they were; and per section the containers that moved (old offset -> new).
+    ``referenced``: per section, the offsets of the containers a wrapper points at."""
+    contents: dict[int, bytes] = {}
     moved: dict[int, dict[int, int]] = {}
-    for s in fat:
+    for key, name, size in fat:
         parts = bytearray()
-        moved[s.index] = {}
-        for m in by_section[s.index]:
-            m.unreferenced = m.old_offset not in referenced[s.index]
+        moved[key] = {}
+        for m in by_section[key]:
+            m.unreferenced = m.old_offset not in referenced[key]
             pinned = same_size or m.unreferenced
             at = m.old_offset if pinned else align8(len(parts))
             if at < len(parts):
@@ -883,14 +1004,14 @@ def _pack(fat: Sequence[elf.Section], by_section: dict[int, list[_Module]], same
             parts += m.data
             m.new_offset = at
             if at != m.old_offset:
-                moved[s.index][m.old_offset] = at
-        if len(parts) > s.header.size:
+                moved[key][m.old_offset] = at
+        if len(parts) > size:
             raise UnsupportedError(
-                f"{s.name}: the rewritten device code ({len(parts)} bytes) does not fit its "
-                f"{s.header.size} bytes, and a section of a linked file cannot grow: keep a "
+                f"{name}: the rewritten device code ({len(parts)} bytes) does not fit its "
+                f"{size} bytes, and a section of a linked file cannot grow: keep a "
                 "codec that stores it smaller")
-        resizes.append(elf_edit.Resize(s, bytes(parts)))
-    return resizes, moved
+        contents[key] = bytes(parts)
+    return contents, moved
 
 
 def _symtab_writes(view: memoryview, sections: Sequence[elf.Section], fat: set[int],

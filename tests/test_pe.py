@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pefile
@@ -193,12 +194,109 @@ def test_truncated_and_malformed_pe(small: bytes, tmp_path: Path) -> None:
     assert _lfanew(small) < 0x200
 
 
-def test_pruning_a_pe_file_is_refused(tmp_path: Path) -> None:
-    """Rewriting PE files is not there yet: a clear refusal, nothing written."""
-    out = tmp_path / "out.pyd"
-    proc = fatbinkit("prune", fetch(CUPY13_RANDOM_WIN), "--for", "sm_80", "-o", out)
-    assert proc.returncode == 1 and "does not rewrite it yet" in proc.stderr
-    assert not out.exists()
+# -- prune and recompress PE files: independent readers check the result ------------------------
+
+def _readobj_clean(path: Path, original: Path) -> None:
+    """llvm-readobj reads the headers and sections with no warning, pefile has nothing to say
+    that it did not say of the original (it finds fault with some unwind data of both), and
+    every section's raw data lies inside the file."""
+    proc = subprocess.run(["llvm-readobj", "--file-headers", "--sections", str(path)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and "warning" not in (proc.stdout + proc.stderr).lower()
+    image = pefile.PE(str(path))
+    assert set(image.get_warnings()) <= set(pefile.PE(str(original)).get_warnings())
+    size = path.stat().st_size
+    assert all(s.PointerToRawData + s.SizeOfRawData <= size for s in image.sections)
+
+
+def _kept_images_identical(before: Path, after: Path, tmp_path: Path) -> list[str]:
+    """The archs (``sm_80.cubin``, ``sm_90.ptx``) of cuobjdump's images of the pruned section,
+    each image byte-identical to one of the original's of that arch (both sections dumped by
+    pefile; images are numbered anew, so matched by arch and bytes)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+
+    def by_arch(files: dict[str, bytes]) -> Counter[tuple[str, bytes]]:
+        return Counter((".".join(name.split(".")[-2:]), data) for name, data in files.items())
+
+    old = by_arch(cuobjdump_extract(dumped(before, tmp_path / "a"), tmp_path / "xa"))
+    new = by_arch(cuobjdump_extract(dumped(after, tmp_path / "b"), tmp_path / "xb"))
+    assert new and not new - old  # every kept image is one of the original's
+    return sorted({arch for arch, _ in new})
+
+
+@pytest.mark.parametrize("which", ["cupy12", "cupy13"])
+def test_prune_a_pyd(which: str, tmp_path: Path) -> None:
+    src = fetch(REAL[which])
+    out = tmp_path / src.name
+    proc = fatbinkit("prune", src, "--for", "sm_80", "--ptx", "none", "-o", out, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_size < src.stat().st_size * 0.4  # the file, not only the section
+    assert _kept_images_identical(src, out, tmp_path) == ["sm_80.cubin"]
+    _readobj_clean(out, src)
+    theirs, ours = pefile.PE(str(src)), pefile.PE(str(out))
+    assert [(s.Name, s.VirtualAddress, s.Misc_VirtualSize) for s in ours.sections] == [
+        (s.Name, s.VirtualAddress, s.Misc_VirtualSize) for s in theirs.sections]  # the image
+    assert ours.OPTIONAL_HEADER.SizeOfImage == theirs.OPTIONAL_HEADER.SizeOfImage
+    assert [e.name for e in ours.DIRECTORY_ENTRY_EXPORT.symbols] == [
+        e.name for e in theirs.DIRECTORY_ENTRY_EXPORT.symbols]
+
+
+def test_prune_a_signed_dll_strips_its_signature_only_when_asked(tmp_path: Path) -> None:
+    """cuRAND's DLL is Authenticode-signed: refused, nothing written; with --strip-signature
+    the certificate table is left out, the checksum made anew (pefile's generate_checksum
+    agrees), and every kept image is the original's."""
+    src = fetch(CURAND13_WIN)
+    out = tmp_path / src.name
+    proc = fatbinkit("prune", src, "--for", "sm_90", "-o", out)
+    assert proc.returncode == 1 and "Authenticode-signed" in proc.stderr and not out.exists()
+    proc = fatbinkit("prune", src, "--for", "sm_90", "-o", out, "--strip-signature")
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_size < src.stat().st_size
+    image = pefile.PE(str(out))
+    assert image.OPTIONAL_HEADER.DATA_DIRECTORY[4].Size == 0  # no certificate table
+    assert image.OPTIONAL_HEADER.CheckSum == image.generate_checksum() != 0
+    _readobj_clean(out, src)
+    kept = _kept_images_identical(src, out, tmp_path)
+    assert "sm_90.cubin" in kept and "sm_80.cubin" not in kept
+
+
+def test_recompress_same_size_keeps_the_layout(tmp_path: Path) -> None:
+    """--same-size: each container rewritten where it was, the file keeps its size and every
+    section its place; the images decompress to the same bytes."""
+    src = fetch(CUPY12_RANDOM_WIN)  # LZ4 entries
+    out = tmp_path / src.name
+    proc = fatbinkit("recompress", src, "--codec", "zstd", "--same-size",
+                     "--allow-newer-driver", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_size == src.stat().st_size
+    _readobj_clean(out, src)
+    assert [(s.Name, s.PointerToRawData) for s in pefile.PE(str(out)).sections] == [
+        (s.Name, s.PointerToRawData) for s in pefile.PE(str(src)).sections]
+    assert {c.entry.compression for c in scan(out)} == {"zstd"}
+    assert [bytes(c.entry.data()) for c in scan(out)] == [bytes(c.entry.data())
+                                                         for c in scan(src)]
+
+
+def test_refusals_leave_nothing(tmp_path: Path, small: bytes) -> None:
+    """A wrapper record pointing inside the device code but not at a container, and a COFF
+    object: one clear refusal each, nothing written."""
+    image = pe.read(small)
+    wrap = next(image.find(".nvFatBi"))
+    bad = bytearray(small)
+    at = wrap.offset + 8
+    bad[at:at + 8] = (int.from_bytes(bad[at:at + 8], "little") + 16).to_bytes(8, "little")
+    path = tmp_path / "bad.pyd"
+    path.write_bytes(bytes(bad))
+    proc = fatbinkit("prune", path, "--for", "sm_80", "-o", tmp_path / "o.pyd")
+    assert proc.returncode == 1 and "not at a container" in proc.stderr
+    from fatbinkit.formats.coff import write_object
+    from fatbinkit.formats.elf_writer import Blob
+
+    write_object(tmp_path / "k.obj", [Blob("k", b"x" * 64)], machine="x86_64")
+    proc = fatbinkit("prune", tmp_path / "k.obj", "--for", "sm_80", "-o", tmp_path / "o.obj")
+    assert proc.returncode == 1 and "COFF object" in proc.stderr
+    assert not (tmp_path / "o.pyd").exists() and not (tmp_path / "o.obj").exists()
 
 
 def test_cuobjdump_oracle_is_sound(real: tuple[Path, Path]) -> None:

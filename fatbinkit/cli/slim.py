@@ -71,7 +71,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
-    p.add_argument("file", type=Path, help="shared library, executable, object, fatbin or wheel")
+    p.add_argument("file", type=Path, help="shared library, executable, object, static "
+                   "library, Windows DLL/.pyd/EXE, fatbin or wheel")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
                    help="the output file (a folder for a wheel)")
     p.add_argument("--codec", choices=CODECS, required=codec_required,
@@ -84,6 +85,9 @@ def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
                    "its size and layout (for files whose layout cannot be changed safely)")
     p.add_argument("--allow-newer-driver", action="store_true",
                    help="accept an output that needs a newer driver than the input")
+    p.add_argument("--strip-signature", action="store_true",
+                   help="a signed Windows DLL/EXE: leave its Authenticode signature out (a "
+                   "rewrite invalidates it; sign the output anew); refused without this")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     add_budget(p)
 
@@ -107,7 +111,7 @@ def _run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"the output {args.output} is the input: write a new file")
     options = dict(archs=archs, ptx=args.ptx, codec=args.codec, level=args.level,
                    same_size=args.same_size, allow_newer_driver=args.allow_newer_driver,
-                   budget=budget, exact=args.exact)
+                   budget=budget, exact=args.exact, strip_signature=args.strip_signature)
     report: SlimReport | WheelReport
     try:
         if args.file.is_file() and args.file.stat().st_size == 0:

@@ -17,18 +17,25 @@ caller slices the file with the offsets it gets.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..errors import FormatError, TruncatedError
+from ..errors import FormatError, TruncatedError, UnsupportedError
 from .elf import Buffer
 
 __all__ = [
+    "IMAGE_DIRECTORY_ENTRY_BASERELOC",
+    "IMAGE_DIRECTORY_ENTRY_DEBUG",
+    "IMAGE_DIRECTORY_ENTRY_SECURITY",
     "IMAGE_FILE_MACHINE_AMD64",
     "IMAGE_FILE_MACHINE_ARM64",
     "IMAGE_FILE_MACHINE_I386",
+    "IMAGE_REL_BASED_ABSOLUTE",
+    "IMAGE_REL_BASED_DIR64",
+    "IMAGE_REL_BASED_HIGHLOW",
     "IMAGE_SCN_CNT_INITIALIZED_DATA",
     "IMAGE_SCN_MEM_READ",
     "IMAGE_SYM_CLASS_EXTERNAL",
@@ -41,9 +48,13 @@ __all__ = [
     "ImageSymbol",
     "PeFile",
     "PeSection",
+    "base_relocations",
+    "checksum",
     "is_coff_object",
     "is_pe",
     "read",
+    "rva_offset",
+    "shrink",
     "symbols",
 ]
 
@@ -328,3 +339,168 @@ def _need(data: Buffer, offset: int, size: int, what: str) -> None:
     if offset < 0 or size < 0 or offset + size > len(data):
         raise TruncatedError(f"{what} ({size} bytes at {offset:#x}) runs past the end of the "
                              f"{len(data)}-byte file", offset=offset)
+
+
+# -- editing: shrink sections' raw data ------------------------------------------------------------
+
+IMAGE_DIRECTORY_ENTRY_SECURITY = 4  # its "address" is a file offset (the certificate table)
+IMAGE_DIRECTORY_ENTRY_BASERELOC = 5
+IMAGE_DIRECTORY_ENTRY_DEBUG = 6
+IMAGE_REL_BASED_ABSOLUTE = 0  # padding entry
+IMAGE_REL_BASED_HIGHLOW = 3  # a 32-bit address
+IMAGE_REL_BASED_DIR64 = 10  # a 64-bit address
+_DEBUG_DIRECTORY = struct.Struct("<IIHHIIII")  # IMAGE_DEBUG_DIRECTORY: PointerToRawData last
+_CHECKSUM_AT = 64  # CheckSum's offset in the optional header (PE32 and PE32+)
+_SIZE_OF_INITIALIZED_DATA_AT = 8
+
+
+def rva_offset(image: PeFile, rva: int, size: int = 1) -> int | None:
+    """The file offset of ``size`` bytes at ``rva`` (None: not in one section's file data)."""
+    for s in image.sections:
+        start = s.header.virtual_address
+        if start <= rva and rva + size <= start + s.size:
+            return s.offset + rva - start
+    return None
+
+
+def base_relocations(data: Buffer, image: PeFile) -> list[tuple[int, int]]:
+    """The base relocations, ``(RVA of the slot, type)`` (``IMAGE_REL_BASED_*``), padding
+    entries left out; a :class:`~fatbinkit.errors.FormatError` for a malformed table."""
+    rva, size = _directory(image, IMAGE_DIRECTORY_ENTRY_BASERELOC)
+    if not size:
+        return []
+    at = rva_offset(image, rva, size)
+    if at is None:
+        raise FormatError(f"the base relocation table ({size} bytes at RVA {rva:#x}) is not in "
+                          "a section's data")
+    out = []
+    end = at + size
+    while at + 8 <= end:
+        page, block = struct.unpack_from("<II", data, at)
+        if block < 8 or block % 2 or at + block > end:
+            raise FormatError(f"base relocation block of {block} bytes at {at:#x}", offset=at)
+        for (entry,) in struct.iter_unpack("<H", bytes(data[at + 8:at + block])):
+            if entry >> 12 != IMAGE_REL_BASED_ABSOLUTE:
+                out.append((page + (entry & 0xFFF), entry >> 12))
+        at += block
+    return out
+
+
+def _directory(image: PeFile, index: int) -> tuple[int, int]:
+    """``(address, size)`` of a data directory; (0, 0) where the header has none."""
+    dirs = image.optional.directories if image.optional is not None else ()
+    return dirs[index] if index < len(dirs) else (0, 0)
+
+
+def checksum(data: Buffer, checksum_offset: int) -> int:
+    """The PE image checksum (``CheckSumMappedFile``'s): the file's 16-bit little-endian words
+    added with end-around carry, its CheckSum field read as zero, plus the file's length."""
+    words = bytearray(data)
+    words[checksum_offset:checksum_offset + 4] = bytes(4)
+    if len(words) % 2:
+        words.append(0)
+    total = sum(memoryview(words).cast("H"))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total + len(data)
+
+
+def shrink(data: Buffer, image: PeFile, contents: dict[int, bytes],
+           writes: Sequence[tuple[int, bytes]] = (), *, strip_signature: bool = False
+           ) -> bytearray:
+    """A copy of the image where the raw data of each section ``i`` in ``contents`` (0-based) is
+    those bytes, padded to the file alignment and no longer than before; the sections' virtual
+    layout (addresses, virtual sizes, the image size) stays as it was: the loader zero-fills a
+    section past its raw data. The file data after a shrunk section moves down, and everything
+    that holds a file offset follows: the section table, the debug directory's entries, the COFF
+    symbol table's pointer; ``SizeOfInitializedData`` and a non-zero CheckSum are made anew.
+    ``writes`` are ``(offset in the input, bytes)`` patched in after the move, outside the shrunk
+    sections. An Authenticode signature (the certificate table) is refused, as a rewrite
+    invalidates it, or with ``strip_signature`` left out (its directory entry zeroed)."""
+    opt = image.optional
+    if opt is None:
+        raise UnsupportedError("a COFF object is not an image: its sections are not shrunk here")
+    cert_at, cert_size = _directory(image, IMAGE_DIRECTORY_ENTRY_SECURITY)
+    end = len(data)
+    if cert_size:
+        if not strip_signature:
+            raise UnsupportedError("the file is Authenticode-signed: any rewrite invalidates "
+                                   "the signature (strip it to go on, and sign the output anew)")
+        if cert_at + cert_size != end or cert_at < max(s.offset + s.header.size_of_raw_data
+                                                      for s in image.sections):
+            raise UnsupportedError("the certificate table is not at the end of the file: it "
+                                   "cannot be left out safely")
+        end = cert_at
+    align = opt.file_alignment or 1
+    moves: list[tuple[int, int, int]] = []  # (old start, old end, shift) of kept file ranges
+    pieces: list[bytes | memoryview] = []
+    shift = 0
+    at = 0
+    new_raw: dict[int, int] = {}
+    for i, s in sorted(((i, s) for i, s in enumerate(image.sections) if i in contents),
+                       key=lambda p: p[1].offset):
+        h = s.header
+        raw = -(-len(contents[i]) // align) * align
+        if raw > h.size_of_raw_data:
+            raise UnsupportedError(f"section {s.name}: {len(contents[i])} bytes do not fit its "
+                                   f"{h.size_of_raw_data} raw bytes, and a section cannot grow")
+        pieces += [memoryview(data)[at:s.offset], contents[i], bytes(raw - len(contents[i]))]
+        moves += [(at, s.offset, shift), (s.offset, s.offset + raw, shift)]
+        shift -= h.size_of_raw_data - raw
+        at = s.offset + h.size_of_raw_data
+        new_raw[i] = raw
+    pieces.append(memoryview(data)[at:end])
+    moves.append((at, end, shift))
+    out = bytearray().join(pieces)
+
+    def moved(offset: int) -> int:
+        for lo, hi, d in moves:
+            if lo <= offset < hi or offset == hi == end:
+                return offset + d
+        raise UnsupportedError(f"file offset {offset:#x} lies in the part of a section that is "
+                               "cut out")
+
+    table = image.header_offset + ImageFileHeader.FORMAT.size + image.file.size_of_optional_header
+    for i, s in enumerate(image.sections):
+        h = s.header
+        if not h.pointer_to_raw_data:
+            continue
+        new = dataclasses.replace(
+            h, size_of_raw_data=new_raw.get(i, h.size_of_raw_data),
+            pointer_to_raw_data=moved(h.pointer_to_raw_data),
+            pointer_to_relocations=moved(h.pointer_to_relocations)
+            if h.pointer_to_relocations else 0,
+            pointer_to_linenumbers=moved(h.pointer_to_linenumbers)
+            if h.pointer_to_linenumbers else 0)
+        at = table + i * ImageSectionHeader.FORMAT.size
+        out[at:at + ImageSectionHeader.FORMAT.size] = new.pack()
+    optional_at = image.header_offset + ImageFileHeader.FORMAT.size
+    if image.file.pointer_to_symbol_table:
+        struct.pack_into("<I", out, image.header_offset + 8,
+                         moved(image.file.pointer_to_symbol_table))
+    cut = sum(s.header.size_of_raw_data - new_raw[i] for i, s in enumerate(image.sections)
+              if i in new_raw and s.header.characteristics & IMAGE_SCN_CNT_INITIALIZED_DATA)
+    (initialised,) = struct.unpack_from("<I", out, optional_at + _SIZE_OF_INITIALIZED_DATA_AT)
+    struct.pack_into("<I", out, optional_at + _SIZE_OF_INITIALIZED_DATA_AT,
+                     max(0, initialised - cut))
+    rva, size = _directory(image, IMAGE_DIRECTORY_ENTRY_DEBUG)
+    if size:
+        at_old = rva_offset(image, rva, size)
+        if at_old is None:
+            raise UnsupportedError("the debug directory is not in a section's data")
+        at_new = moved(at_old)
+        for k in range(size // _DEBUG_DIRECTORY.size):
+            entry = list(_DEBUG_DIRECTORY.unpack_from(out, at_new + k * _DEBUG_DIRECTORY.size))
+            if entry[7]:  # PointerToRawData
+                entry[7] = moved(entry[7])
+                _DEBUG_DIRECTORY.pack_into(out, at_new + k * _DEBUG_DIRECTORY.size, *entry)
+    if cert_size:  # the signature left out: no certificate table
+        directory_at = optional_at + (96 if opt.magic == PE32 else 112)
+        struct.pack_into("<II", out, directory_at + 8 * IMAGE_DIRECTORY_ENTRY_SECURITY, 0, 0)
+    for offset, patch in writes:
+        to = moved(offset)
+        out[to:to + len(patch)] = patch
+    if opt.checksum:
+        struct.pack_into("<I", out, optional_at + _CHECKSUM_AT,
+                         checksum(out, optional_at + _CHECKSUM_AT))
+    return out
