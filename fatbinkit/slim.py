@@ -1123,10 +1123,13 @@ def _slim_member(job: tuple[str, str, dict[str, Any]]) -> SlimReport | str:
 
 
 def has_device_code(path: os.PathLike[str]) -> bool:
-    """Whether the ELF file at ``path`` (not a cubin) holds a fatbin section to slim; its section
-    table is read, nothing else."""
+    """Whether the ELF or PE file at ``path`` (not a cubin) holds a fatbin section to slim; its
+    section table is read, nothing else."""
     with open_input(path) as f:
         src = elf.FileSource(f.fileno(), os.fstat(f.fileno()).st_size)
+        if pe.is_pe(src.read(0, min(len(src), 1024))):
+            image = pe.read(_map(f.fileno(), len(src)))
+            return any(s.name == PE_FATBIN_SECTION and s.size for s in image.sections)
         head = elf.file_header(src)
         return head.machine != elf.EM_CUDA and any(
             s.name in _SECTIONS and s.header.size and s.header.type != elf.SHT_NOBITS
@@ -1135,7 +1138,8 @@ def has_device_code(path: os.PathLike[str]) -> bool:
 
 def slim_wheel(source: FilePath, output_dir: FilePath, *,
                progress: bool = False, **options: Any) -> WheelReport:
-    """:func:`slim` every ELF file with device code inside the wheel ``source`` (on all cores)
+    """:func:`slim` every ELF or PE file with device code inside the wheel ``source`` (on all
+    cores)
     and write the wheel, ``RECORD`` made anew and its name (tags) kept, into ``output_dir``.
 
     A library whose layout cannot be rewritten safely stays as it was (the report says why);
@@ -1154,7 +1158,7 @@ def slim_wheel(source: FilePath, output_dir: FilePath, *,
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".fatbinkit-") as work:
         jobs: list[tuple[str, str, dict[str, Any]]] = []
         names: list[str] = []
-        for name, path in wheel.extract_elf(src, Path(work)):
+        for name, path in wheel.extract_binaries(src, Path(work)):
             try:
                 if not has_device_code(path):
                     path.unlink()

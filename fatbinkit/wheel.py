@@ -23,7 +23,7 @@ from pathlib import Path
 from .errors import FatbinkitError, FormatError, InputError
 from .outfile import atomic_path
 
-__all__ = ["SIGNATURES", "ZIP_ERRORS", "corrupt", "extract_elf", "is_wheel", "record_name",
+__all__ = ["SIGNATURES", "ZIP_ERRORS", "corrupt", "extract_binaries", "is_wheel", "record_name",
            "rewrite"]
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
@@ -79,19 +79,22 @@ def record_name(zf: zipfile.ZipFile) -> str:
     return found[0]
 
 
-def extract_elf(path: os.PathLike[str], folder: Path) -> list[tuple[str, Path]]:
-    """Every member that is an ELF file (by its first bytes), written to ``folder`` as
-    ``<n>.elf``: (member name, file), in one pass over the archive."""
+def extract_binaries(path: os.PathLike[str], folder: Path) -> list[tuple[str, Path]]:
+    """Every member that is an ELF or PE file (a ``.so``, or a Windows ``.pyd``/``.dll``: by its
+    first bytes), written to ``folder`` as ``<n>.bin``: (member name, file), in one pass over
+    the archive."""
+    from .formats import pe
+
     out: list[tuple[str, Path]] = []
     with _open(path) as zf:
         for info in zf.infolist():
             if info.is_dir() or info.file_size < 64:
                 continue
             with _reading(path, info.filename), zf.open(info) as src:
-                head = src.read(4)
-                if head != b"\x7fELF":
+                head = src.read(1024)  # a PE signature is found through the offset at 0x3C
+                if head[:4] != b"\x7fELF" and not pe.is_pe(head):
                     continue
-                target = folder / f"{len(out)}.elf"
+                target = folder / f"{len(out)}.bin"
                 with open(target, "wb") as dst:
                     dst.write(head)
                     while chunk := src.read(_CHUNK):

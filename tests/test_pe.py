@@ -42,13 +42,44 @@ def fatbinkit(*args: str | Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, check=False)
 
 
-def dumped(path: Path, folder: Path) -> Path:
-    """The ``.nv_fatb`` section's bytes (its virtual size: the raw data's file-alignment padding
-    left out), by pefile, in ``folder/<stem>.fatbin``."""
+FATBIN_MAGIC = 0xBA55ED50
+
+
+def section(image: pefile.PE, name: bytes) -> pefile.SectionStructure:
+    (found,) = [s for s in image.sections if s.Name.rstrip(b"\0") == name]
+    return found
+
+
+def walk(path: Path) -> tuple[list[tuple[int, bytes]], bytes]:
+    """``(RVA, bytes)`` of every container in the file's ``.nv_fatb`` section as pefile reads
+    it, walked from its start (a container where the magic is, zeros skipped 8 bytes at a time,
+    anything else fails the test), and the section's bytes up to the last container's end (its
+    virtual size, the raw data's file-alignment padding left out; a pruned section, which keeps
+    its virtual size, ends in zero fill after the last container)."""
     image = pefile.PE(str(path), fast_load=True)
-    data = b"".join(s.get_data()[: s.Misc_VirtualSize] for s in image.sections
-                    if s.Name.rstrip(b"\0") == b".nv_fatb")
+    sec = section(image, b".nv_fatb")
+    data = sec.get_data()[: sec.Misc_VirtualSize]
+    out, at, end = [], 0, 0
+    while at < len(data):
+        if int.from_bytes(data[at : at + 4], "little") == FATBIN_MAGIC:
+            size = (int.from_bytes(data[at + 6 : at + 8], "little")
+                    + int.from_bytes(data[at + 8 : at + 16], "little"))  # fmt: skip
+            assert at + size <= len(data), f"container at {at:#x} runs past the section"
+            out.append((sec.VirtualAddress + at, data[at : at + size]))
+            end = at + size
+            at += (size + 7) & -8
+        else:
+            assert data[at : at + 8].strip(b"\0") == b"", f"not a container at {at:#x}"
+            at += 8
+    return out, data[:end]
+
+
+def dumped(path: Path, folder: Path) -> Path:
+    """The ``.nv_fatb`` section's containers (:func:`walk`), taken out by pefile, in
+    ``folder/<stem>.fatbin``: named so that cuobjdump names the images as from the DLL."""
+    data = walk(path)[1]
     assert data
+    folder.mkdir(parents=True, exist_ok=True)
     out = folder / f"{path.stem}.fatbin"
     out.write_bytes(data)
     return out
@@ -333,3 +364,31 @@ def test_coff_embedding_objects_are_read(machine: str, tmp_path: Path) -> None:
     write_object(obj, [Blob("model", fat), Blob("one", cubin, 128)], machine=machine)
     (one,) = [c for c in scan(obj) if c.source == "__one_start"]
     assert bytes(one.entry.data()) == bytes(cubin) and one.container == -1
+
+
+def test_prune_a_windows_wheel(tmp_path: Path) -> None:
+    """CuPy 13's Windows wheel: its three .pyd with device code pruned, the others copied;
+    Info-ZIP finds every CRC right, the wheel package every RECORD hash; each pruned .pyd holds
+    only sm_80 SASS, by cuobjdump on its dumped section."""
+    from wheel.wheelfile import WheelFile
+
+    from fatbinkit.formats.arch import Arch
+    from fatbinkit.slim import prune
+
+    fetch(CUPY13_RANDOM_WIN)
+    src = next((CACHE / "wheels").glob("cupy_cuda13x-14.2.0-*win_amd64.whl"))
+    report = prune(src, tmp_path / "dist", [Arch(80)], ptx="none")
+    out = tmp_path / "dist" / src.name
+    assert report.output_size == out.stat().st_size < src.stat().st_size * 0.6
+    assert len(report.files) == 3 and all(not isinstance(r, str) for _, r in report.files)
+    subprocess.run(["unzip", "-tq", str(out)], check=True)
+    with WheelFile(out) as wf:
+        for name in wf.namelist():
+            wf.read(name)
+    import zipfile
+
+    with zipfile.ZipFile(out) as z:
+        for name, _ in report.files:
+            z.extract(name, tmp_path / "site")
+            lines = cuobjdump_list(dumped(tmp_path / "site" / name, tmp_path))
+            assert [line.rsplit(".", 2)[-2] for line in lines] == ["sm_80"], name

@@ -1,0 +1,381 @@
+"""Pruning fatbins inside Windows PE files (DLL, .pyd), proved by Windows' own loader as Wine
+implements it: a pruned DLL still loads, is relocated, and the wrapper records the CUDA runtime
+reads point at the kept containers.
+
+The DLL is shaped like nvcc's Windows output: mingw gcc puts two real fatbin containers (nvcc
+``-fatbin`` of tests/data/axpy.cu, several archs each) back to back in a section ``.nv_fatb`` and
+one 24-byte ``__fatbinwrap`` record per container in ``.nvFatBi`` (magic, version, the
+container's absolute address, 0), so the only references into ``.nv_fatb`` are the records' data
+pointers and their DIR64 base relocations. It exports ``count`` and ``container``, which read the
+records at run time. The DLL and the test program want the same base, so Wine moves the DLL and
+applies its relocations. The program prints the DLL's load address and each container the records
+point at (its RVA and bytes); the oracles for those bytes are pefile (the containers found in the
+file's ``.nv_fatb``) and cuobjdump (the images of the section pefile dumps). The real CuPy 13
+``.pyd`` is mapped with ``DONT_RESOLVE_DLL_REFERENCES`` (its imports, python311.dll and the CUDA
+DLLs, are not there) and its in-memory ``.nvFatBi`` records are read the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pefile
+import pytest
+from cudabuild import NVCC, run
+from fatbin_kernels import cuobjdump_extract, cuobjdump_list
+from test_coff import BASE, MINGW, readobj, tool, wine  # noqa: F401
+from test_pe import dumped, section, walk
+from thirdparty import CUPY13_RANDOM_WIN, fetch
+
+from fatbinkit.formats.arch import Arch
+from fatbinkit.slim import prune, recompress
+
+AXPY = Path(__file__).resolve().parent / "data" / "axpy.cu"
+#: nvcc -gencode arguments of each container, in section order
+GENCODES = (
+    ["-gencode", "arch=compute_80,code=[sm_80,compute_80]",
+     "-gencode", "arch=compute_90,code=sm_90"],
+    ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_86,code=sm_86",
+     "-gencode", "arch=compute_120,code=sm_120"],
+)  # fmt: skip
+#: what cuobjdump lists of the two containers (numbered across the section, ELF and PTX apart)
+LISTING = ["ELF file    1: nvdll.1.sm_80.cubin", "PTX file    1: nvdll.1.sm_80.ptx",
+           "ELF file    2: nvdll.2.sm_90.cubin", "ELF file    3: nvdll.3.sm_75.cubin",
+           "ELF file    4: nvdll.4.sm_86.cubin", "ELF file    5: nvdll.5.sm_120.cubin"]  # fmt: skip
+WRAPPER_MAGIC = 0x466243B1
+DLL_NAME = "nvdll.dll"
+PYD_INIT = "PyInit__generator_api"
+
+DLL = r"""/* two fatbin containers and their __fatbinwrap records, laid out as nvcc's on Windows */
+struct fatbin_wrapper {
+  unsigned int magic, version;
+  const void *data;
+  void *filename_or_fatbins;
+};
+#define FATBIN __attribute__((section(".nv_fatb"), aligned(8), used))
+FATBIN static const unsigned char fat0[] = {%s};
+FATBIN static const unsigned char fat1[] = {%s};
+__attribute__((section(".nvFatBi"), aligned(8), used))
+static const struct fatbin_wrapper wrappers[] = {
+  {0x466243b1, 1, fat0, 0},
+  {0x466243b1, 1, fat1, 0},
+};
+__declspec(dllexport) int count(void) { return sizeof wrappers / sizeof *wrappers; }
+/* read through the record at run time (volatile: not folded into &fat0 at compile time) */
+__declspec(dllexport) const unsigned char *container(int i) {
+  const volatile struct fatbin_wrapper *w = &wrappers[i];
+  return (const unsigned char *)w->data;
+}
+"""
+
+PROBE = r"""/* probe dump DLL: load DLL, print its address, then per container its RVA and bytes;
+   probe map FILE SYMBOL: map FILE without resolving its imports, print its address and SYMBOL's
+   RVA, then the same for every record of its .nvFatBi section, read in memory */
+#include <windows.h>
+#include <stdio.h>
+#include <string.h>
+
+static unsigned long long image_size(HMODULE h) {
+  const unsigned char *b = (const unsigned char *)h;
+  const IMAGE_NT_HEADERS64 *nt = (const void *)(b + ((const IMAGE_DOS_HEADER *)b)->e_lfanew);
+  return nt->OptionalHeader.SizeOfImage;
+}
+
+/* "RVA hex" of the container at p, "- " when p is outside the image, its header alone when the
+   magic is wrong */
+static void show(HMODULE h, const unsigned char *p) {
+  const unsigned char *b = (const unsigned char *)h;
+  unsigned long long n = 16;
+  if (p < b || p + 16 > b + image_size(h)) { printf("- %p\n", (const void *)p); return; }
+  if (*(const unsigned int *)p == 0xBA55ED50u)
+    n = *(const unsigned short *)(p + 6) + *(const unsigned long long *)(p + 8);
+  if (p + n > b + image_size(h)) n = 16;
+  printf("%llu ", (unsigned long long)(p - b));
+  for (unsigned long long i = 0; i < n; i++) printf("%02x", p[i]);
+  printf("\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "dump")) {
+    HMODULE h = LoadLibraryA(argv[2]);
+    if (!h) { fprintf(stderr, "LoadLibraryA: error %lu\n", GetLastError()); return 2; }
+    int (*count)(void) = (int (*)(void))GetProcAddress(h, "count");
+    const unsigned char *(*container)(int) =
+      (const unsigned char *(*)(int))GetProcAddress(h, "container");
+    if (!count || !container) { fprintf(stderr, "GetProcAddress failed\n"); return 3; }
+    printf("%llu\n", (unsigned long long)(ULONG_PTR)h);
+    for (int i = 0, n = count(); i < n; i++) show(h, container(i));
+    return 0;
+  }
+  if (argc == 4 && !strcmp(argv[1], "map")) {
+    HMODULE h = LoadLibraryExA(argv[2], NULL, DONT_RESOLVE_DLL_REFERENCES);
+    if (!h) { fprintf(stderr, "LoadLibraryExA: error %lu\n", GetLastError()); return 2; }
+    const unsigned char *b = (const unsigned char *)h;
+    FARPROC f = GetProcAddress(h, argv[3]);
+    printf("%llu\n%llu\n", (unsigned long long)(ULONG_PTR)h,
+           f ? (unsigned long long)((const unsigned char *)f - b) : 0ull);
+    const IMAGE_NT_HEADERS64 *nt = (const void *)(b + ((const IMAGE_DOS_HEADER *)b)->e_lfanew);
+    const IMAGE_SECTION_HEADER *s = IMAGE_FIRST_SECTION(nt);
+    for (int i = 0; i < nt->FileHeader.NumberOfSections; i++, s++) {
+      if (memcmp(s->Name, ".nvFatBi", 8)) continue;
+      const unsigned char *r = b + s->VirtualAddress;
+      for (DWORD at = 0; at + 24 <= s->Misc.VirtualSize; at += 24) {
+        if (*(const unsigned int *)(r + at) != 0x466243b1u) continue;
+        show(h, *(const unsigned char *const *)(r + at + 8));
+      }
+    }
+    return 0;
+  }
+  fprintf(stderr, "usage: probe dump DLL | probe map FILE SYMBOL\n");
+  return 1;
+}
+"""
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def c_bytes(data: bytes) -> str:
+    return ",".join(str(b) for b in data)
+
+
+def mingw_gcc(cwd: Path, out: str, source: str, *flags: str) -> Path:
+    """mingw gcc with its C runtime, stripped (no COFF symbol table: as MSVC links), at the
+    preferred base every image here shares."""
+    src = cwd / (Path(out).stem + ".c")
+    src.write_text(source)
+    run([tool(MINGW + "gcc"), "-O1", "-s", "-D__USE_MINGW_ANSI_STDIO=1",
+         f"-Wl,--image-base,{BASE:#x}", *flags, "-o", cwd / out, src])  # fmt: skip
+    return cwd / out
+
+
+def wine_probe(env: dict[str, str], exe: Path, *args: str) -> list[str]:
+    """The lines ``exe args`` prints under Wine, run in its folder (output to files: see
+    test_coff's ``wine`` fixture); a non-zero exit status fails the test."""
+    out, err = exe.parent / "probe.out", exe.parent / "probe.err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        code = subprocess.run([tool("wine"), exe.name, *args], cwd=exe.parent, env=env,
+                              stdout=stdout, stderr=stderr, timeout=120).returncode  # fmt: skip
+    assert code == 0, f"{exe.name} {args} under Wine: exit status {code}\n{err.read_text()}"
+    return out.read_text().splitlines()
+
+
+def printed(lines: list[str]) -> list[tuple[int, bytes]]:
+    """``(RVA, bytes)`` of each container line the probe printed."""
+    out = []
+    for line in lines:
+        rva, data = line.split(" ", 1)
+        assert rva != "-", f"a record points outside the image: {data}"
+        out.append((int(rva), bytes.fromhex(data)))
+    return out
+
+
+def containers(path: Path) -> list[tuple[int, bytes]]:
+    return walk(path)[0]
+
+
+def fatbinkit_ls(path: Path) -> list[str]:
+    proc = subprocess.run([sys.executable, "-m", "fatbinkit", "ls", str(path)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def by_image(files: dict[str, bytes]) -> dict[str, bytes]:
+    """cuobjdump's extracted files by name without the image number (``nvdll.sm_80.cubin``):
+    pruning renumbers the images; names stay unique here (one image per kind and arch)."""
+    out = {re.sub(r"\.\d+\.", ".", name, count=1): data for name, data in files.items()}
+    assert len(out) == len(files)
+    return out
+
+
+def layout_ok(path: Path) -> None:
+    """llvm-readobj reads the headers and sections without a warning; every section's raw data
+    lies inside the file and the sections follow one another in memory inside SizeOfImage."""
+    out = readobj(path, "--file-headers", "--sections")
+    size = path.stat().st_size
+    rows = re.findall(r"Name: (\S+) .*?VirtualSize: 0x([0-9A-F]+)\s+VirtualAddress: "
+                      r"0x([0-9A-F]+)\s+RawDataSize: (\d+)\s+PointerToRawData: 0x([0-9A-F]+)",
+                      out.split("Sections [", 1)[1], re.S)  # fmt: skip
+    assert rows
+    end = 0
+    for name, vsize, va, raw, at in rows:
+        assert int(at, 16) + int(raw) <= size, f"{name}'s raw data runs past the file"
+        assert int(va, 16) >= end, f"{name} overlaps the section before it"
+        end = int(va, 16) + int(vsize, 16)
+    image = re.search(r"SizeOfImage: (\d+)", out)
+    assert image is not None and end <= int(image[1])
+
+
+def pefile_problems(path: Path, control: Path) -> list[str]:
+    """pefile's warnings on ``path`` (everything parsed, base relocations included) that it does
+    not give on ``control`` (CuPy's .pyd already draws unwind-info warnings), and any about
+    sections or relocations; not its guess from the share of zero bytes ("Byte 0x00 makes up
+    59.9% of the file's contents": the mingw DLL's padding)."""
+    known = set(pefile.PE(str(control)).get_warnings())
+    return [w for w in pefile.PE(str(path)).get_warnings()
+            if not w.startswith("Byte 0x") and (w not in known or re.search("section|reloc", w,
+                                                                            re.I))]  # fmt: skip
+
+
+def dir64_targets(path: Path) -> dict[int, int]:
+    """RVA of each DIR64 base-relocation slot: the RVA its stored address stands for."""
+    image = pefile.PE(str(path))
+    base = image.OPTIONAL_HEADER.ImageBase
+    out = {}
+    for block in image.DIRECTORY_ENTRY_BASERELOC:
+        for entry in block.entries:
+            if entry.type == pefile.RELOCATION_TYPE["IMAGE_REL_BASED_DIR64"]:
+                out[entry.rva] = image.get_qword_at_rva(entry.rva) - base
+    return out
+
+
+# -- the DLL and the probe ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with nvdll.dll, probe.exe and the two fatbins (fat0.fatbin, fat1.fatbin)."""
+    root = tmp_path_factory.mktemp("slim_pe")
+    fats = []
+    for i, gencode in enumerate(GENCODES):
+        run([NVCC, "-fatbin", *gencode, "-o", root / f"fat{i}.fatbin", AXPY])
+        fats.append((root / f"fat{i}.fatbin").read_bytes())
+    # -fno-toplevel-reorder: the containers in the order defined (gcc emits them reversed)
+    mingw_gcc(root, DLL_NAME, DLL % tuple(map(c_bytes, fats)), "-shared", "-fno-toplevel-reorder")
+    mingw_gcc(root, "probe.exe", PROBE)
+    return root
+
+
+def probe_dll(env: dict[str, str], built: Path, dll: Path) -> tuple[int, list[tuple[int, bytes]]]:
+    """The probe run on ``dll`` (copied beside it as nvdll.dll): where the DLL was loaded, and
+    what its wrapper records point at."""
+    if dll.parent != built:
+        shutil.copy(built / "probe.exe", dll.parent / "probe.exe")
+        assert dll.name == DLL_NAME
+    lines = wine_probe(env, dll.parent / "probe.exe", "dump", DLL_NAME)
+    return int(lines[0]), printed(lines[1:])
+
+
+def test_harness_reads_the_unpruned_dll(built: Path, wine: dict[str, str],  # noqa: F811
+                                        tmp_path: Path) -> None:  # fmt: skip
+    dll = built / DLL_NAME
+    fats = [(built / f"fat{i}.fatbin").read_bytes() for i in range(2)]
+    image = pefile.PE(str(dll))
+    names = [s.Name.rstrip(b"\0").decode() for s in image.sections]
+    assert names.count(".nv_fatb") == names.count(".nvFatBi") == 1, names
+    assert image.OPTIONAL_HEADER.ImageBase == BASE
+    assert image.FILE_HEADER.PointerToSymbolTable == 0
+    fat, wrap = section(image, b".nv_fatb"), section(image, b".nvFatBi")
+    # both containers in one section, in order, 8-byte aligned, nothing else there
+    found = containers(dll)
+    assert [data for _, data in found] == fats
+    assert all(rva % 8 == 0 for rva, _ in found) and found[0][0] == fat.VirtualAddress
+    # the records: magic, version 1, the containers' addresses, 0; each address a DIR64 slot,
+    # and no other relocated address points into .nv_fatb
+    records = wrap.get_data()[: wrap.Misc_VirtualSize]
+    assert len(records) == 48
+    slots = {}
+    for i, (rva, _) in enumerate(found):
+        rec = records[24 * i : 24 * i + 24]
+        assert int.from_bytes(rec[:4], "little") == WRAPPER_MAGIC
+        assert int.from_bytes(rec[4:8], "little") == 1 and rec[16:] == bytes(8)
+        assert int.from_bytes(rec[8:16], "little") == BASE + rva
+        slots[wrap.VirtualAddress + 24 * i + 8] = rva
+    fat_end = fat.VirtualAddress + fat.Misc_VirtualSize
+    into_fat = {at: to for at, to in dir64_targets(dll).items()
+                if fat.VirtualAddress <= to < fat_end}  # fmt: skip
+    assert into_fat == slots
+    # what cuobjdump and fatbinkit see
+    whole = dumped(dll, tmp_path)  # the section's containers, as test_pe takes them out
+    assert whole.read_bytes() == b"".join(fats)
+    assert cuobjdump_list(whole) == fatbinkit_ls(dll) == LISTING
+    # what the loaded, relocated DLL's records point at
+    base, seen = probe_dll(wine, built, dll)
+    assert base != BASE  # moved: the probe sits at the preferred base
+    assert seen == found
+
+
+def _prune_80(src: Path, out: Path) -> object:
+    return prune(src, out, [Arch(80)])
+
+
+def _prune_86_120(src: Path, out: Path) -> object:
+    return prune(src, out, [Arch(86), Arch(120)])
+
+
+def _zstd(src: Path, out: Path) -> object:
+    return recompress(src, out, codec="zstd")
+
+
+@pytest.mark.parametrize(
+    ("slim", "must_keep"),
+    [
+        (_prune_80, {"nvdll.sm_80.cubin"}),
+        (_prune_86_120, {"nvdll.sm_86.cubin", "nvdll.sm_120.cubin"}),
+        (_zstd, {re.sub(r"\.\d+\.", ".", line.split(": ")[1]) for line in LISTING}),
+    ],
+    ids=["prune-sm_80", "prune-sm_86-sm_120", "recompress-zstd"],
+)
+def test_pruned_dll_loads_and_points_at_the_kept_images(
+    built: Path, wine: dict[str, str], tmp_path: Path,  # noqa: F811
+    slim: Callable[[Path, Path], object], must_keep: set[str],
+) -> None:  # fmt: skip
+    dll = built / DLL_NAME
+    out = tmp_path / DLL_NAME
+    slim(dll, out)
+    assert out.stat().st_size < dll.stat().st_size
+    layout_ok(out)
+    assert pefile_problems(out, dll) == []
+    # the images: a subset of the original's, byte for byte, the requested ones among them
+    old_fat = dumped(dll, tmp_path / "old")
+    new_fat = dumped(out, tmp_path / "new")
+    assert cuobjdump_list(new_fat) == fatbinkit_ls(out)
+    old = by_image(cuobjdump_extract(old_fat, tmp_path / "old" / "x"))
+    new = by_image(cuobjdump_extract(new_fat, tmp_path / "new" / "x"))
+    assert len(new) == len(cuobjdump_list(new_fat))
+    assert must_keep <= set(new) <= set(old)
+    assert {name: old[name] for name in new} == new
+    # the loader: the DLL moved, its records point at the containers in the pruned section
+    found = containers(out)
+    assert len(found) == 2
+    base, seen = probe_dll(wine, built, out)
+    assert base != BASE
+    assert seen == found
+
+
+def test_pruned_cupy_pyd_maps_under_wine(built: Path, wine: dict[str, str],  # noqa: F811
+                                         tmp_path: Path) -> None:  # fmt: skip
+    pyd = fetch(CUPY13_RANDOM_WIN)
+    shutil.copy(built / "probe.exe", tmp_path / "probe.exe")
+    shutil.copy(pyd, tmp_path / "original.pyd")
+
+    def mapped(name: str) -> tuple[int, int, list[tuple[int, bytes]]]:
+        lines = wine_probe(wine, tmp_path / "probe.exe", "map", name, PYD_INIT)
+        return int(lines[0]), int(lines[1]), printed(lines[2:])
+
+    def exported(path: Path) -> int:
+        image = pefile.PE(str(path))
+        (sym,) = [s for s in image.DIRECTORY_ENTRY_EXPORT.symbols if s.name == PYD_INIT.encode()]
+        return int(sym.address)
+
+    # the control: CuPy's own .pyd maps, moved off its preferred base, its record read in memory
+    assert pefile.PE(str(pyd), fast_load=True).OPTIONAL_HEADER.ImageBase == BASE
+    base, init, seen = mapped("original.pyd")
+    assert base != BASE and init == exported(pyd) != 0
+    assert seen == containers(pyd) and len(seen) == 1
+    out = tmp_path / "pruned.pyd"
+    prune(pyd, out, [Arch(80)])
+    assert out.stat().st_size < pyd.stat().st_size
+    layout_ok(out)
+    assert pefile_problems(out, pyd) == []
+    base, init, seen = mapped("pruned.pyd")
+    assert base != BASE and init == exported(out) != 0
+    assert seen == containers(out) and len(seen) == 1
+    listing = cuobjdump_list(dumped(out, tmp_path))
+    assert any(re.match(r"ELF file .*\.sm_80\.cubin$", line) for line in listing), listing
