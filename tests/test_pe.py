@@ -321,6 +321,14 @@ def test_refusals_leave_nothing(tmp_path: Path, small: bytes) -> None:
     path.write_bytes(bytes(bad))
     proc = fatbinkit("prune", path, "--for", "sm_80", "-o", tmp_path / "o.pyd")
     assert proc.returncode == 1 and "not at a container" in proc.stderr
+    # a base relocation block whose size runs past its table
+    reloc = next(image.find(".reloc"))
+    bogus = bytearray(small)
+    bogus[reloc.offset + 4:reloc.offset + 8] = (1 << 20).to_bytes(4, "little")
+    path.write_bytes(bytes(bogus))
+    proc = fatbinkit("prune", path, "--for", "sm_80", "-o", tmp_path / "o.pyd")
+    assert proc.returncode == 1 and "base relocation block" in proc.stderr
+    assert "Traceback" not in proc.stderr
     from fatbinkit.formats.coff import write_object
     from fatbinkit.formats.elf_writer import Blob
 
