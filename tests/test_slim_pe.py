@@ -30,7 +30,7 @@ from cudabuild import NVCC, run
 from fatbin_kernels import cuobjdump_extract, cuobjdump_list
 from test_coff import BASE, MINGW, readobj, tool, wine  # noqa: F401
 from test_pe import dumped, section, walk
-from thirdparty import CUPY13_RANDOM_WIN, fetch
+from thirdparty import CUPY13_RANDOM_WIN, CURAND13_WIN, fetch
 
 from fatbinkit.formats.arch import Arch
 from fatbinkit.slim import prune, recompress
@@ -131,7 +131,16 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
-  fprintf(stderr, "usage: probe dump DLL | probe map FILE SYMBOL\n");
+  if (argc == 3 && !strcmp(argv[1], "curand")) {  /* load it whole and call into it */
+    HMODULE h = LoadLibraryA(argv[2]);
+    if (!h) { fprintf(stderr, "LoadLibraryA: error %lu\n", GetLastError()); return 2; }
+    int (*version)(int *) = (int (*)(int *))GetProcAddress(h, "curandGetVersion");
+    int v = 0;
+    if (!version || version(&v)) { fprintf(stderr, "curandGetVersion failed\n"); return 3; }
+    printf("%llu\n%d\n", (unsigned long long)(ULONG_PTR)h, v);
+    return 0;
+  }
+  fprintf(stderr, "usage: probe dump DLL | probe map FILE SYMBOL | probe curand DLL\n");
   return 1;
 }
 """
@@ -379,3 +388,24 @@ def test_pruned_cupy_pyd_maps_under_wine(built: Path, wine: dict[str, str],  # n
     assert seen == containers(out) and len(seen) == 1
     listing = cuobjdump_list(dumped(out, tmp_path))
     assert any(re.match(r"ELF file .*\.sm_80\.cubin$", line) for line in listing), listing
+
+
+def test_pruned_signed_curand_dll_loads_and_runs_under_wine(
+        built: Path, wine: dict[str, str], tmp_path: Path) -> None:  # noqa: F811
+    """NVIDIA's cuRAND DLL (it imports kernel32 only), pruned to sm_90 with its signature left
+    out: LoadLibrary runs its start-up code, GetProcAddress finds every export, and
+    ``curandGetVersion`` answers as the original's does; its wrapper records, read in the mapped
+    image, point at the containers the file holds."""
+    dll = fetch(CURAND13_WIN)
+    shutil.copy(built / "probe.exe", tmp_path / "probe.exe")
+    shutil.copy(dll, tmp_path / "original.dll")
+    out = tmp_path / "pruned.dll"
+    prune(dll, out, [Arch(90)], strip_signature=True)
+    assert out.stat().st_size < dll.stat().st_size
+    layout_ok(out)
+    before = wine_probe(wine, tmp_path / "probe.exe", "curand", "original.dll")
+    after = wine_probe(wine, tmp_path / "probe.exe", "curand", "pruned.dll")
+    assert after[1] == before[1] and int(after[1]) >= 10000  # the version, e.g. 10405
+    lines = wine_probe(wine, tmp_path / "probe.exe", "map", "pruned.dll", "curandCreateGenerator")
+    assert int(lines[1]) != 0  # the export is found
+    assert printed(lines[2:]) == containers(out) and len(containers(out)) == 13
