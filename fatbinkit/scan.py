@@ -252,7 +252,13 @@ def _pe_symbol_pairs(view: memoryview, image: pe.PeFile) -> list[tuple[str, int,
     symbol table (an embedding object's: values are relative to their section), both in one
     section and inside its data."""
     found: dict[str, tuple[int, int]] = {}
-    for name, s in pe.symbols(view, image):
+    try:
+        table = list(pe.symbols(view, image))
+    except FormatError:
+        if image.optional is None:
+            raise  # an object's symbols are its contents
+        return []  # an image's is debug information only: a stale one hides no device code
+    for name, s in table:
         if 0 < s.section_number <= len(image.sections) and name.startswith("__") and \
                 name.endswith(("_start", "_end")):
             found[name] = (s.section_number, s.value)

@@ -808,12 +808,13 @@ def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str
     contents, moved = _pack([(i, s.name, s.size) for i, s in fat], by_section, req.same_size,
                             referenced)
     if req.same_size:  # every byte where it was: the section keeps its raw size
-        contents = {i: contents[i].ljust(s.header.size_of_raw_data, b"\0") for i, s in fat}
+        contents = {i: contents[i].ljust(s.size, b"\0") for i, s in fat}
     moves = {ranges[i][0] + old: ranges[i][0] + at for i in moved for old, at in moved[i].items()}
     writes = [(offset, _U64.pack(moves[target])) for _, offset, target in wrappers
               if target in moves]
     data = pe.shrink(view, image, contents, writes, strip_signature=req.strip_signature)
-    _verify_pe(data, modules, [(slot, moves.get(target, target)) for slot, _, target in wrappers])
+    _verify_pe(data, image, by_section,
+               [(slot, moves.get(target, target)) for slot, _, target in wrappers])
     with atomic_path(output, mode) as tmp:
         tmp.write_bytes(data)
     return _report(len(view), len(data), modules, req.codec, reports, None, req.same_size)
@@ -821,49 +822,72 @@ def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str
 
 def _pe_references(view: memoryview, image: pe.PeFile, ranges: dict[int, tuple[int, int]],
                    wrapper_slots: set[int], starts: set[int], same_size: bool) -> None:
-    """Refuse base-relocated pointers into the device code other than the wrappers' (in place,
-    ``same_size``, a pointer at a container's start still finds it), and relocations inside
-    it."""
+    """Refuse what else points into the device code, which a move would leave pointing at the
+    wrong bytes (in place, ``same_size``, a pointer at a container's start still finds it):
+    base-relocated pointers other than the wrappers', base relocations of another type than
+    DIR64 (a PE32+ image has no other), exports (their RVAs) and data directories. Code reaches
+    data RIP-relative, with no relocation: like the ELF path, only the wrappers are expected
+    there (nvcc's registration code passes the wrapper, never the container)."""
     assert image.optional is not None
     base = image.optional.image_base
+    inside = [(lo - base, hi - base) for lo, hi in ranges.values()]  # as RVAs
+
+    def into(rva: int, size: int = 1) -> bool:
+        return any(lo < rva + size and rva < hi for lo, hi in inside)
+
     unsafe = []
     for rva, kind in pe.base_relocations(view, image):
-        va = base + rva
-        if any(lo <= va < hi for lo, hi in ranges.values()):
+        if into(rva):
             unsafe.append(f"a base relocation at RVA {rva:#x}, inside the device code")
-            continue
-        if rva in wrapper_slots or kind not in (pe.IMAGE_REL_BASED_DIR64,
-                                                pe.IMAGE_REL_BASED_HIGHLOW):
-            continue
-        word = _U64 if kind == pe.IMAGE_REL_BASED_DIR64 else _U32
-        at = pe.rva_offset(image, rva, word.size)
-        if at is None:
-            continue  # in uninitialised data: no address stored in the file
-        (value,) = word.unpack_from(view, at)
-        if any(lo <= value < hi for lo, hi in ranges.values()) and not (
-                same_size and value in starts):
-            unsafe.append(f"the pointer at RVA {rva:#x} points at {value:#x}")
+        elif kind != pe.IMAGE_REL_BASED_DIR64:
+            unsafe.append(f"a base relocation of type {kind} at RVA {rva:#x} (a PE32+ image "
+                          "has DIR64 ones only)")
+        elif rva not in wrapper_slots:
+            at = pe.rva_offset(image, rva, _U64.size)
+            if at is None:
+                continue  # in uninitialised data: no address stored in the file
+            (value,) = _U64.unpack_from(view, at)
+            if into(value - base) and not (same_size and value in starts):
+                unsafe.append(f"the pointer at RVA {rva:#x} points at {value:#x}")
+    for k, (rva, size) in enumerate(image.optional.directories):
+        if size and k != pe.IMAGE_DIRECTORY_ENTRY_SECURITY and into(rva, size):
+            unsafe.append(f"data directory {k} (RVA {rva:#x}, {size} bytes)")
+    for rva in pe.export_rvas(view, image):
+        if into(rva):
+            unsafe.append(f"an export at RVA {rva:#x}")
     if unsafe:
         raise UnsupportedError(
             f"other references into {PE_FATBIN_SECTION} than the wrapper records: "
             + "; ".join(unsafe[:3]) + (f" (+{len(unsafe) - 3} more)" if len(unsafe) > 3 else ""))
 
 
-def _verify_pe(data: bytearray, modules: Sequence[_Module],
+def _verify_pe(data: bytearray, before: pe.PeFile, by_section: dict[int, list[_Module]],
                wrappers: Sequence[tuple[int, int]]) -> None:
-    """Read the output back with the own reader: every container where planned, byte for byte
-    (in the section's raw data), and every wrapper slot holding its container's address."""
+    """Read the output back with the own reader: the same sections at the same addresses with
+    the same virtual sizes (the raw size where that is 0) and image size, raw data aligned;
+    every container where planned, byte for byte (``by_section``: by section index); every
+    wrapper slot holding its container's address."""
     image = pe.read(data)
-    sections = {s.name: s for s in image.sections}
-    word = _U64
-    for m in modules:
-        s = sections[m.section]
-        at = s.offset + m.new_offset
-        if m.new_offset + len(m.data) > s.size or bytes(data[at:at + len(m.data)]) != m.data:
-            raise FormatError(f"{m.label}: the output does not hold the planned bytes")
+    assert image.optional is not None and before.optional is not None
+
+    def layout(p: pe.PeFile) -> list[tuple[str, int, int]]:
+        return [(s.name, s.header.virtual_address,
+                 s.header.virtual_size or s.header.size_of_raw_data) for s in p.sections]
+
+    align = image.optional.file_alignment
+    if layout(image) != layout(before) or \
+            image.optional.size_of_image != before.optional.size_of_image or \
+            any(s.header.pointer_to_raw_data % align for s in image.sections):
+        raise FormatError("the output's sections are not laid out as the input's")
+    for i, modules in by_section.items():
+        s = image.sections[i]
+        for m in modules:
+            at = s.offset + m.new_offset
+            if m.new_offset + len(m.data) > s.size or bytes(data[at:at + len(m.data)]) != m.data:
+                raise FormatError(f"{m.label}: the output does not hold the planned bytes")
     for slot, want in wrappers:
-        where = pe.rva_offset(image, slot, word.size)
-        if where is None or word.unpack_from(data, where)[0] != want:
+        where = pe.rva_offset(image, slot, _U64.size)
+        if where is None or _U64.unpack_from(data, where)[0] != want:
             raise FormatError(f"wrapper slot at RVA {slot:#x} does not hold {want:#x} in the "
                               "output")
 
@@ -1129,7 +1153,8 @@ def has_device_code(path: os.PathLike[str]) -> bool:
         src = elf.FileSource(f.fileno(), os.fstat(f.fileno()).st_size)
         if pe.is_pe(src.read(0, min(len(src), 1024))):
             image = pe.read(_map(f.fileno(), len(src)))
-            return any(s.name == PE_FATBIN_SECTION and s.size for s in image.sections)
+            return any(s.name in (PE_FATBIN_SECTION, FATBIN_SECTION) and s.size
+                       for s in image.sections)
         head = elf.file_header(src)
         return head.machine != elf.EM_CUDA and any(
             s.name in _SECTIONS and s.header.size and s.header.type != elf.SHT_NOBITS

@@ -29,7 +29,9 @@ from .elf import Buffer
 __all__ = [
     "IMAGE_DIRECTORY_ENTRY_BASERELOC",
     "IMAGE_DIRECTORY_ENTRY_DEBUG",
+    "IMAGE_DIRECTORY_ENTRY_EXPORT",
     "IMAGE_DIRECTORY_ENTRY_SECURITY",
+    "IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY",
     "IMAGE_FILE_MACHINE_AMD64",
     "IMAGE_FILE_MACHINE_ARM64",
     "IMAGE_FILE_MACHINE_I386",
@@ -50,6 +52,7 @@ __all__ = [
     "PeSection",
     "base_relocations",
     "checksum",
+    "export_rvas",
     "is_coff_object",
     "is_pe",
     "read",
@@ -73,7 +76,7 @@ _DOS_MAGIC = b"MZ"
 _SIGNATURE = b"PE\0\0"
 _LFANEW = struct.Struct("<I")  # e_lfanew, at 0x3C of the MS-DOS header
 _LFANEW_AT = 0x3C
-_MAX_SECTIONS = 96  # the loader's limit (the specification: "Windows limits ... to 96")
+_MAX_SECTIONS = 0xFEFF  # section numbers above are special (IMAGE_SYM_DEBUG...): the format's limit
 
 
 @dataclass(frozen=True)
@@ -250,17 +253,13 @@ def symbols(data: Buffer, image: PeFile) -> Iterator[tuple[str, ImageSymbol]]:
         return
     size = ImageSymbol.FORMAT.size
     _need(data, at, count * size, f"symbol table of {count} symbols")
-    strings = at + count * size
+    strings = _strings(data, head)
     i = 0
     while i < count:
         sym = ImageSymbol(*ImageSymbol.FORMAT.unpack_from(data, at + i * size))
         if sym.name[:4] == b"\0\0\0\0":  # a long name: its offset in the string table
-            start = strings + int.from_bytes(sym.name[4:], "little")
-            end = bytes(data[start:start + 4096]).find(b"\0") if start < len(data) else -1
-            if end < 0:
-                raise FormatError(f"symbol {i}'s name is past the string table",
-                                  offset=at + i * size)
-            name = bytes(data[start:start + end])
+            name = _string(strings, int.from_bytes(sym.name[4:], "little"),
+                           f"symbol {i}'s name", at + i * size)
         else:
             name = sym.name.rstrip(b"\0")
         yield name.decode("utf-8", "replace"), sym
@@ -308,31 +307,39 @@ def read(data: Buffer) -> PeFile:
     table = at + ImageFileHeader.FORMAT.size + head.size_of_optional_header
     size = ImageSectionHeader.FORMAT.size
     _need(data, table, count * size, f"section table of {count} sections")
+    strings: bytes | None = None
     sections = []
     for i in range(count):
         h = ImageSectionHeader(*ImageSectionHeader.FORMAT.unpack_from(data, table + i * size))
-        s = PeSection(_name(data, head, h.name, optional is None, table + i * size), h)
+        name = h.name.rstrip(b"\0")
+        if name.startswith(b"/") and name[1:].isdigit() and head.pointer_to_symbol_table:
+            strings = _strings(data, head) if strings is None else strings
+            name = _string(strings, int(name[1:]), f"section {i}'s name", table + i * size)
+        s = PeSection(name.decode("utf-8", "replace"), h)
         if s.size:
-            _need(data, s.offset, s.size, f"section {s.name}'s data")
+            shown = "".join(c if c.isprintable() else "?" for c in s.name)
+            _need(data, s.offset, s.size, f"section {shown}'s data")
         sections.append(s)
     return PeFile(at, head, optional, tuple(sections))
 
 
-def _name(data: Buffer, head: ImageFileHeader, raw: bytes, obj: bool, where: int) -> str:
-    """A section's name: the eight bytes without NULs, or in an object ``/N``, the name at
-    offset ``N`` of the string table after the symbol table."""
-    name = raw.rstrip(b"\0")
-    if obj and name.startswith(b"/") and name[1:].isdigit():
-        table = (head.pointer_to_symbol_table
-                 + head.number_of_symbols * ImageSymbol.FORMAT.size)
-        start = table + int(name[1:])
-        _need(data, table, 4, "string table")
-        end = bytes(data[start:start + 4096]).find(b"\0")
-        if start >= len(data) or end < 0:
-            raise FormatError(f"section name {name.decode()} is past the string table",
-                              offset=where)
-        name = bytes(data[start:start + end])
-    return name.decode("utf-8", "replace")
+def _strings(data: Buffer, head: ImageFileHeader) -> bytes:
+    """The COFF string table after the symbol table (its first four bytes hold its size)."""
+    at = head.pointer_to_symbol_table + head.number_of_symbols * ImageSymbol.FORMAT.size
+    _need(data, at, 4, "string table")
+    (size,) = _LFANEW.unpack_from(data, at)
+    if size < 4:
+        raise FormatError(f"string table of {size} bytes (at least its 4-byte size)", offset=at)
+    _need(data, at, size, "string table")
+    return bytes(data[at:at + size])
+
+
+def _string(strings: bytes, offset: int, what: str, where: int) -> bytes:
+    """The NUL-terminated name at ``offset`` of a string table."""
+    end = strings.find(b"\0", offset) if 4 <= offset < len(strings) else -1
+    if end < 0:
+        raise FormatError(f"{what} is past the string table", offset=where)
+    return strings[offset:end]
 
 
 def _need(data: Buffer, offset: int, size: int, what: str) -> None:
@@ -343,6 +350,7 @@ def _need(data: Buffer, offset: int, size: int, what: str) -> None:
 
 # -- editing: shrink sections' raw data ------------------------------------------------------------
 
+IMAGE_DIRECTORY_ENTRY_EXPORT = 0
 IMAGE_DIRECTORY_ENTRY_SECURITY = 4  # its "address" is a file offset (the certificate table)
 IMAGE_DIRECTORY_ENTRY_BASERELOC = 5
 IMAGE_DIRECTORY_ENTRY_DEBUG = 6
@@ -350,8 +358,11 @@ IMAGE_REL_BASED_ABSOLUTE = 0  # padding entry
 IMAGE_REL_BASED_HIGHLOW = 3  # a 32-bit address
 IMAGE_REL_BASED_DIR64 = 10  # a 64-bit address
 _DEBUG_DIRECTORY = struct.Struct("<IIHHIIII")  # IMAGE_DEBUG_DIRECTORY: PointerToRawData last
+_EXPORT_DIRECTORY = struct.Struct("<IIHHIIIIIII")  # IMAGE_EXPORT_DIRECTORY
 _CHECKSUM_AT = 64  # CheckSum's offset in the optional header (PE32 and PE32+)
 _SIZE_OF_INITIALIZED_DATA_AT = 8
+_DLL_CHARACTERISTICS_AT = 70  # in the optional header (PE32 and PE32+)
+IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY = 0x80
 
 
 def rva_offset(image: PeFile, rva: int, size: int = 1) -> int | None:
@@ -386,6 +397,25 @@ def base_relocations(data: Buffer, image: PeFile) -> list[tuple[int, int]]:
     return out
 
 
+def export_rvas(data: Buffer, image: PeFile) -> list[int]:
+    """The RVAs of the export address table (every exported function or datum, forwarders
+    included): ``IMAGE_EXPORT_DIRECTORY``'s ``AddressOfFunctions``, ``NumberOfFunctions`` long."""
+    rva, size = _directory(image, IMAGE_DIRECTORY_ENTRY_EXPORT)
+    if not size:
+        return []
+    at = rva_offset(image, rva, _EXPORT_DIRECTORY.size)
+    if at is None:
+        raise FormatError(f"the export directory (RVA {rva:#x}) is not in a section's data")
+    fields = _EXPORT_DIRECTORY.unpack_from(data, at)
+    count, table = fields[6], fields[8]
+    where = rva_offset(image, table, 4 * count) if count else None
+    if count and where is None:
+        raise FormatError(f"the export address table ({count} entries at RVA {table:#x}) is "
+                          "not in a section's data")
+    return [] if where is None else [
+        r for (r,) in struct.iter_unpack("<I", bytes(data[where:where + 4 * count]))]
+
+
 def _directory(image: PeFile, index: int) -> tuple[int, int]:
     """``(address, size)`` of a data directory; (0, 0) where the header has none."""
     dirs = image.optional.directories if image.optional is not None else ()
@@ -394,15 +424,15 @@ def _directory(image: PeFile, index: int) -> tuple[int, int]:
 
 def checksum(data: Buffer, checksum_offset: int) -> int:
     """The PE image checksum (``CheckSumMappedFile``'s): the file's 16-bit little-endian words
-    added with end-around carry, its CheckSum field read as zero, plus the file's length."""
-    words = bytearray(data)
-    words[checksum_offset:checksum_offset + 4] = bytes(4)
-    if len(words) % 2:
-        words.append(0)
-    total = sum(memoryview(words).cast("H"))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total + len(data)
+    added with end-around carry (a one's-complement sum: the sum modulo 0xFFFF, 0xFFFF for a
+    non-zero multiple), the CheckSum field read as zero, plus the file's length. Computed on
+    the whole file as one integer (``2**16`` is 1 modulo 0xFFFF): no copy, no Python loop."""
+    whole = int.from_bytes(data, "little")
+    field = int.from_bytes(data[checksum_offset:checksum_offset + 4], "little")
+    folded = (whole - (field & 0xFFFF) - (field >> 16)) % 0xFFFF
+    if folded == 0 and whole - field * (1 << (8 * checksum_offset)):
+        folded = 0xFFFF  # a one's-complement sum of words, not all zero, is never 0
+    return folded + len(data)
 
 
 def shrink(data: Buffer, image: PeFile, contents: dict[int, bytes],
@@ -420,18 +450,29 @@ def shrink(data: Buffer, image: PeFile, contents: dict[int, bytes],
     opt = image.optional
     if opt is None:
         raise UnsupportedError("a COFF object is not an image: its sections are not shrunk here")
+    align = opt.file_alignment
+    if not (0x200 <= align <= 0x10000 and align & (align - 1) == 0
+            and opt.section_alignment >= 0x1000):
+        raise UnsupportedError(f"file alignment {align:#x}, section alignment "
+                               f"{opt.section_alignment:#x}: only images whose file data can "
+                               "move (file alignment a power of two from 0x200 to 0x10000, "
+                               "section alignment at least 0x1000) are rewritten")
+    optional_at = image.header_offset + ImageFileHeader.FORMAT.size
     cert_at, cert_size = _directory(image, IMAGE_DIRECTORY_ENTRY_SECURITY)
     end = len(data)
     if cert_size:
         if not strip_signature:
             raise UnsupportedError("the file is Authenticode-signed: any rewrite invalidates "
                                    "the signature (strip it to go on, and sign the output anew)")
+        (flags,) = struct.unpack_from("<H", data, optional_at + _DLL_CHARACTERISTICS_AT)
+        if flags & IMAGE_DLLCHARACTERISTICS_FORCE_INTEGRITY:
+            raise UnsupportedError("the image requires a valid signature to load "
+                                   "(FORCE_INTEGRITY): it cannot go unsigned")
         if cert_at + cert_size != end or cert_at < max(s.offset + s.header.size_of_raw_data
                                                       for s in image.sections):
             raise UnsupportedError("the certificate table is not at the end of the file: it "
                                    "cannot be left out safely")
         end = cert_at
-    align = opt.file_alignment or 1
     moves: list[tuple[int, int, int]] = []  # (old start, old end, shift) of kept file ranges
     pieces: list[bytes | memoryview] = []
     shift = 0
@@ -441,9 +482,16 @@ def shrink(data: Buffer, image: PeFile, contents: dict[int, bytes],
                        key=lambda p: p[1].offset):
         h = s.header
         raw = -(-len(contents[i]) // align) * align
-        if raw > h.size_of_raw_data:
-            raise UnsupportedError(f"section {s.name}: {len(contents[i])} bytes do not fit its "
-                                   f"{h.size_of_raw_data} raw bytes, and a section cannot grow")
+        if len(contents[i]) > s.size or h.pointer_to_raw_data % align or \
+                h.size_of_raw_data % align:
+            raise UnsupportedError(f"section {s.name}: {len(contents[i])} bytes for its "
+                                   f"{s.size}, raw data at {h.pointer_to_raw_data:#x} of "
+                                   f"{h.size_of_raw_data:#x} bytes: not shrunk (it cannot "
+                                   "grow, and its raw data must follow the file alignment)")
+        if s.offset < at or any(
+                o is not s and o.header.size_of_raw_data and o.offset < s.offset + s.size
+                and s.offset < o.offset + o.header.size_of_raw_data for o in image.sections):
+            raise UnsupportedError(f"section {s.name}'s raw data overlaps another section's")
         pieces += [memoryview(data)[at:s.offset], contents[i], bytes(raw - len(contents[i]))]
         moves += [(at, s.offset, shift), (s.offset, s.offset + raw, shift)]
         shift -= h.size_of_raw_data - raw
@@ -463,18 +511,19 @@ def shrink(data: Buffer, image: PeFile, contents: dict[int, bytes],
     table = image.header_offset + ImageFileHeader.FORMAT.size + image.file.size_of_optional_header
     for i, s in enumerate(image.sections):
         h = s.header
-        if not h.pointer_to_raw_data:
-            continue
+        if not h.size_of_raw_data:
+            continue  # no file data: nothing to move (a stale pointer stays as it was)
+        raw = new_raw.get(i, h.size_of_raw_data)
         new = dataclasses.replace(
-            h, size_of_raw_data=new_raw.get(i, h.size_of_raw_data),
-            pointer_to_raw_data=moved(h.pointer_to_raw_data),
+            h, size_of_raw_data=raw, pointer_to_raw_data=moved(h.pointer_to_raw_data) if raw else 0,
+            # the loader takes the raw size for a virtual size of 0: the old one keeps the layout
+            virtual_size=h.virtual_size or (h.size_of_raw_data if i in new_raw else 0),
             pointer_to_relocations=moved(h.pointer_to_relocations)
             if h.pointer_to_relocations else 0,
             pointer_to_linenumbers=moved(h.pointer_to_linenumbers)
             if h.pointer_to_linenumbers else 0)
         at = table + i * ImageSectionHeader.FORMAT.size
         out[at:at + ImageSectionHeader.FORMAT.size] = new.pack()
-    optional_at = image.header_offset + ImageFileHeader.FORMAT.size
     if image.file.pointer_to_symbol_table:
         struct.pack_into("<I", out, image.header_offset + 8,
                          moved(image.file.pointer_to_symbol_table))
