@@ -915,9 +915,8 @@ class TotalVerdict:
 
     @property
     def max_driver(self) -> CudaVersion | None:
-        """The last CUDA version whose driver drives this device (None: still supported)."""
-        support = DEVICE_SUPPORT.get(self.device.number)
-        return support.last if support else None
+        """The last CUDA version whose driver drives this device (every file's is the same)."""
+        return self.files[0][1].max_driver
 
     @property
     def driver_gap(self) -> str | None:

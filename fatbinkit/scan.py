@@ -201,16 +201,23 @@ def _symbol_pairs(
             target = sections[shndx].header
             if target.type != elf.SHT_NOBITS:
                 found[name] = (target.offset + value - target.addr, shndx)
+    return _pairs(found, len(src))
+
+
+def _pairs(found: dict[bytes, tuple[int, int]], limit: int) -> list[tuple[str, int, int]]:
+    """``(start symbol, file offset, size)`` of each ``__X_start`` whose ``__X_end`` is in the
+    same section, after it and within the first ``limit`` bytes, in file order; ``found`` maps
+    each ``__..._start``/``_end`` name to its file offset and section."""
     pairs: list[tuple[str, int, int]] = []
-    for name, (start, shndx) in found.items():
+    for name, (start, section) in found.items():
         m = _PAIR_RE.match(name)
         if not m:
             continue
         end_entry = found.get(b"__" + m.group(1) + b"_end")
-        if end_entry is None or end_entry[1] != shndx:
+        if end_entry is None or end_entry[1] != section:
             continue
         size = end_entry[0] - start
-        if size <= 0 or start < 0 or start + size > len(src):
+        if size <= 0 or start < 0 or start + size > limit:
             continue
         pairs.append((name.decode("utf-8", "replace"), start, size))
     pairs.sort(key=lambda p: p[1])
@@ -251,28 +258,20 @@ def _pe_symbol_pairs(view: memoryview, image: pe.PeFile) -> list[tuple[str, int,
     """``(start symbol, file offset, size)`` for every ``__X_start``/``__X_end`` pair of a COFF
     symbol table (an embedding object's: values are relative to their section), both in one
     section and inside its data."""
-    found: dict[str, tuple[int, int]] = {}
     try:
         table = list(pe.symbols(view, image))
     except FormatError:
         if image.optional is None:
             raise  # an object's symbols are its contents
         return []  # an image's is debug information only: a stale one hides no device code
+    found: dict[bytes, tuple[int, int]] = {}
     for name, s in table:
         if 0 < s.section_number <= len(image.sections) and name.startswith("__") and \
                 name.endswith(("_start", "_end")):
-            found[name] = (s.section_number, s.value)
-    pairs = []
-    for name, (index, start) in found.items():
-        m = _PAIR_RE.match(name.encode())
-        end = found.get(f"__{m.group(1).decode()}_end") if m else None
-        if end is None or end[0] != index or not 0 <= start < end[1]:
-            continue
-        sec = image.sections[index - 1]
-        if end[1] <= sec.size:
-            pairs.append((name, sec.offset + start, end[1] - start))
-    pairs.sort(key=lambda p: p[1])
-    return pairs
+            sec = image.sections[s.section_number - 1]
+            if s.value <= sec.size:  # inside the section's data in the file
+                found[name.encode()] = (sec.offset + s.value, s.section_number)
+    return _pairs(found, len(view))
 
 
 def _map(file: IO[bytes], path: os.PathLike[str]) -> memoryview:

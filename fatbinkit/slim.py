@@ -101,7 +101,6 @@ _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 _CODEC_FLAG = {"lz4": int(EntryFlags.COMPRESSED_LZ4), "zstd": int(EntryFlags.COMPRESSED_ZSTD)}
 _CODEC_BITS = _CODEC_FLAG["lz4"] | _CODEC_FLAG["zstd"]
 _U64 = struct.Struct("<Q")
-_U32 = struct.Struct("<I")
 _PE_WRAPPER_SECTION = ".nvFatBi"  # .nvFatBinSegment in a PE image's eight-byte section names
 _MODULE_SIGNATURE = b"~Module signature appended~\n"  # what Linux's sign-file appends
 
@@ -448,9 +447,9 @@ def _file_devices(modules: Sequence[_Module]) -> list[Arch]:
 
 @dataclass(frozen=True)
 class _Wrapper:
-    slot: int  # vaddr of the data pointer
+    slot: int  # address of the data pointer (ELF: a vaddr; PE: an RVA)
     slot_offset: int  # file offset of the data pointer
-    target: int  # vaddr it points at
+    target: int  # the address it points at (a vaddr: PE stores ImageBase + RVA)
 
 
 def _wrappers(view: memoryview, sections: Sequence[elf.Section]) -> list[_Wrapper]:
@@ -459,20 +458,27 @@ def _wrappers(view: memoryview, sections: Sequence[elf.Section]) -> list[_Wrappe
     if sec is None or sec.header.type == elf.SHT_NOBITS:
         return []
     h = sec.header
-    if h.size % WRAPPER.size:
-        raise UnsupportedError(f"{WRAPPER_SECTION} of {h.size} bytes is not a whole number of "
+    return _wrapper_records(view, WRAPPER_SECTION, h.offset, h.size, h.addr)
+
+
+def _wrapper_records(view: memoryview, name: str, offset: int, size: int,
+                     addr: int) -> list[_Wrapper]:
+    """The wrapper records of the section ``name`` (``size`` bytes at file ``offset``, address
+    ``addr``: a virtual address in ELF, an RVA in PE): each data pointer's slot and target."""
+    if size % WRAPPER.size:
+        raise UnsupportedError(f"{name} of {size} bytes is not a whole number of "
                                f"{WRAPPER.size}-byte wrapper records")
     out = []
-    for k in range(h.size // WRAPPER.size):
-        at = h.offset + k * WRAPPER.size
+    for k in range(size // WRAPPER.size):
+        at = offset + k * WRAPPER.size
         magic, version, data, _ = WRAPPER.unpack_from(view, at)
         if magic != WRAPPER_MAGIC:
-            raise UnsupportedError(f"wrapper record {k} in {WRAPPER_SECTION} has magic "
+            raise UnsupportedError(f"wrapper record {k} in {name} has magic "
                                    f"{magic:#x}, not {WRAPPER_MAGIC:#x}: an unknown layout")
         if version not in WRAPPER_VERSIONS:
-            raise UnsupportedError(f"wrapper record {k} in {WRAPPER_SECTION} has version "
+            raise UnsupportedError(f"wrapper record {k} in {name} has version "
                                    f"{version}; only versions 1 and 2 are known")
-        out.append(_Wrapper(h.addr + k * WRAPPER.size + 8, at + 8, data))
+        out.append(_Wrapper(addr + k * WRAPPER.size + 8, at + 8, data))
     return out
 
 
@@ -757,7 +763,7 @@ def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str
     """A Windows DLL, ``.pyd`` or EXE: the containers of ``.nv_fatb`` are repacked at its
     start and its raw data cut to them (:func:`fatbinkit.formats.pe.shrink`: the file shrinks,
     the virtual layout stays); each ``.nvFatBi`` wrapper's data pointer (an absolute address
-    with a DIR64/HIGHLOW base relocation, which stays valid: the slot does not move) gets its
+    with a DIR64 base relocation, which stays valid: the slot does not move) gets its
     container's new address. Any other base-relocated pointer into the device code is refused,
     as is an Authenticode signature unless ``strip_signature``."""
     image = pe.read(view)
@@ -779,29 +785,20 @@ def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str
         modules += by_section[i]
     ranges = {i: (base + s.header.virtual_address, base + s.header.virtual_address + s.size)
               for i, s in fat}
-    wrappers = []
-    for w in (s for s in image.sections if s.name == _PE_WRAPPER_SECTION):
-        if w.size % WRAPPER.size:
-            raise UnsupportedError(f"{w.name} of {w.size} bytes is not a whole number of "
-                                   f"{WRAPPER.size}-byte wrapper records")
-        for k in range(w.size // WRAPPER.size):
-            magic, version, target, _ = WRAPPER.unpack_from(view, w.offset + k * WRAPPER.size)
-            if magic != WRAPPER_MAGIC or version not in WRAPPER_VERSIONS:
-                raise UnsupportedError(f"wrapper record {k} in {w.name} has magic {magic:#x}, "
-                                       f"version {version}: an unknown layout")
-            slot = w.header.virtual_address + k * WRAPPER.size + 8  # the data pointer's RVA
-            wrappers.append((slot, w.offset + k * WRAPPER.size + 8, target))
+    wrappers = [w for sec in image.sections if sec.name == _PE_WRAPPER_SECTION
+                for w in _wrapper_records(view, sec.name, sec.offset, sec.size,
+                                          sec.header.virtual_address)]  # slots as RVAs
     starts = {lo + m.old_offset: m for i, (lo, _) in ranges.items() for m in by_section[i]}
     referenced: dict[int, set[int]] = {i: set() for i, _ in fat}
-    for slot, _, target in wrappers:
-        inside = [i for i, (lo, hi) in ranges.items() if lo <= target < hi]
-        if inside and target not in starts:
-            raise UnsupportedError(f"the wrapper record at RVA {slot - 8:#x} points at "
-                                   f"{target:#x}, inside {PE_FATBIN_SECTION} but not at a "
+    for w in wrappers:
+        inside = [i for i, (lo, hi) in ranges.items() if lo <= w.target < hi]
+        if inside and w.target not in starts:
+            raise UnsupportedError(f"the wrapper record at RVA {w.slot - 8:#x} points at "
+                                   f"{w.target:#x}, inside {PE_FATBIN_SECTION} but not at a "
                                    "container")
         if inside:
-            referenced[inside[0]].add(target - ranges[inside[0]][0])
-    _pe_references(view, image, ranges, {slot for slot, _, _ in wrappers}, set(starts),
+            referenced[inside[0]].add(w.target - ranges[inside[0]][0])
+    _pe_references(view, image, ranges, {w.slot for w in wrappers}, set(starts),
                    req.same_size)
     _plan(modules, req)
     reports = _finish(modules, req)
@@ -810,11 +807,11 @@ def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str
     if req.same_size:  # every byte where it was: the section keeps its raw size
         contents = {i: contents[i].ljust(s.size, b"\0") for i, s in fat}
     moves = {ranges[i][0] + old: ranges[i][0] + at for i in moved for old, at in moved[i].items()}
-    writes = [(offset, _U64.pack(moves[target])) for _, offset, target in wrappers
-              if target in moves]
+    writes = [(w.slot_offset, _U64.pack(moves[w.target])) for w in wrappers
+              if w.target in moves]
     data = pe.shrink(view, image, contents, writes, strip_signature=req.strip_signature)
     _verify_pe(data, image, by_section,
-               [(slot, moves.get(target, target)) for slot, _, target in wrappers])
+               [(w.slot, moves.get(w.target, w.target)) for w in wrappers])
     with atomic_path(output, mode) as tmp:
         tmp.write_bytes(data)
     return _report(len(view), len(data), modules, req.codec, reports, None, req.same_size)

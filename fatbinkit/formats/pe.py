@@ -37,7 +37,6 @@ __all__ = [
     "IMAGE_FILE_MACHINE_I386",
     "IMAGE_REL_BASED_ABSOLUTE",
     "IMAGE_REL_BASED_DIR64",
-    "IMAGE_REL_BASED_HIGHLOW",
     "IMAGE_SCN_CNT_INITIALIZED_DATA",
     "IMAGE_SCN_MEM_READ",
     "IMAGE_SYM_CLASS_EXTERNAL",
@@ -74,7 +73,7 @@ MACHINE_NAMES: dict[int, str] = {IMAGE_FILE_MACHINE_I386: "i386",
 PE32, PE32_PLUS = 0x10B, 0x20B  # optional header magic
 _DOS_MAGIC = b"MZ"
 _SIGNATURE = b"PE\0\0"
-_LFANEW = struct.Struct("<I")  # e_lfanew, at 0x3C of the MS-DOS header
+_U32 = struct.Struct("<I")  # e_lfanew (at 0x3C of the MS-DOS header), a string table's size
 _LFANEW_AT = 0x3C
 _MAX_SECTIONS = 0xFEFF  # section numbers above are special (IMAGE_SYM_DEBUG...): the format's limit
 
@@ -271,7 +270,7 @@ def is_pe(data: Buffer) -> bool:
     ``e_lfanew`` points (``data`` may be just the file's first bytes)."""
     if bytes(data[:2]) != _DOS_MAGIC or len(data) < _LFANEW_AT + 4:
         return False
-    (at,) = _LFANEW.unpack_from(data, _LFANEW_AT)
+    (at,) = _U32.unpack_from(data, _LFANEW_AT)
     return bytes(data[at:at + 4]) == _SIGNATURE
 
 
@@ -290,7 +289,7 @@ def read(data: Buffer) -> PeFile:
     :class:`~fatbinkit.errors.FormatError` (:class:`~fatbinkit.errors.TruncatedError` when
     something runs past the end) for anything malformed."""
     if is_pe(data):
-        (at,) = _LFANEW.unpack_from(data, _LFANEW_AT)
+        (at,) = _U32.unpack_from(data, _LFANEW_AT)
         at += len(_SIGNATURE)
     elif is_coff_object(data):
         at = 0
@@ -327,7 +326,7 @@ def _strings(data: Buffer, head: ImageFileHeader) -> bytes:
     """The COFF string table after the symbol table (its first four bytes hold its size)."""
     at = head.pointer_to_symbol_table + head.number_of_symbols * ImageSymbol.FORMAT.size
     _need(data, at, 4, "string table")
-    (size,) = _LFANEW.unpack_from(data, at)
+    (size,) = _U32.unpack_from(data, at)
     if size < 4:
         raise FormatError(f"string table of {size} bytes (at least its 4-byte size)", offset=at)
     _need(data, at, size, "string table")
@@ -355,7 +354,6 @@ IMAGE_DIRECTORY_ENTRY_SECURITY = 4  # its "address" is a file offset (the certif
 IMAGE_DIRECTORY_ENTRY_BASERELOC = 5
 IMAGE_DIRECTORY_ENTRY_DEBUG = 6
 IMAGE_REL_BASED_ABSOLUTE = 0  # padding entry
-IMAGE_REL_BASED_HIGHLOW = 3  # a 32-bit address
 IMAGE_REL_BASED_DIR64 = 10  # a 64-bit address
 _DEBUG_DIRECTORY = struct.Struct("<IIHHIIII")  # IMAGE_DEBUG_DIRECTORY: PointerToRawData last
 _EXPORT_DIRECTORY = struct.Struct("<IIHHIIIIIII")  # IMAGE_EXPORT_DIRECTORY
