@@ -21,6 +21,7 @@ import pefile
 import pytest
 from cudabuild import res_usage_blocks
 from fatbin_kernels import cuobjdump, cuobjdump_extract, cuobjdump_list
+from test_coff import tool
 from thirdparty import (
     CACHE,
     CUPY12_RANDOM_WIN,
@@ -235,7 +236,7 @@ def _readobj_clean(path: Path, original: Path) -> None:
     """llvm-readobj reads the headers and sections with no warning, pefile has nothing to say
     that it did not say of the original (it finds fault with some unwind data of both), and
     every section's raw data lies inside the file."""
-    proc = subprocess.run(["llvm-readobj", "--file-headers", "--sections", str(path)],
+    proc = subprocess.run([tool("llvm-readobj"), "--file-headers", "--sections", str(path)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and "warning" not in (proc.stdout + proc.stderr).lower()
     def warnings(p: Path) -> set[str]:  # pefile's guess at truncation from the zeros aside
