@@ -17,9 +17,12 @@ it smaller. zstd entries need a CUDA 12.4 driver where LZ4 ones load on any: the
 arch's minimum driver before and after, and a rise is refused unless allowed.
 
 **The file**: in a linked ELF file the CUDA runtime finds each container only through the
-``__fatbinwrap`` record in ``.nvFatBinSegment`` whose data pointer is a ``RELATIVE`` relocation
-(and the same value stored in place). Containers are repacked at the start of their section, the
-pointers rewritten, and the freed tail cut out of the file by :mod:`fatbinkit.formats.elf_edit`.
+``__fatbinwrap`` record in ``.nvFatBinSegment`` whose data pointer is a ``RELATIVE`` relocation.
+The pointer is read where the loader takes it from: a RELA relocation's addend (GNU ld also
+stores the value in the slot, LLD leaves 0 there), else the slot (a packed ``RELR``
+relocation, an executable's absolute address). Containers are repacked at the start of their
+section, the pointers rewritten there (the slot too where it held the value; 0 stays 0), and
+the freed tail cut out of the file by :mod:`fatbinkit.formats.elf_edit`.
 Any other reference into a fatbin section (a relocation elsewhere, a dynamic symbol) is refused,
 naming it; ``same_size`` then rewrites each container where it was and zero-fills the rest, moving
 nothing (the file keeps its size; the zeros compress in a wheel). Unknown wrapper versions are
@@ -449,7 +452,8 @@ def _file_devices(modules: Sequence[_Module]) -> list[Arch]:
 class _Wrapper:
     slot: int  # address of the data pointer (ELF: a vaddr; PE: an RVA)
     slot_offset: int  # file offset of the data pointer
-    target: int  # the address it points at (a vaddr: PE stores ImageBase + RVA)
+    target: int  # the value in the slot (a vaddr: PE stores ImageBase + RVA; in a linked ELF
+    # file a RELA relocation at the slot says where it points: see _Pointer)
 
 
 def _wrappers(view: memoryview, sections: Sequence[elf.Section]) -> list[_Wrapper]:
@@ -519,13 +523,36 @@ def _relr_slots(view: memoryview, sections: Sequence[elf.Section]) -> list[int]:
     return slots
 
 
+@dataclass(frozen=True)
+class _Pointer:
+    """A wrapper's data pointer in a linked ELF file, as the loader computes it: ``target`` is
+    the addend of the ``RELATIVE`` relocation that covers the slot (a RELA relocation's value is
+    its addend, whatever the slot holds: System V ABI, "Relocation"), else the value in place (a
+    packed ``RELR`` slot, or an absolute address in an executable without relocations).
+    ``stored`` is what the file holds in the slot: the target where the linker applied the
+    relocation (GNU ld, ``lld --apply-dynamic-relocs``), 0 where it did not (LLD's default)."""
+
+    slot: int  # vaddr of the data pointer
+    slot_offset: int  # its file offset
+    target: int
+    stored: int
+    relas: tuple[tuple[elf.Section, int, elf.Rela], ...]  # the RELA records of the slot
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the slot holds the target (what a rewrite writes there too; else 0 stays)."""
+        return not self.relas or self.stored == self.target
+
+
 def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.Section],
                 phdrs: Sequence[elf.ProgramHeader], ranges: Sequence[tuple[str, int, int]],
                 wrappers: Sequence[_Wrapper]
-                ) -> tuple[dict[int, list[tuple[elf.Section, int, elf.Rela]]],
-                           list[tuple[str, int]]]:
-    """The RELA records of each wrapper slot, and every other reference into a fatbin section
-    as (what, target address): what makes moving containers unsafe."""
+                ) -> tuple[list[_Pointer], list[tuple[str, int]]]:
+    """Each wrapper's data pointer as the loader computes it (from the relocation covering its
+    slot, or the value in place where none does), and every other reference into a fatbin
+    section as (what, target address): what makes moving containers unsafe. A slot whose
+    relocation is not ``RELATIVE``, or that holds neither its relocation's value nor 0, is
+    one of the latter where it points into a fatbin section."""
     relative = elf.RELATIVE.get(head.machine)
     slots = {w.slot for w in wrappers}
     by_slot: dict[int, list[tuple[elf.Section, int, elf.Rela]]] = {}
@@ -547,16 +574,17 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
             name = inside(value) if defined and low <= value < high else None
             if name:
                 others.append((f"a dynamic symbol points into {name} at {value:#x}", value))
-    for s, i, (offset, info, addend) in _relocations(view, sections):
+
+    def target_of(info: int, addend: int) -> int:
         kind, sym = info & 0xFFFFFFFF, info >> 32
+        return addend if kind == relative else (
+            values[sym] + addend if 0 < sym < len(values) and values[sym] >= 0 else -1)
+
+    for s, i, (offset, info, addend) in _relocations(view, sections):
         if offset in slots:
-            if kind != relative:
-                others.append((f"{s.name} entry {i} at {offset:#x}: relocation type "
-                               f"{kind}, not RELATIVE", -1))
             by_slot.setdefault(offset, []).append((s, i, elf.Rela(offset, info, addend)))
             continue
-        target = addend if kind == relative else (
-            values[sym] + addend if 0 < sym < len(values) and values[sym] >= 0 else -1)
+        target = target_of(info, addend)
         if not low <= target < high:  # the common case, decided without a call
             continue
         name = inside(target)
@@ -572,7 +600,22 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
             name = inside(value)
             if name:
                 others.append((f"a RELR relocation at {slot:#x} points into {name}", value))
-    return by_slot, others
+    pointers = []
+    for w in wrappers:
+        relas = tuple(by_slot.get(w.slot, ()))
+        last = relas[-1][2] if relas else None  # the loader applies them in order
+        target = w.target if last is None else target_of(last.info, last.addend)
+        for s, i, r in relas:
+            where = inside(target_of(r.info, r.addend))
+            if where and r.type != relative:
+                others.append((f"{s.name} entry {i} at {r.offset:#x}: relocation type "
+                               f"{r.type}, not RELATIVE", -1))
+            elif where and (len(relas) > 1 or w.target not in (0, target)):
+                others.append((f"{s.name} entry {i} at {r.offset:#x}: the wrapper's pointer "
+                               f"holds {w.target:#x} in place and has {len(relas)} "
+                               f"relocation(s), the last to {target:#x}", target))
+        pointers.append(_Pointer(w.slot, w.slot_offset, target, w.target, relas))
+    return pointers, others
 
 
 def _modules_of(view: memoryview, base: int, size: int, section: str,
@@ -711,18 +754,15 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
     phdrs = elf.program_headers(view, head)
     fat, modules, by_section = _fat_sections(source, view, sections, alloc=True)
     ranges = [(s.name, s.header.addr, s.header.addr + s.header.size) for s in fat]
-    wrappers = _wrappers(view, sections)
-    slots_of: dict[int, _Wrapper] = {}
-    for w in wrappers:
-        if any(lo <= w.target < hi for _, lo, hi in ranges):
-            slots_of[w.slot] = w
+    pointers, others = _references(view, head, sections, phdrs, ranges,
+                                   _wrappers(view, sections))
+    ours = [p for p in pointers if any(lo <= p.target < hi for _, lo, hi in ranges)]
     starts = {s.header.addr + m.old_offset: m for s in fat for m in by_section[s.index]}
-    for w in slots_of.values():
-        if w.target not in starts:
-            raise UnsupportedError(f"the wrapper record at {w.slot - 8:#x} points at {w.target:#x}"
-                                   ", inside a fatbin section but not at a container")
-    by_slot, others = _references(view, head, sections, phdrs, ranges,
-                                  list(slots_of.values()))
+    for p in ours:
+        if p.target not in starts:
+            raise UnsupportedError(f"the wrapper record at {p.slot - 8:#x} points at "
+                                   f"{p.target:#x}, inside a fatbin section but not at a "
+                                   "container")
     # in place (same_size) a reference to a container's start still finds it; nothing else
     # (a pointer into a container's entries) survives a rewrite
     unsafe = [what for what, target in others if not same_size or target not in starts]
@@ -737,24 +777,25 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
 
     contents, moved = _pack([(s.index, s.name, s.header.size) for s in fat], by_section,
                             same_size, {
-        s.index: {w.target - s.header.addr for w in slots_of.values()
-                  if s.header.addr <= w.target < s.header.addr + s.header.size} for s in fat})
+        s.index: {p.target - s.header.addr for p in ours
+                  if s.header.addr <= p.target < s.header.addr + s.header.size} for s in fat})
     resizes = [elf_edit.Resize(s, contents[s.index]) for s in fat]
     moves = {s.header.addr + old: s.header.addr + at
              for s in fat for old, at in moved[s.index].items()}
     writes: list[tuple[int, bytes]] = []
-    for w in slots_of.values():
-        new = moves.get(w.target)
+    for p in ours:
+        new = moves.get(p.target)
         if new is None:
             continue
-        writes.append((w.slot_offset, _U64.pack(new)))
-        for rs, i, r in by_slot.get(w.slot, []):
+        if p.in_place:  # else the linker left 0 there, and 0 stays
+            writes.append((p.slot_offset, _U64.pack(new)))
+        for rs, i, r in p.relas:  # where the loader takes it from
             at = rs.header.offset + i * elf.Rela.FORMAT.size
             writes.append((at, elf.Rela(r.offset, r.info, new).pack()))
     writes += _symtab_writes(view, sections, {s.index for s in fat}, moves)
     with atomic_path(output, mode) as tmp:
         layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
-        _verify(tmp, modules, wrappers, moves)
+        _verify(tmp, modules, pointers, moves)
     return _report(len(view), layout.output_size, modules, req.codec, reports, layout, same_size)
 
 
@@ -1053,30 +1094,41 @@ def _symtab_writes(view: memoryview, sections: Sequence[elf.Section], fat: set[i
     return writes
 
 
-def _verify(path: os.PathLike[str], modules: Sequence[_Module], wrappers: Sequence[_Wrapper],
+def _verify(path: os.PathLike[str], modules: Sequence[_Module], pointers: Sequence[_Pointer],
             moves: dict[int, int]) -> None:
     """Read the output back with the own reader (its tables, each container, each wrapper
-    slot): every container where planned, byte for byte, and every wrapper pointing at it."""
+    pointer): every container where planned, byte for byte, and every wrapper pointing at it
+    where the loader takes the pointer from (its RELA records, same slot and type, else the
+    slot), the slot holding that value where it did before and 0 where it held 0."""
     with open(path, "rb") as f:
         src = elf.FileSource(f.fileno(), os.fstat(f.fileno()).st_size)
         head = elf.file_header(src)
-        sections = {s.name: s for s in elf.sections(src, head)}
+        sections = elf.sections(src, head)
+        by_name = {s.name: s for s in sections}
         phdrs = elf.program_headers(src, head)
         for m in modules:
-            s = sections[m.section].header
+            s = by_name[m.section].header
             want = m.data
             at = s.offset + m.new_offset
             if elf_edit.vaddr_offset(phdrs, s.addr + m.new_offset, len(want)) != at or \
                     src.read(at, len(want)) != want:
                 raise FormatError(f"{m.label}: the output does not hold the planned bytes "
                                   "where the loader maps them")
-        for w in wrappers:
-            off = elf_edit.vaddr_offset(phdrs, w.slot, 8)
+        size = elf.Rela.FORMAT.size
+        for p in pointers:
+            target = moves.get(p.target, p.target)
+            off = elf_edit.vaddr_offset(phdrs, p.slot, 8)
             if off is None:
-                raise FormatError(f"wrapper slot {w.slot:#x} is not mapped in the output")
+                raise FormatError(f"wrapper slot {p.slot:#x} is not mapped in the output")
             (value,) = _U64.unpack(src.read(off, 8))
-            if value != moves.get(w.target, w.target):
-                raise FormatError(f"wrapper slot {w.slot:#x} holds {value:#x} in the output")
+            if value != (target if p.in_place else p.stored):
+                raise FormatError(f"wrapper slot {p.slot:#x} holds {value:#x} in the output")
+            for rs, i, r in p.relas:
+                got = elf.Rela.FORMAT.unpack(
+                    src.read(sections[rs.index].header.offset + i * size, size))
+                if got != (r.offset, r.info, target):
+                    raise FormatError(f"{rs.name} entry {i} of wrapper slot {p.slot:#x} reads "
+                                      f"{got} in the output")
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,12 @@ CUPY11_RANDOM = WheelMember(
 CURAND11 = WheelMember("nvidia-curand-cu11", "10.3.0.86", "nvidia/curand/lib/libcurand.so.10")
 CUFFT11 = WheelMember("nvidia-cufft-cu11", "10.9.0.58", "nvidia/cufft/lib/libcufft.so.10")
 
+# Built by clang and linked by LLD 18.1.8 (0 in each wrapper's slot, the target in its RELATIVE
+# relocation's addend): the wheel's three libraries with device code (wheel: 8.1 MB).
+JAX_CUDA12_LINALG = WheelMember("jax-cuda12-plugin", "0.10.2", "jax_cuda12_plugin/_linalg.so")
+JAX_CUDA12_PRNG = WheelMember("jax-cuda12-plugin", "0.10.2", "jax_cuda12_plugin/_prng.so")
+JAX_CUDA12_SOLVER = WheelMember("jax-cuda12-plugin", "0.10.2", "jax_cuda12_plugin/_solver.so")
+
 # Windows builds: CuPy's extension modules (.pyd) and NVIDIA's cuRAND DLL (Authenticode-signed),
 # fatbins in each one's ".nv_fatb" section.
 CUPY12_RANDOM_WIN = WheelMember(
@@ -74,7 +80,7 @@ CURAND13_WIN = WheelMember(
 
 ALL_TEST_MEMBERS = (CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, CURAND130, CUPY102_RANDOM,
                     CUPY11_RANDOM, CURAND11, CUFFT11, CUPY12_RANDOM_WIN, CUPY13_RANDOM_WIN,
-                    CURAND13_WIN)
+                    CURAND13_WIN, JAX_CUDA12_LINALG, JAX_CUDA12_PRNG, JAX_CUDA12_SOLVER)
 
 
 @dataclass(frozen=True)
