@@ -227,6 +227,31 @@ def test_slot_holding_neither_value_nor_zero_is_refused(objects: list[Path],
     assert listed_archs(out) == {"ELF sm_90": 2, "PTX sm_90": 2}
 
 
+def test_wrapper_relocated_by_a_symbol_is_refused(objects: list[Path], tmp_path: Path) -> None:
+    """A wrapper's pointer relocated by ``R_X86_64_64`` against a dynamic symbol (S + A at its
+    container): only a RELATIVE one is rewritten; refused, naming the relocation type."""
+    need("ld.lld")
+    from elftools.elf.elffile import ELFFile
+
+    src, bad = tmp_path / "liblld.so", tmp_path / "bad.so"
+    link(objects, src, LINKS["lld"][0], NVCC)
+    data = bytearray(src.read_bytes())
+    slot, _how, _kind, target, _stored = pointers(src)[0]
+    with open(src, "rb") as f:
+        e = ELFFile(f)
+        dynsym = e.get_section_by_name(".dynsym")
+        index, sym = next((i, s) for i, s in enumerate(dynsym.iter_symbols())
+                          if s.name == "lld_answer")
+        rela = e.get_section_by_name(".rela.dyn")
+        row = next(i for i, r in enumerate(rela.iter_relocations()) if r["r_offset"] == slot)
+        at = rela["sh_offset"] + 24 * row
+    struct.pack_into("<QQq", data, at, slot, index << 32 | 1, target - sym["st_value"])
+    bad.write_bytes(data)
+    with pytest.raises(UnsupportedError, match="relocation type 1, not RELATIVE"):
+        prune(bad, tmp_path / "out.so", [Arch(90)])
+    assert not (tmp_path / "out.so").exists()
+
+
 def test_lld_relocatable_object_and_static_library(objects: list[Path], tmp_path: Path) -> None:
     """``ld.lld -r`` joins the two objects (one ``.nv_fatbin``, the wrappers' ``R_X86_64_64``
     addends 0 and the second container's offset, 0 in the slots); pruned, each addend points at

@@ -105,7 +105,7 @@ def test_pruned_lld_library_runs(gpu: Device, library: Path, tmp_path: Path, ptx
     before, after = _run(library), _run(out)
     assert after["lld_run"] == after["slim_run"] == 0
     assert after["y"] == [((A + 1) * i) ** 2 for i in range(N)]
-    assert after["total"] == pytest.approx(sum(((A + 1) * i) ** 2 for i in range(N)), rel=1e-4)
+    assert after["total"] == pytest.approx(sum(((A + 1) * i) ** 2 for i in range(N)), rel=1e-3)
     assert after["fill"] == [A * i + 1 for i in range(N)]
     assert (after["y"], after["fill"]) == (before["y"], before["fill"])
     _record(f"sm_{gpu.arch.number} ptx={ptx}", {
