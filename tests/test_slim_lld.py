@@ -227,6 +227,17 @@ def test_slot_holding_neither_value_nor_zero_is_refused(objects: list[Path],
     assert listed_archs(out) == {"ELF sm_90": 2, "PTX sm_90": 2}
 
 
+def test_rel_relocations_are_refused(objects: list[Path], tmp_path: Path) -> None:
+    """``ld.lld -z rel``: REL dynamic relocations, the value in place (glibc's x86-64 and
+    AArch64 loaders apply RELA only): refused, naming the section, nothing written."""
+    need("ld.lld")
+    src, out = tmp_path / "librel.so", tmp_path / "out.so"
+    link(objects, src, [*LINKS["lld"][0], "-Wl,-z,rel"], NVCC)
+    with pytest.raises(UnsupportedError, match=r"\.rel\.dyn: REL relocations"):
+        prune(src, out, [Arch(90)])
+    assert not out.exists()
+
+
 def test_wrapper_relocated_by_a_symbol_is_refused(objects: list[Path], tmp_path: Path) -> None:
     """A wrapper's pointer relocated by ``R_X86_64_64`` against a dynamic symbol (S + A at its
     container): only a RELATIVE one is rewritten; refused, naming the relocation type."""
