@@ -11,6 +11,9 @@ unpacked to disk.
 
 :func:`member_key` is what :func:`fatbinkit.diff.diff` pairs libraries by when their paths differ
 between builds (``libcublasLt.so.12`` and ``libcublasLt.so.13``; a CPython extension's ABI tag).
+:func:`alternatives` finds the libraries a package ships once per CUDA version and loads one of
+(``libbitsandbytes_cuda118.so`` ... ``libbitsandbytes_cuda132.so``): :func:`check` judges each
+group as the one build that serves the arch and driver.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ if TYPE_CHECKING:
     from .driver import CudaVersion, DriverLike
     from .formats.arch import Arch, ArchLike
 
-__all__ = ["MAX_MEMBER", "Member", "TotalCheck", "binaries", "check", "extract",
-           "is_collection", "member_key", "members", "named"]
+__all__ = ["MAX_MEMBER", "Member", "TotalCheck", "alternatives", "binaries", "check",
+           "cuda_build", "extract", "is_collection", "member_key", "members", "named"]
 
 MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not inflated
 # ... and one that would inflate to more than this ratio of its compressed size (plus a floor), the
@@ -56,6 +59,9 @@ _HEAD = 1024  # bytes read to tell a binary: a PE image's signature is found thr
 _ABI_TAG = re.compile(r"\.(?:cpython|pypy|cp)[-\w]*(?=\.so$)|\.abi3(?=\.so$)")
 _SO_VERSION = re.compile(r"(\.so)(?:\.\d+)+$")
 _VENDOR_HASH = re.compile(r"-[0-9a-f]{8}(?=\.so)")  # auditwheel's libgomp-a34b3233.so.1
+#: a CUDA version in a path: ``cuda``/``cu`` and 1 to 3 digits, ``x`` for any minor, not inside
+#: a longer word (``cuda118``, ``cu121``, ``cuda12x``, ``cuda13``; not ``cudart``, ``cuda_fp16``)
+_CUDA_BUILD = re.compile(r"(?<![a-z0-9])(cuda|cu)(\d{1,3})(x?)(?![a-z0-9])", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,42 @@ def member_key(name: str) -> str:
     folder, _, base = name.rpartition("/")
     base = _VENDOR_HASH.sub("", _ABI_TAG.sub("", _SO_VERSION.sub(r"\1", base)))
     return f"{folder}/{base}" if folder else base
+
+
+def cuda_build(name: str) -> tuple[int, int] | None:
+    """The CUDA version a path names a build for, ``(major, minor)`` (minor -1: any, ``12x``
+    or ``cuda12``): 3 digits are major, major, minor (``cuda118``: 11.8, ``cu121``: 12.1), 2
+    digits from 10 a major (``cuda12``) and below it major, minor (``cuda92``: 9.2), 1 digit a
+    major. None when the path names none, or two different ones."""
+    found = set()
+    for m in _CUDA_BUILD.finditer(name):
+        digits, wildcard = m.group(2), bool(m.group(3))
+        if len(digits) == 3:
+            version = (int(digits[:2]), int(digits[2]))
+        elif len(digits) == 2 and digits[0] != "1":
+            version = (int(digits[0]), int(digits[1]))
+        else:
+            version = (int(digits), -1)
+        found.add((version[0], -1) if wildcard else version)
+    return found.pop() if len(found) == 1 else None
+
+
+def alternatives(names: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """Groups of member paths that are one library built once per CUDA version, of which a
+    package loads the one matching the CUDA it runs with (bitsandbytes' ``libbitsandbytes_
+    cuda118.so`` ... ``_cuda132.so``, per-version twins such as ``_cuda12``/``_cuda13``,
+    ``cu121``/``cu124`` folders): paths equal but for the CUDA version they name
+    (:func:`cuda_build`), compared by :func:`member_key` (``libx_cuda12.so.12`` and
+    ``libx_cuda13.so.13`` are twins), two versions at least. Each group is ``(its name with
+    ``*`` for the version, its paths oldest build first)``, groups by name."""
+    keyed: dict[str, list[tuple[tuple[int, int], str]]] = {}
+    for name in names:
+        build = cuda_build(name)
+        if build is not None:
+            key = _CUDA_BUILD.sub(lambda m: m.group(1) + "*", member_key(name))
+            keyed.setdefault(key, []).append((build, name))
+    return [(key, tuple(n for _, n in sorted(found)))
+            for key, found in sorted(keyed.items()) if len({b for b, _ in found}) > 1]
 
 
 def _binary_head(head: bytes, name: str) -> bool:
@@ -237,13 +279,15 @@ def binaries(source: str | os.PathLike[str],
 @dataclass(frozen=True)
 class TotalCheck:
     """:func:`check` of a wheel or folder: each library's :class:`~fatbinkit.binary.Check`
-    (``file`` its path inside), and per arch the :class:`~fatbinkit.compat.TotalVerdict`."""
+    (``file`` its path inside), and per arch the :class:`~fatbinkit.compat.TotalVerdict`;
+    ``alternatives`` the groups of builds per CUDA version (:func:`alternatives`)."""
 
     file: str
     archs: tuple[Arch, ...]
     driver: CudaVersion | None
     checks: tuple[Check, ...]
     verdicts: tuple[TotalVerdict, ...]
+    alternatives: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def modules(self) -> int:
@@ -271,7 +315,9 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     or a file: :func:`binaries`), and the total per arch. A library with no kernel matching
     ``kernel`` is left out; one with no SASS or PTX the driver loads (LTO-IR only) goes to
     ``skipped``. ``max_decompressed`` bounds each library's inflated images as ``--max-
-    decompressed`` does (default: :meth:`~fatbinkit.binary.Binary.budget`)."""
+    decompressed`` does (default: :meth:`~fatbinkit.binary.Binary.budget`). Libraries built
+    once per CUDA version (:func:`alternatives`) count as the one build that serves each arch
+    and driver (:class:`~fatbinkit.compat.TotalVerdict`)."""
     from .compat import TotalVerdict
 
     checks: list[Check] = []
@@ -288,9 +334,10 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
             "does not contain device code the driver loads (no SASS or PTX)"
         raise FormatError(f"{os.fspath(source)}: {what}")
     first = checks[0]
+    groups = tuple(alternatives(c.file for c in checks))
     return TotalCheck(os.fspath(source), first.archs, first.driver, tuple(checks),
-                      tuple(TotalVerdict.of([(c.file, c.verdicts[i]) for c in checks])
-                            for i in range(len(first.archs))))
+                      tuple(TotalVerdict.of([(c.file, c.verdicts[i]) for c in checks], groups)
+                            for i in range(len(first.archs))), groups)
 
 
 def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],

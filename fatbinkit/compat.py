@@ -849,33 +849,85 @@ class TotalVerdict:
     all; a library that holds no image for the arch (``other_gpus_only``: a wheel's
     ``sm90/``-only extension, a Hopper-only kernel library) fails only where it is used, so it
     makes the total ``partial`` (``fails`` with ``strict``), as does a partial library. The
-    driver it needs is the highest that one of its libraries needs."""
+    driver it needs is the highest that one of its libraries needs.
+
+    ``alternatives`` are groups of files that are one library built once per CUDA version, of
+    which the package loads one (``(group, files oldest build first)``:
+    :func:`fatbinkit.collection.alternatives` finds them by name). A group counts as the one
+    file that :meth:`serving` names: the best verdict, then the newest build, among those
+    that load (a driver that loads several runs the newest: minor version compatibility, CUDA
+    Compatibility guide, lets a build of a later 12.x run on an earlier 12.x driver, and the
+    per-file verdicts already hold the floors that limits); when none loads, the one needing
+    the lowest driver. Its driver floor is the lowest any build needs (:meth:`floor`). The
+    others are in :attr:`files` and the JSON's ``alternatives`` but neither fail nor count."""
 
     device: Arch
     driver: CudaVersion | None
     files: tuple[tuple[str, ArchVerdict], ...]  # (the file's path in the wheel or folder, ...)
+    alternatives: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
-    def of(cls, files: Sequence[tuple[str, ArchVerdict]]) -> TotalVerdict:
-        """The total of per-file verdicts on one arch (with one driver)."""
+    def of(cls, files: Sequence[tuple[str, ArchVerdict]],
+           alternatives: Sequence[tuple[str, Sequence[str]]] = ()) -> TotalVerdict:
+        """The total of per-file verdicts on one arch (with one driver), ``alternatives`` as
+        the class says (each group two files or more, each file in one group at most)."""
         if not files:
             raise InvalidArgumentError("a total verdict needs at least one file")
         first = files[0][1]
         if any((v.device, v.driver) != (first.device, first.driver) for _, v in files):
             raise InvalidArgumentError("a total verdict adds up verdicts on one arch and driver")
-        return cls(first.device, first.driver, tuple(files))
+        names = [n for n, _ in files]
+        grouped = [m for _, members in alternatives for m in members]
+        if any(len(members) < 2 for _, members in alternatives) or \
+                len(set(grouped)) != len(grouped) or not set(grouped) <= set(names):
+            raise InvalidArgumentError("each group of alternatives holds two files or more of "
+                                       "the total, each file in one group at most")
+        return cls(first.device, first.driver, tuple(files),
+                   tuple((g, tuple(members)) for g, members in alternatives))
+
+    def serving(self, group: str) -> str:
+        """The file of ``group`` that serves this arch (and driver): see the class."""
+        members = dict(self.alternatives)[group]
+        verdicts = dict(self.files)
+        loads = [(i, m) for i, m in enumerate(members) if verdicts[m].status != "fails"]
+        if loads:
+            return max(loads, key=lambda p: (verdicts[p[1]].status == "works",
+                                             verdicts[p[1]].driver_gap is None, p[0]))[1]
+        low = self.floor(group)
+        return members[-1] if low is None else low[0]
+
+    def floor(self, group: str) -> tuple[str, CudaVersion] | None:
+        """``(file, floor)``: the build of ``group`` needing the lowest driver and that driver
+        (the last of equals: the newest build); None when no build's floor is known."""
+        verdicts = dict(self.files)
+        known: list[tuple[CudaVersion, int, str]] = []
+        for i, m in enumerate(dict(self.alternatives)[group]):
+            floor = verdicts[m].min_driver
+            if floor is not None and verdicts[m].min_driver_known:
+                known.append((floor, i, m))
+        if not known:
+            return None
+        low = min(f for f, _, _ in known)
+        return max((i, m) for f, i, m in known if f == low)[1], low
+
+    @property
+    def units(self) -> tuple[tuple[str, ArchVerdict], ...]:
+        """The files that count: every file but the alternatives not serving."""
+        idle = {m for _, members in self.alternatives for m in members} - {
+            self.serving(g) for g, _ in self.alternatives}
+        return tuple((n, v) for n, v in self.files if n not in idle)
 
     def named(self, status: str) -> tuple[str, ...]:
-        """The files whose own verdict is ``status`` (``works``, ``partial``, ``fails``), those
-        that hold nothing for the arch apart (``other_gpus_only``)."""
+        """The files that count whose own verdict is ``status`` (``works``, ``partial``,
+        ``fails``), those that hold nothing for the arch apart (``other_gpus_only``)."""
         if status == "other_gpus_only":
-            return tuple(n for n, v in self.files if v.holds_nothing)
-        return tuple(n for n, v in self.files if v.status == status and not (
+            return tuple(n for n, v in self.units if v.holds_nothing)
+        return tuple(n for n, v in self.units if v.status == status and not (
             status == "fails" and v.holds_nothing))
 
     @property
     def status(self) -> str:
-        if self.named("fails") or not any(v.loading for _, v in self.files):
+        if self.named("fails") or not any(v.loading for _, v in self.units):
             return "fails"
         return "partial" if self.named("partial") or self.named("other_gpus_only") else "works"
 
@@ -886,32 +938,41 @@ class TotalVerdict:
 
     @property
     def counts(self) -> dict[str, int]:
-        """The files' module counts (:attr:`ArchVerdict.counts`) added up."""
+        """The module counts (:attr:`ArchVerdict.counts`) of the files that count, added up."""
         total = dict.fromkeys(self.files[0][1].counts, 0)
-        for _, v in self.files:
+        for _, v in self.units:
             for k, n in v.counts.items():
                 total[k] += n
         return total
 
     @property
     def modules(self) -> int:
-        return sum(v.modules for _, v in self.files)
+        return sum(v.modules for _, v in self.units)
+
+    def _floors(self) -> list[tuple[str, CudaVersion | None, bool]]:
+        """``(file, floor, known)`` per file that counts, a group's its lowest build's."""
+        groups = {self.serving(g): g for g, _ in self.alternatives}
+        out = []
+        for n, v in self.units:
+            low = self.floor(groups[n]) if n in groups else None
+            out.append((n, v.min_driver, v.min_driver_known) if low is None else (*low, True))
+        return out
 
     @property
     def min_driver_known(self) -> bool:
-        return all(v.min_driver_known for _, v in self.files)
+        return all(known for _, _, known in self._floors())
 
     @property
     def min_driver(self) -> CudaVersion | None:
         """The highest driver floor of the files (None: no image picked, or unknown)."""
-        floors = [v.min_driver for _, v in self.files if v.min_driver is not None]
+        floors = [f for _, f, _ in self._floors() if f is not None]
         return max(floors) if floors and self.min_driver_known else None
 
     @property
     def min_driver_file(self) -> str | None:
         """The file that sets :attr:`min_driver` (the first of equals)."""
         low = self.min_driver
-        return next((n for n, v in self.files if v.min_driver == low), None) if low else None
+        return next((n for n, f, _ in self._floors() if f == low), None) if low else None
 
     @property
     def max_driver(self) -> CudaVersion | None:
@@ -921,24 +982,25 @@ class TotalVerdict:
     @property
     def driver_gap(self) -> str | None:
         """Why no driver drives every file on this device, if none does."""
-        return next((f"{n}: {v.driver_gap}" for n, v in self.files if v.driver_gap), None)
+        return next((f"{n}: {v.driver_gap}" for n, v in self.units if v.driver_gap), None)
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(w for _, v in self.files for w in v.warnings))
+        return tuple(dict.fromkeys(w for _, v in self.units for w in v.warnings))
 
     @property
     def reason(self) -> str:
         """One line a user can act on: the first library that fails (or holds nothing for the
         arch, or is partial), and why."""
-        n = len(self.files)
+        units = self.units
+        n = len(units)
         sm = self.device.sm
         failing, nothing = self.named("fails"), self.named("other_gpus_only")
         if failing:
-            return _first(failing, n, "cannot load", self.files)
+            return _first(failing, n, "cannot load", units)
         if len(nothing) == n:
             return f"no library holds an image for {sm}"
-        if not any(v.loading for _, v in self.files):
+        if not any(v.loading for _, v in units):
             return f"no library loads on {sm} (only data-only modules)"
         parts = []
         if nothing:
@@ -947,11 +1009,22 @@ class TotalVerdict:
                          f"this one): {', '.join(nothing[:3])}" + (" ..." if len(nothing) > 3
                                                                    else ""))
         if self.named("partial"):
-            parts.append(_first(self.named("partial"), n, "partial", self.files))
+            parts.append(_first(self.named("partial"), n, "partial", units))
         return "; ".join(parts) or f"{n}/{n} {_plural(n, 'library loads', 'libraries load')}"
 
     def to_dict(self) -> dict[str, Any]:
         low = self.min_driver
+        verdicts = dict(self.files)
+        alternatives = []
+        for group, members in self.alternatives:
+            floor = self.floor(group)
+            alternatives.append({
+                "group": group, "serving": self.serving(group),
+                "min_driver": None if floor is None else dotted(floor[1]),
+                "min_driver_file": None if floor is None else floor[0],
+                "files": [{"file": m, "status": verdicts[m].status,
+                           "min_driver": _dotted_or_none(verdicts[m].min_driver)}
+                          for m in members]})
         return {
             "device": self.device.sm,
             "driver": dotted(self.driver) if self.driver else None,
@@ -967,12 +1040,17 @@ class TotalVerdict:
             "max_driver": dotted(self.max_driver) if self.max_driver else None,
             "driver_gap": self.driver_gap,
             "warnings": list(self.warnings),
+            "alternatives": alternatives,
             **self.counts,
         }
 
     def __str__(self) -> str:
         driver = f" with driver {dotted(self.driver)}" if self.driver else ""
         return f"{self.device.sm}{driver}: {self.status}: {self.reason}"
+
+
+def _dotted_or_none(version: CudaVersion | None) -> str | None:
+    return dotted(version) if version else None
 
 
 def _first(names: Sequence[str], n: int, what: str,

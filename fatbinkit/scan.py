@@ -5,9 +5,10 @@ In a host ELF, device code lives in ``.nv_fatbin`` (what ``cuobjdump`` lists), `
 (relocatable device code; listed with ``all=True`` as ``cuobjdump -all`` does, or when the file
 has no ``.nv_fatbin``, as ``cuobjdump`` also does) and in blobs between ``__<name>_start`` /
 ``__<name>_end`` symbol pairs (AOTInductor's model.so, fatbinkit's own objects; invisible to
-cuobjdump). In a PE file, nvcc's fatbins are in the section ``.nv_fatb`` (``.nv_fatbin``
-cut to the eight bytes an image's section name holds). Files are memory-mapped: listing reads
-headers only, payloads stay views.
+cuobjdump). In a PE file, nvcc's fatbins are in the section ``.nv_fatb`` and its relocatable
+device code in ``__nv_rel`` (``.nv_fatbin`` and ``__nv_relfatbin`` cut to the eight bytes an
+image's section name holds; an object keeps the long names), read by the same rule as an ELF
+file's two sections. Files are memory-mapped: listing reads headers only, payloads stay views.
 
 Every image comes back as a :class:`DeviceCode` holding a
 :class:`~fatbinkit.formats.fatbin.FatbinEntry`; a bare cubin or PTX file becomes a synthetic entry
@@ -45,6 +46,7 @@ from .infile import FilePath, as_input, open_input
 __all__ = [
     "FATBIN_SECTION",
     "PE_FATBIN_SECTION",
+    "PE_RELFATBIN_SECTION",
     "RELFATBIN_SECTION",
     "DeviceCode",
     "archive_objects",
@@ -59,6 +61,7 @@ __all__ = [
 FATBIN_SECTION = ".nv_fatbin"
 RELFATBIN_SECTION = "__nv_relfatbin"
 PE_FATBIN_SECTION = ".nv_fatb"  # .nv_fatbin in a PE image's eight-byte section names
+PE_RELFATBIN_SECTION = "__nv_rel"  # __nv_relfatbin in them (nvcc -rdc, clang -fgpu-rdc)
 _PAIR_RE = re.compile(rb"^__(.+)_start$")
 _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 
@@ -317,22 +320,28 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
     if elf.machine(view) not in (None, elf.EM_CUDA):  # a host file: .so, .o, executable
         return tuple(_scan_elf(view, fd, all))
     if pe.is_pe(view) or pe.is_coff_object(view):  # a Windows DLL, .pyd, EXE or .obj
-        return tuple(_scan_pe(view, fd))
+        return tuple(_scan_pe(view, fd, all))
     code = _bare_code("", view, 0)
     if code is None:
         raise FormatError("no device code: not a fatbin, cubin, PTX, ELF or PE file", offset=0)
     return (code,)
 
 
-def _scan_pe(view: memoryview, fd: int | None) -> list[DeviceCode]:
+def _scan_pe(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
     """Device code in a PE image or COFF object: the containers of each ``.nv_fatb`` section
-    (``.nv_fatbin`` in an object, where long names are kept), in file order, then blobs between
+    (``.nv_fatbin`` in an object, where long names are kept) and, with ``all`` or where the
+    file has none of these, of each ``__nv_rel`` (``__nv_relfatbin``) section, as
+    :func:`_scan_elf` selects an ELF file's, in file order; then blobs between
     ``__X_start``/``__X_end`` symbols (fatbinkit's COFF embedding objects)."""
     image = pe.read(view)
+    fatbins = (PE_FATBIN_SECTION, FATBIN_SECTION)
+    wanted = set(fatbins)
+    if all or not any(s.name in fatbins for s in image.sections):
+        wanted.update((PE_RELFATBIN_SECTION, RELFATBIN_SECTION))
     codes: list[DeviceCode] = []
     first = 0
     for sec in image.sections:
-        if sec.name not in (PE_FATBIN_SECTION, FATBIN_SECTION) or not sec.size:
+        if sec.name not in wanted or not sec.size:
             continue
         off, size = sec.offset, sec.size  # inside the file: pe.read checks
         try:

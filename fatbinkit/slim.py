@@ -74,7 +74,7 @@ from .formats.fatbin import (
 )
 from .infile import FilePath, as_path, open_input
 from .outfile import atomic_path
-from .scan import FATBIN_SECTION, PE_FATBIN_SECTION, RELFATBIN_SECTION
+from .scan import FATBIN_SECTION, PE_FATBIN_SECTION, PE_RELFATBIN_SECTION, RELFATBIN_SECTION
 
 __all__ = [
     "CODECS",
@@ -105,6 +105,9 @@ _CODEC_FLAG = {"lz4": int(EntryFlags.COMPRESSED_LZ4), "zstd": int(EntryFlags.COM
 _CODEC_BITS = _CODEC_FLAG["lz4"] | _CODEC_FLAG["zstd"]
 _U64 = struct.Struct("<Q")
 _PE_WRAPPER_SECTION = ".nvFatBi"  # .nvFatBinSegment in a PE image's eight-byte section names
+#: a PE file's device code: ``.nv_fatbin`` and ``__nv_relfatbin`` as an image's eight-byte
+#: section names hold them (and whole, as an object's long names keep them)
+_PE_SECTIONS = (PE_FATBIN_SECTION, PE_RELFATBIN_SECTION, *_SECTIONS)
 _MODULE_SIGNATURE = b"~Module signature appended~\n"  # what Linux's sign-file appends
 
 
@@ -801,12 +804,16 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
 
 def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str],
              req: _Request, mode: int) -> SlimReport:
-    """A Windows DLL, ``.pyd`` or EXE: the containers of ``.nv_fatb`` are repacked at its
-    start and its raw data cut to them (:func:`fatbinkit.formats.pe.shrink`: the file shrinks,
-    the virtual layout stays); each ``.nvFatBi`` wrapper's data pointer (an absolute address
-    with a DIR64 base relocation, which stays valid: the slot does not move) gets its
-    container's new address. Any other base-relocated pointer into the device code is refused,
-    as is an Authenticode signature unless ``strip_signature``."""
+    """A Windows DLL, ``.pyd`` or EXE: the containers of ``.nv_fatb`` and of ``__nv_rel``
+    (relocatable device code, ``-rdc``) are repacked at each section's start and its raw data
+    cut to them (:func:`fatbinkit.formats.pe.shrink`: the file shrinks, the virtual layout
+    stays); each ``.nvFatBi`` wrapper's data pointer (an absolute address with a DIR64 base
+    relocation, which stays valid: the slot does not move) gets its container's new address.
+    With ``-rdc`` each object's version-1 wrapper points at its container in ``__nv_rel``: the
+    device-link stub (CUDA's ``crt/link.stub``, ``__cudaRegisterLinkedBinary``) reads that
+    pointer at start-up into the array its version-2 wrapper names, so those are the only
+    references into ``__nv_rel`` too. Any other base-relocated pointer into the device code is
+    refused, as is an Authenticode signature unless ``strip_signature``."""
     image = pe.read(view)
     if image.optional is None:
         raise UnsupportedError(f"{os.fspath(source)} is a COFF object (.obj): its device code "
@@ -814,11 +821,10 @@ def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str
     if image.optional.magic != pe.PE32_PLUS:
         raise UnsupportedError(f"{os.fspath(source)} is a 32-bit (PE32) image: CUDA's are 64-bit")
     base = image.optional.image_base
-    fat = [(i, s) for i, s in enumerate(image.sections)
-           if s.name in (PE_FATBIN_SECTION, FATBIN_SECTION) and s.size]
+    fat = [(i, s) for i, s in enumerate(image.sections) if s.name in _PE_SECTIONS and s.size]
     if not fat:
-        raise FormatError(f"{os.fspath(source)}: no {PE_FATBIN_SECTION} section: no device code "
-                          "to slim")
+        raise FormatError(f"{os.fspath(source)}: no {PE_FATBIN_SECTION} or "
+                          f"{PE_RELFATBIN_SECTION} section: no device code to slim")
     modules: list[_Module] = []
     by_section: dict[int, list[_Module]] = {}
     for i, s in fat:
@@ -835,8 +841,8 @@ def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str
         inside = [i for i, (lo, hi) in ranges.items() if lo <= w.target < hi]
         if inside and w.target not in starts:
             raise UnsupportedError(f"the wrapper record at RVA {w.slot - 8:#x} points at "
-                                   f"{w.target:#x}, inside {PE_FATBIN_SECTION} but not at a "
-                                   "container")
+                                   f"{w.target:#x}, inside {image.sections[inside[0]].name} "
+                                   "but not at a container")
         if inside:
             referenced[inside[0]].add(w.target - ranges[inside[0]][0])
     _pe_references(view, image, ranges, {w.slot for w in wrappers}, set(starts),
@@ -895,7 +901,7 @@ def _pe_references(view: memoryview, image: pe.PeFile, ranges: dict[int, tuple[i
             unsafe.append(f"an export at RVA {rva:#x}")
     if unsafe:
         raise UnsupportedError(
-            f"other references into {PE_FATBIN_SECTION} than the wrapper records: "
+            "other references into the device code than the wrapper records: "
             + "; ".join(unsafe[:3]) + (f" (+{len(unsafe) - 3} more)" if len(unsafe) > 3 else ""))
 
 
@@ -1202,8 +1208,7 @@ def has_device_code(path: os.PathLike[str]) -> bool:
         src = elf.FileSource(f.fileno(), os.fstat(f.fileno()).st_size)
         if pe.is_pe(src.read(0, min(len(src), 1024))):
             image = pe.read(_map(f.fileno(), len(src)))
-            return any(s.name in (PE_FATBIN_SECTION, FATBIN_SECTION) and s.size
-                       for s in image.sections)
+            return any(s.name in _PE_SECTIONS and s.size for s in image.sections)
         head = elf.file_header(src)
         return head.machine != elf.EM_CUDA and any(
             s.name in _SECTIONS and s.header.size and s.header.type != elf.SHT_NOBITS

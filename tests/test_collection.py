@@ -17,13 +17,14 @@ import sys
 import zipfile
 from collections import Counter
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any
 
 import jsonschema
 import pytest
 from cudabuild import NVCC, res_usage_blocks, run
-from fatbin_kernels import cuobjdump, cuobjdump_extract
-from thirdparty import CACHE, CUPY13_RANDOM, CURAND11, CURAND13, fetch
+from fatbin_kernels import cuobjdump, cuobjdump_extract, system_tool
+from thirdparty import BITSANDBYTES, CACHE, CUPY13_RANDOM, CURAND11, CURAND13, fetch
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -453,3 +454,173 @@ def test_folder_all_as_cuobjdump_all(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     ours = {p.name: p.read_bytes() for p in (tmp_path / "out" / "bin" / "app").iterdir()}
     assert ours == cuobjdump_extract(exe, tmp_path / "oracle", all=True)
+
+
+# -- alternatives: one library built per CUDA version, the package loads one ----------------------
+
+
+@pytest.mark.parametrize(("name", "build"), [
+    ("bitsandbytes/libbitsandbytes_cuda118.so", (11, 8)),
+    ("bitsandbytes/libbitsandbytes_cuda132.so", (13, 2)),
+    ("torch_cu121/lib/x.so", (12, 1)),
+    ("cupy_cuda12x/_core.so", (12, -1)),
+    ("jax_cuda13_plugin/xla_cuda_plugin.so", (13, -1)),
+    ("lib/libfoo_cuda92.so", (9, 2)),
+    ("lib/libfoo_CUDA100.dll", (10, 0)),
+    ("cu13/lib/libx_cuda13.so.13", (13, -1)),  # one version named twice
+    ("nvidia/cuda_runtime/lib/libcudart.so.12", None),  # no version: words, not builds
+    ("lib/libcuda.so.1", None),
+    ("lib/cuda_fp16_kernels.so", None),
+    ("lib/libcudnn_cu.so", None),
+    ("cu121/libx_cuda118.so", None),  # two different versions: not a build of either
+])
+def test_cuda_build_of_a_path(name: str, build: tuple[int, int] | None) -> None:
+    from fatbinkit.collection import cuda_build
+
+    assert cuda_build(name) == build
+
+
+def test_alternatives_are_paths_equal_but_for_the_cuda_version() -> None:
+    from fatbinkit.collection import alternatives
+
+    names = ["bnb/libbitsandbytes_cuda121.so", "bnb/libbitsandbytes_cuda118.so",
+             "bnb/libbitsandbytes_cuda121_nocublaslt.so",
+             "bnb/libbitsandbytes_cuda118_nocublaslt.so",
+             "bnb/libbitsandbytes_cuda130.so", "bnb/libbitsandbytes_cpu.so",
+             "x/_C_cuda12.cpython-311-x86_64-linux-gnu.so",
+             "x/_C_cuda13.cpython-312-x86_64-linux-gnu.so",
+             "lib/libtwin_cuda12.so.12", "lib/libtwin_cuda13.so.13",
+             "alone/libonly_cuda12.so", "same/liba_cu12.so", "same/liba_cu12x.so",
+             "other/libz_cu121.so", "other/libz_cuda124.so"]  # fmt: skip
+    assert alternatives(names) == [
+        ("bnb/libbitsandbytes_cuda*.so", ("bnb/libbitsandbytes_cuda118.so",
+                                         "bnb/libbitsandbytes_cuda121.so",
+                                         "bnb/libbitsandbytes_cuda130.so")),
+        ("bnb/libbitsandbytes_cuda*_nocublaslt.so", ("bnb/libbitsandbytes_cuda118_nocublaslt.so",
+                                                    "bnb/libbitsandbytes_cuda121_nocublaslt.so")),
+        ("lib/libtwin_cuda*.so", ("lib/libtwin_cuda12.so.12", "lib/libtwin_cuda13.so.13")),
+        ("x/_C_cuda*.so", ("x/_C_cuda12.cpython-311-x86_64-linux-gnu.so",
+                           "x/_C_cuda13.cpython-312-x86_64-linux-gnu.so")),
+    ]  # one build alone, one version twice (cu12, cu12x), cu and cuda apart: no group
+
+
+#: PTX ISA version of each twin's PTX and the CUDA version that introduced it (NVIDIA, PTX ISA
+#: "Release Notes": ISA 7.8 is CUDA 11.8's, 8.7 is CUDA 12.8's); the third twin is nvcc 13.0's SASS
+TWIN_PTX = {"cuda118": ("7.8", "11.8"), "cuda128": ("8.7", "12.8")}
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``lib/libaxpy_cuda118.fatbin``, ``_cuda128`` (PTX of axpy.cu for compute_80 written as ISA
+    7.8 and 8.7, which ptxas accepts, stored uncompressed: a floor of 11.8 and 12.8) and
+    ``_cuda130`` (sm_80 and sm_90 SASS by nvcc 13.0: a CUDA 13 driver)."""
+    root = tmp_path_factory.mktemp("twins")
+    lib = root / "lib"
+    lib.mkdir()
+    ptx = root / "axpy.ptx"
+    run([NVCC, "-ptx", "-arch=compute_80", DATA / "axpy.cu", "-o", ptx])
+    text = ptx.read_text()
+    assert re.search(r"^\.version 9\.0$", text, re.M)
+    for build, (isa, _) in TWIN_PTX.items():
+        edited = root / f"{build}.ptx"
+        edited.write_text(re.sub(r"^\.version 9\.0$", f".version {isa}", text, flags=re.M))
+        run([system_tool("ptxas"), "-arch=sm_80", edited, "-o", root / "x.cubin"])  # valid
+        run([NVCC, "-fatbin", "-Xfatbin", "-compress=false", "-gencode",
+             "arch=compute_80,code=compute_80", edited, "-o", lib / f"libaxpy_{build}.fatbin"])
+    run([NVCC, "-fatbin", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+         "arch=compute_90,code=sm_90", DATA / "axpy.cu", "-o", lib / "libaxpy_cuda130.fatbin"])
+    return lib
+
+
+def _twin(build: str) -> str:
+    return f"libaxpy_{build}.fatbin"
+
+
+@pytest.mark.parametrize(("driver", "serving", "status", "counts"), [
+    (None, "cuda130", "works", (1, 0, 0)),  # the newest that loads: SASS
+    ("12.8", "cuda128", "works", (0, 1, 0)),  # 13.0's SASS needs a CUDA 13 driver: ISA 8.7 JIT
+    ("12.4", "cuda118", "works", (0, 1, 0)),  # ISA 8.7 needs 12.8
+    ("11.4", "cuda118", "fails", (0, 0, 1)),  # nothing loads: the build needing least is named
+])
+def test_twins_count_as_the_build_that_serves(twins: Path, driver: str | None, serving: str,
+                                              status: str, counts: tuple[int, int, int]) -> None:
+    """Per-CUDA-version twins are one library: the total is the serving build's verdict (before,
+    the worst twin's: "FAILS" with a CUDA 12 driver), its driver floor the lowest twin's."""
+    proc = fatbinkit("check", twins, "--arch", "sm_80", "--json",
+                     *(["--driver", driver] if driver else []))
+    doc = json.loads(proc.stdout)
+    validate(doc, "checks")
+    assert proc.returncode == (0 if status == "works" else 1), proc.stderr
+    group = "libaxpy_cuda*.fatbin"
+    builds = [_twin(b) for b in ("cuda118", "cuda128", "cuda130")]
+    assert doc["alternatives"] == [{"group": group, "files": builds}]
+    v = doc["verdicts"]["sm_80"]
+    assert v["status"] == status and (v["sass"], v["jit"], v["cannot"]) == counts
+    assert v["works" if status == "works" else "fails"] == [_twin(serving)]
+    (alt,) = v["alternatives"]
+    assert alt["serving"] == _twin(serving) and alt["group"] == group
+    assert (alt["min_driver"], alt["min_driver_file"]) == ("11.8", _twin("cuda118"))
+    assert v["min_driver"] == "11.8" and v["min_driver_file"] == _twin("cuda118")
+    # each twin's own verdict is kept, and is what its file's own check says
+    own = {f["file"]: f["verdicts"]["sm_80"]["status"] for f in doc["files"]}
+    assert {f["file"]: f["status"] for f in alt["files"]} == own
+    text = fatbinkit("check", twins, "--arch", "sm_80", *(["--driver", driver] if driver else []))
+    assert re.search(rf"^    sm_80 +served by {re.escape(_twin(serving))}; lowest driver CUDA "
+                     rf"11\.8 .*: {re.escape(_twin('cuda118'))}$", text.stdout, re.M), text.stdout
+    idle = [b for b in builds if b != _twin(serving)]
+    for name in idle:  # shown in parentheses: not counted
+        assert re.search(rf"^  {re.escape(name)} +\(\w+\)$", text.stdout, re.M), text.stdout
+    why = text.stdout.partition("\nwhy:\n")[2]
+    assert all(name not in why for name in idle)
+
+
+def test_twins_min_driver_is_the_lowest_build(twins: Path) -> None:
+    """--min-driver: the group needs what its least demanding build needs (11.8: ISA 7.8), not
+    the 13.0 its newest build needs."""
+    proc = fatbinkit("check", twins, "--min-driver", "--arch", "sm_80", "--arch", "sm_90",
+                     "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    validate(doc, "min_drivers")
+    for arch in ("sm_80", "sm_90"):
+        v = doc["min_driver"][arch]
+        assert (v["min_driver"], v["min_driver_file"]) == ("11.8", _twin("cuda118")), arch
+    text = fatbinkit("check", twins, "--min-driver", "--arch", "sm_80").stdout
+    assert re.search(r"^  sm_80 +CUDA 11\.8 .*; set by libaxpy_cuda118\.fatbin$", text, re.M), text
+    assert "libaxpy_cuda*.fatbin: 3 builds (CUDA 11.8, 12.8, 13.0)" in text
+
+
+def test_bitsandbytes_wheel_is_one_library_per_cuda_version() -> None:
+    """bitsandbytes 0.50.2 (manylinux x86_64, 43 MB): seven builds, CUDA 11.8 to 13.2, one
+    group. With a 12.8 driver libbitsandbytes_cuda128.so serves (the 13.x builds' CUDA 13
+    cubins cannot load, the older ones load but are older) and the wheel works on Turing and
+    Hopper; its minimum driver on each arch is the lowest any build needs, the same as that
+    build's own check."""
+    fetch(BITSANDBYTES)
+    (wheel,) = sorted((CACHE / "wheels").glob("bitsandbytes-0.50.2-*linux*_x86_64.whl"))
+    proc = fatbinkit("check", wheel, "--arch", "sm_75", "--arch", "sm_90", "--driver", "12.8",
+                     "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    doc = json.loads(proc.stdout)
+    validate(doc, "checks")
+    builds = [f"bitsandbytes/libbitsandbytes_cuda{v}.so"
+              for v in ("118", "121", "124", "126", "128", "130", "132")]
+    assert doc["alternatives"] == [{"group": "bitsandbytes/libbitsandbytes_cuda*.so",
+                                    "files": builds}]
+    own = {f["file"]: f["verdicts"] for f in doc["files"]}
+    for arch in ("sm_75", "sm_90"):
+        v = doc["verdicts"][arch]
+        assert v["status"] == "works" and v["works"] == [builds[4]], arch
+        assert v["alternatives"][0]["serving"] == builds[4]
+        # the newest build whose own verdict with driver 12.8 works
+        assert [b for b in builds if own[b][arch]["status"] == "works"][-1] == builds[4]
+        assert {own[b][arch]["status"] for b in builds[5:]} == {"fails"}
+    proc = fatbinkit("check", wheel, "--min-driver", "--arch", "sm_75", "--json")
+    low = json.loads(proc.stdout)["min_driver"]["sm_75"]
+    assert low["min_driver_file"] == builds[0]
+    with zipfile.ZipFile(wheel) as z, TemporaryDirectory() as tmp:
+        alone = Path(z.extract(builds[0], tmp))
+        doc = json.loads(fatbinkit("check", alone, "--min-driver", "--arch", "sm_75",
+                                   "--json").stdout)
+    assert low["min_driver"] == doc["min_driver"]["sm_75"]["min_driver"]
+    assert low["min_driver"].startswith("11.")  # not the CUDA 13 driver the 13.x builds need

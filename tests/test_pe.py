@@ -51,14 +51,14 @@ def section(image: pefile.PE, name: bytes) -> pefile.SectionStructure:
     return found
 
 
-def walk(path: Path) -> tuple[list[tuple[int, bytes]], bytes]:
-    """``(RVA, bytes)`` of every container in the file's ``.nv_fatb`` section as pefile reads
+def walk(path: Path, name: bytes = b".nv_fatb") -> tuple[list[tuple[int, bytes]], bytes]:
+    """``(RVA, bytes)`` of every container in the file's section ``name`` as pefile reads
     it, walked from its start (a container where the magic is, zeros skipped 8 bytes at a time,
     anything else fails the test), and the section's bytes up to the last container's end (its
     virtual size, the raw data's file-alignment padding left out; a pruned section, which keeps
     its virtual size, ends in zero fill after the last container)."""
     image = pefile.PE(str(path), fast_load=True)
-    sec = section(image, b".nv_fatb")
+    sec = section(image, name)
     data = sec.get_data()[: sec.Misc_VirtualSize or sec.SizeOfRawData]  # 0: the raw size
     out, at, end = [], 0, 0
     while at < len(data):
@@ -75,10 +75,13 @@ def walk(path: Path) -> tuple[list[tuple[int, bytes]], bytes]:
     return out, data[:end]
 
 
-def dumped(path: Path, folder: Path) -> Path:
-    """The ``.nv_fatb`` section's containers (:func:`walk`), taken out by pefile, in
-    ``folder/<stem>.fatbin``: named so that cuobjdump names the images as from the DLL."""
-    data = walk(path)[1]
+def dumped(path: Path, folder: Path, names: tuple[bytes, ...] = (b".nv_fatb",)) -> Path:
+    """The containers of the sections ``names`` (:func:`walk`), taken out by pefile, one after
+    another in ``folder/<stem>.fatbin``: named so that cuobjdump names the images as from the
+    DLL, and numbers them across the sections as it numbers an ELF file's with ``-all``."""
+    parts = [walk(path, name)[1] for name in names]
+    assert all(len(p) % 8 == 0 for p in parts[:-1])  # the next section's containers aligned
+    data = b"".join(parts)
     assert data
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / f"{path.stem}.fatbin"

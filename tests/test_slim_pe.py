@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -409,3 +410,142 @@ def test_pruned_signed_curand_dll_loads_and_runs_under_wine(
     lines = wine_probe(wine, tmp_path / "probe.exe", "map", "pruned.dll", "curandCreateGenerator")
     assert int(lines[1]) != 0  # the export is found
     assert printed(lines[2:]) == containers(out) and len(containers(out)) == 13
+
+
+# -- relocatable device code (-rdc): __nv_relfatbin, "__nv_rel" in an image ----------------------
+
+#: what nvcc -rdc puts in a DLL, mimicked: the device-linked fatbin in .nv_fatbin with its
+#: version-2 wrapper (whose last field names the array crt/link.stub's __cudaRegisterLinkedBinary
+#: fills at start-up with each object's wrapper's data pointer) and each object's relocatable
+#: fatbin in __nv_relfatbin (fatbinary_section.h's FATBIN_PRELINK_DATA_SECTION_NAME) with its
+#: version-1 wrapper, as the .fatbin.c nvcc -rdc writes (``__CUDAFATBINDATASECTION
+#: "__nv_relfatbin"``); the linker cuts both names to eight bytes
+RDC_DLL = r"""/* a linked fatbin, two relocatable ones and their wrapper records, as nvcc -rdc's */
+struct fatbin_wrapper {
+  unsigned int magic, version;
+  const void *data;
+  void *filename_or_fatbins;
+};
+__attribute__((section(".nv_fatbin"), aligned(8), used))
+static const unsigned char linked[] = {%s};
+#define RELFATBIN __attribute__((section("__nv_relfatbin"), aligned(8), used))
+RELFATBIN static const unsigned char rel0[] = {%s};
+RELFATBIN static const unsigned char rel1[] = {%s};
+static void *prelinked[3];
+__attribute__((section(".nvFatBinSegment"), aligned(8), used))
+static const struct fatbin_wrapper wrappers[] = {
+  {0x466243b1, 2, linked, prelinked},
+  {0x466243b1, 1, rel0, 0},
+  {0x466243b1, 1, rel1, 0},
+};
+__declspec(dllexport) int count(void) { return sizeof wrappers / sizeof *wrappers; }
+__declspec(dllexport) const unsigned char *container(int i) {
+  const volatile struct fatbin_wrapper *w = &wrappers[i];
+  return (const unsigned char *)w->data;
+}
+"""
+#: nvcc arguments of the linked fatbin and of each relocatable one (-rdc), in section order
+RDC_GENCODES = (
+    ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"],
+    ["-rdc=true", "-gencode", "arch=compute_80,code=[sm_80,compute_80]",
+     "-gencode", "arch=compute_90,code=sm_90"],
+    ["-rdc=true", "-gencode", "arch=compute_75,code=sm_75", "-gencode",
+     "arch=compute_80,code=[sm_86,compute_80]"],
+)  # fmt: skip
+BOTH = (b".nv_fatb", b"__nv_rel")
+
+
+@pytest.fixture(scope="module")
+def rdc_built(built: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """nvdll.dll (RDC_DLL) and probe.exe in a folder of their own."""
+    root = tmp_path_factory.mktemp("slim_pe_rdc")
+    fats = []
+    for i, args in enumerate(RDC_GENCODES):
+        run([NVCC, "-fatbin", *args, "-o", root / f"fat{i}.fatbin", AXPY])
+        fats.append((root / f"fat{i}.fatbin").read_bytes())
+    mingw_gcc(root, DLL_NAME, RDC_DLL % tuple(map(c_bytes, fats)), "-shared",
+              "-fno-toplevel-reorder")
+    shutil.copy(built / "probe.exe", root / "probe.exe")
+    return root
+
+
+def rdc_containers(path: Path) -> list[tuple[int, bytes]]:
+    """The containers of ``.nv_fatb`` then ``__nv_rel``: the wrapper records' order."""
+    return [c for name in BOTH for c in walk(path, name)[0]]
+
+
+def fatbinkit_cli(*args: str | Path) -> list[str]:
+    proc = subprocess.run([sys.executable, "-m", "fatbinkit", *map(str, args)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_rdc_dll_lists_and_extracts_nv_rel_with_all(rdc_built: Path, tmp_path: Path) -> None:
+    """The image holds ``__nv_rel`` (the linker's cut of ``__nv_relfatbin``): ``ls``/``extract``
+    read ``.nv_fatb`` only, as cuobjdump reads an ELF file's ``.nv_fatbin``; with ``--all`` the
+    relocatable containers too, numbered across both sections, as cuobjdump ``-all`` lists and
+    extracts the sections pefile dumps one after the other."""
+    dll = rdc_built / DLL_NAME
+    fats = [(rdc_built / f"fat{i}.fatbin").read_bytes() for i in range(3)]
+    names = [s.Name.rstrip(b"\0") for s in pefile.PE(str(dll)).sections]
+    assert b"__nv_rel" in names and b".nv_fatb" in names  # no long name kept in the image
+    assert [data for _, data in rdc_containers(dll)] == fats
+    linked = dumped(dll, tmp_path / "linked")
+    assert fatbinkit_cli("ls", dll) == cuobjdump_list(linked)
+    every = dumped(dll, tmp_path / "all", BOTH)
+    listing = cuobjdump_list(every, all=True)
+    assert len(listing) == 8 and sum(line.startswith("PTX") for line in listing) == 2
+    assert fatbinkit_cli("ls", dll, "--all") == listing
+    fatbinkit_cli("extract", dll, "--all", "-o", tmp_path / "ours")
+    ours = {p.name: p.read_bytes() for p in (tmp_path / "ours").iterdir()}
+    assert ours == cuobjdump_extract(every, tmp_path / "theirs", all=True)
+    # with no .nv_fatb, __nv_rel is what there is: listed without --all (as an -rdc -c object's
+    # __nv_relfatbin is, by cuobjdump)
+    data = bytearray(dll.read_bytes())
+    at = data.index(b".nv_fatb")  # its name in the section table
+    data[at:at + 8] = b".rdata2\0"
+    alone = tmp_path / "alone" / DLL_NAME
+    alone.parent.mkdir()
+    alone.write_bytes(bytes(data))
+    assert fatbinkit_cli("ls", alone) == cuobjdump_list(
+        dumped(dll, tmp_path / "rel", (b"__nv_rel",)))
+
+
+def test_pruned_rdc_dll_prunes_nv_rel_and_loads(rdc_built: Path, wine: dict[str, str],  # noqa: F811
+                                                tmp_path: Path) -> None:  # fmt: skip
+    """``prune --for sm_80`` prunes the relocatable containers like the linked ones: both
+    sections' raw data shrink, every kept image is one of the original's, byte for byte, and
+    under Wine the moved DLL's version-1 wrappers point at the pruned ``__nv_rel`` containers
+    (the version-2 one at the linked container, its array pointer left as it was)."""
+    dll = rdc_built / DLL_NAME
+    out = tmp_path / DLL_NAME
+    prune(dll, out, [Arch(80)])
+    assert out.stat().st_size < dll.stat().st_size
+    layout_ok(out)
+    assert pefile_problems(out, dll) == []
+    old, new = pefile.PE(str(dll)), pefile.PE(str(out))
+    for name in BOTH:
+        assert section(new, name).SizeOfRawData < section(old, name).SizeOfRawData, name
+        assert section(new, name).Misc_VirtualSize == section(old, name).Misc_VirtualSize
+    def images(path: Path, folder: Path) -> Counter[tuple[str, bytes]]:
+        """cuobjdump's images of both sections, by arch and kind (``sm_80.cubin``) and bytes:
+        pruning numbers them anew."""
+        files = cuobjdump_extract(dumped(path, folder, BOTH), folder / "x", all=True)
+        return Counter((".".join(n.split(".")[-2:]), data) for n, data in files.items())
+
+    before, after = images(dll, tmp_path / "a"), images(out, tmp_path / "b")
+    assert not after - before  # each kept image one of the original's, byte for byte
+    # the linked sm_80 SASS, the first object's sm_80 SASS and both objects' compute_80 PTX
+    assert sorted(arch for arch, _ in after.elements()) == [
+        "sm_80.cubin", "sm_80.cubin", "sm_80.ptx", "sm_80.ptx"]
+    assert fatbinkit_cli("ls", out, "--all") == cuobjdump_list(
+        dumped(out, tmp_path / "c", BOTH), all=True)
+    found = rdc_containers(out)
+    assert len(found) == 3
+    base, seen = probe_dll(wine, rdc_built, out)
+    assert base != BASE
+    assert seen == found
+    wrap = section(new, b".nvFatBi").get_data()[:72]
+    prelinked = int.from_bytes(wrap[16:24], "little")
+    assert prelinked == int.from_bytes(section(old, b".nvFatBi").get_data()[16:24], "little") != 0

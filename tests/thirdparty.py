@@ -78,9 +78,14 @@ CURAND13_WIN = WheelMember(
     "nvidia-curand", "10.4.5.25", "nvidia/cu13/bin/x86_64/curand64_10.dll", windows=True
 )
 
+# A package of alternatives: bitsandbytes ships one library per CUDA version (11.8 to 13.2) and
+# loads the one matching the CUDA it runs with (43 MB wheel).
+BITSANDBYTES = WheelMember("bitsandbytes", "0.50.2", "bitsandbytes/libbitsandbytes_cuda128.so")
+
 ALL_TEST_MEMBERS = (CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, CURAND130, CUPY102_RANDOM,
                     CUPY11_RANDOM, CURAND11, CUFFT11, CUPY12_RANDOM_WIN, CUPY13_RANDOM_WIN,
-                    CURAND13_WIN, JAX_CUDA12_LINALG, JAX_CUDA12_PRNG, JAX_CUDA12_SOLVER)
+                    CURAND13_WIN, JAX_CUDA12_LINALG, JAX_CUDA12_PRNG, JAX_CUDA12_SOLVER,
+                    BITSANDBYTES)
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,8 @@ def fetch(item: WheelMember) -> Path:
     pattern = (f"{item.package.replace('-', '_')}-{item.version}-*"
                f"{'win_amd64' if item.windows else 'linux*_x86_64'}.whl")
     platforms = (["win_amd64"] if item.windows else
-                 ["manylinux2014_x86_64", "manylinux_2_27_x86_64", "manylinux_2_28_x86_64"])
+                 ["manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
+                  "manylinux_2_28_x86_64"])
     found = sorted(wheels.glob(pattern))
     if not found:
         cmd = [

@@ -119,7 +119,8 @@ def _check_many(args: argparse.Namespace) -> int:
     """``check`` of a wheel or folder: the total verdict per arch (the worst file's), a table of
     each library's verdicts, and why each library that does not work fails; ``--verbose`` adds
     each library's own report; ``--min-driver`` the highest floor per arch and the library that
-    sets it."""
+    sets it. A library built once per CUDA version counts as the build that serves each arch
+    (and driver), which the text and JSON name with the group's lowest driver."""
     from ..collection import check
 
     try:
@@ -129,21 +130,51 @@ def _check_many(args: argparse.Namespace) -> int:
                       skipped=skipped)
     finally:
         progress_done()
+    groups = [{"group": g, "files": list(members)} for g, members in total.alternatives]
     if args.min_driver:
         if args.json:
             dump({"file": str(args.file), "files": [c.file for c in total.checks],
-                  "modules": total.modules,
+                  "modules": total.modules, "alternatives": groups,
                   "min_driver": {v.device.sm: _min_driver_dict(v) for v in total.verdicts}})
         else:
             _print_min_driver(args.file, total.modules, total.verdicts, len(total.checks))
+            _print_alternatives(total, serving=False)
         return 0
     ok = total.ok(args.strict)
     if args.json:
-        dump({**_json(args, total, ok), "files": [
+        dump({**_json(args, total, ok), "alternatives": groups, "files": [
             {**_json(args, c, c.ok(args.strict)), "file": c.file} for c in total.checks]})
     else:
         _print_many(args, total)
     return 0 if ok else 1
+
+
+def _print_alternatives(total: TotalCheck, serving: bool = True) -> None:
+    """Each group of builds per CUDA version: per arch the build that serves it (with
+    ``serving``) and the lowest driver a build needs, with that build."""
+    if not total.alternatives:
+        return
+    from ..collection import cuda_build
+
+    print("\nalternatives (one library built per CUDA version; the package loads one):")
+    width = max(len(v.device.sm) for v in total.verdicts) + 2
+    for group, members in total.alternatives:
+        builds = [b for b in map(cuda_build, members) if b is not None]  # each names one
+        print(f"  {group}: {len(members)} builds (CUDA "
+              + ", ".join(f"{a}.{'x' if b < 0 else b}" for a, b in builds) + ")")
+        for v in total.verdicts:
+            low = v.floor(group)
+            lowest = ("no build's driver floor known" if low is None else
+                      f"lowest driver {cuda_name(low[1])}: {_in_group(group, low[0])}")
+            print(f"    {v.device.sm.ljust(width)}"
+                  + (f"served by {_in_group(group, v.serving(group))}; " if serving else "")
+                  + lowest)
+
+
+def _in_group(group: str, name: str) -> str:
+    """``name`` without the folder of ``group`` (where its builds lie, as a rule)."""
+    folder = group.rpartition("/")[0]
+    return name.removeprefix(folder + "/") if folder else name
 
 
 def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
@@ -154,14 +185,21 @@ def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
     if not args.driver:
         print(NOT_CHECKED)
     _print_verdicts(args, total.verdicts)
+    _print_alternatives(total)
     width = max(len(c.file) for c in total.checks) + 2
-    cw = max(9, *(len(a.sm) + 2 for a in total.archs))
+    counted = [{n for n, _ in t.units} for t in total.verdicts]  # per arch: not an idle build
+    cells = [[_file_cell(v, args.strict) if c.file in counted[i] else
+              f"({'none' if v.holds_nothing else v.status})" for i, v in enumerate(c.verdicts)]
+             for c in total.checks]
+    cw = max(9, *(len(a.sm) + 2 for a in total.archs), *(len(x) + 2 for r in cells for x in r))
     print("\n  " + "FILE".ljust(width) + "".join(a.sm.ljust(cw) for a in total.archs).rstrip())
-    for c in total.checks:
-        print("  " + c.file.ljust(width) + "".join(
-            _file_cell(v, args.strict).ljust(cw) for v in c.verdicts).rstrip())
-    why = [f"  {c.file}: {v.device.sm}: {v.reason}" for c in total.checks for v in c.verdicts
-           if v.status != "works"]
+    for c, row in zip(total.checks, cells, strict=True):
+        print("  " + c.file.ljust(width) + "".join(x.ljust(cw) for x in row).rstrip())
+    if any(x.startswith("(") for r in cells for x in r):
+        print("  (status): a build for another CUDA version, not the one loaded on this arch "
+              "(and driver): not counted")
+    why = [f"  {c.file}: {v.device.sm}: {v.reason}" for c in total.checks
+           for i, v in enumerate(c.verdicts) if v.status != "works" and c.file in counted[i]]
     if why:
         print("\nwhy:")
         for line in why if args.verbose else why[:TABLES_SHOWN * 4]:
