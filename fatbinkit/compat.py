@@ -382,9 +382,12 @@ class Decision:
 
 
 def highest_release(releases: Iterable[Release | None]) -> Release | None:
-    """The release of the highest CUDA version, of the highest Linux driver among equals."""
+    """The release of the highest CUDA version, of the highest Linux, then Windows, driver
+    among equals (a CUDA 12.0 device floor, 12.0 GA's 525.60.13 / 527.41, and a CUDA 12.9
+    cubin's, Table 2's 525.60.13 / 528.33: the latter)."""
     known = [r for r in releases if r is not None]
-    return max(known, key=lambda r: (r.cuda, version_tuple(r.linux))) if known else None
+    return max(known, key=lambda r: (r.cuda, version_tuple(r.linux),
+                                     version_tuple(r.windows or "0"))) if known else None
 
 
 def host_of(head: bytes | bytearray | memoryview) -> str | None:

@@ -209,3 +209,15 @@ def test_a_wheel_warning_names_its_library() -> None:
 def test_parse_driver_keeps_the_version() -> None:
     d = parse_driver("450.51.06")
     assert d == (11, 0) and d.version == (450, 51, 6)  # type: ignore[attr-defined]
+
+
+def test_the_minimum_of_equal_cuda_versions_takes_the_higher_driver_of_each_os() -> None:
+    """12.0's GA row (Windows 527.41) and Table 2's 12.x row (Windows 528.33) both say CUDA 12.0:
+    a PE library that needs both needs 528.33, in whichever order its floors come."""
+    from fatbinkit.compat import highest_release
+    from fatbinkit.driver import Release
+
+    ga, compat = Release((12, 0), "525.60.13", "527.41"), Release((12, 0), "525.60.13", "528.33")
+    for order in ([ga, compat], [compat, ga]):
+        best = highest_release(order)
+        assert best is not None and best.windows == "528.33"
