@@ -2,9 +2,12 @@
 
 A driver is named here by its CUDA version (what ``nvidia-smi`` prints as "CUDA Version" and
 ``cuDriverGetVersion`` returns), e.g. ``(13, 0)``; :func:`parse_driver` also takes a driver
-version such as ``580.65.06`` and maps its branch to that CUDA version. The floors that decide a
-load (which device archs a driver drives, which toolkit's cubins and which compression it reads)
-are applied by :mod:`fatbinkit.compat`; every table cites its source.
+version such as ``580.65.06``: a :class:`Driver`, the CUDA version of its branch that keeps the
+version for minor-version compatibility's floor. Driver versions are per OS (Table 3's Linux and
+Windows columns): :func:`drivers_text` labels each number with its OS. :func:`as_device` accepts
+only GPU archs of :data:`DEVICE_SUPPORT` (or ``future:sm_XY``). The floors that decide a load
+(which device archs a driver drives, which toolkit's cubins and which compression it reads) are
+applied by :mod:`fatbinkit.compat`; every table cites its source.
 """
 
 from __future__ import annotations
