@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from .driver import CudaVersion, DriverLike, as_cuda_version, dotted
+from .driver import CudaVersion, DriverLike, as_cuda_version, as_device, dotted
 from .errors import FatbinkitError, InputError, InvalidArgumentError, OutputError, naming
-from .formats.arch import Arch, ArchLike, as_arch
+from .formats.arch import Arch, ArchLike
 from .formats.fatbin import DecompressionBudget, EntryKind
 from .infile import as_path
 from .outfile import OutputBatch, atomic_files
@@ -602,7 +602,8 @@ class Binary:
 
         if isinstance(archs, (str, int, Arch)):
             archs = [archs]
-        wanted = list(dict.fromkeys(Arch(as_arch(a, "GPU arch").number) for a in archs))
+        wanted = list(dict.fromkeys(Arch(d.number, future=d.future) for d in (
+            as_device(a, "GPU arch") for a in archs)))
         cuda = None if driver is None else as_cuda_version(driver)
         if not wanted:
             raise InvalidArgumentError("check needs at least one GPU arch")

@@ -61,13 +61,23 @@ from typing import Any
 
 from .driver import (
     DEVICE_SUPPORT,
+    FUTURE,
+    LINUX,
     MINOR_COMPAT_DRIVER,
     RELEASES,
+    WINDOWS,
     CudaVersion,
+    Driver,
     DriverLike,
+    Release,
     as_cuda_version,
+    as_device,
     cuda_name,
     dotted,
+    driver_name,
+    drivers_text,
+    release_for,
+    version_tuple,
 )
 from .errors import (
     FatbinkitError,
@@ -80,6 +90,7 @@ from .formats import elf
 from .formats.arch import Arch, ArchLike, as_arch
 from .formats.cubin import ABI_V2, cubin_outline, is_cubin
 from .formats.fatbin import DecompressionBudget, EntryKind, FatbinEntry
+from .formats.pe import is_coff_object, is_pe
 from .formats.ptx import (
     NEWEST_KNOWN_CUDA,
     Ptx,
@@ -116,6 +127,8 @@ __all__ = [
     "device_floor",
     "file_verdict",
     "header_image",
+    "highest_release",
+    "host_of",
     "image_floors",
     "image_from_bytes",
     "image_from_cubin",
@@ -164,7 +177,10 @@ class ImageInfo:
     text's own ``.target`` says more than that label (Triton's ``sm_90a`` PTX stored as plain
     ``compute_90``): the JIT compiles for ``target``. ``toolkit`` is the CUDA release that built
     a cubin (None: not recorded), ``abi_version`` its ELF ABI, ``compression`` the fatbin entry's
-    codec, ``variables`` whether the image declares module-scope variables the host can reach.
+    codec, ``variables`` whether the image declares module-scope variables the host can reach,
+    ``host`` the OS of the file it is in (:data:`~fatbinkit.driver.LINUX` for ELF,
+    :data:`~fatbinkit.driver.WINDOWS` for PE/COFF, None for a bare fatbin/cubin/PTX): whose
+    driver numbers its floors name.
     """
 
     kind: str
@@ -179,6 +195,7 @@ class ImageInfo:
     variables: bool = False
     unread: str = ""  # why a cubin's ELF could not be read (its kernels and toolkit unknown)
     offset: int | None = None  # file offset of the fatbin entry header, when read from a file
+    host: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in (SASS, PTX):
@@ -208,6 +225,8 @@ class Floor:
     ``what`` names the rule: "device" (the driver drives this GPU), "toolkit" (the cubin's
     producer), "variant" (``a``/``f`` targets), "compression", "ptx-isa". ``need`` None means
     newer than any release known here. ``error`` is the CUresult a driver below the floor gives.
+    ``built`` is the toolkit of a ``family`` floor's cubin, ``host`` the input's OS
+    (:attr:`ImageInfo.host`): whose driver numbers :attr:`release` gives.
     """
 
     what: str
@@ -215,26 +234,56 @@ class Floor:
     why: str
     error: str
     family: bool = False  # any driver of need's major (minor-version compatibility) or newer
+    built: CudaVersion | None = None
+    host: str | None = None
+
+    @property
+    def release(self) -> Release | None:
+        """The minimum driver versions that meet the floor: Table 3's row for :attr:`need`, or
+        for a family floor whose cubin is newer than its major's first release, the minor-version
+        compatibility row (Table 2: a CUDA 11.7 cubin needs 450.80.02, not the 11.0 driver)."""
+        if self.need is None:
+            return None
+        compat = MINOR_COMPAT_DRIVER.get(self.need[0]) if self.family else None
+        if compat is not None and self.built is not None and self.built >= compat.cuda:
+            return Release(self.need, compat.linux, compat.windows)
+        return release_for(self.need)
 
     @property
     def needs(self) -> str:
-        """``CUDA 12.9 (driver >= 575.51.03)``, or for a family ``a CUDA 13.x driver (>=
-        580.65.06)``."""
+        """``CUDA 12.9 (Linux driver >= 575.51.03)``, or for a family ``a CUDA 13.x driver
+        (Linux >= 580.65.06)``."""
         if self.need is None:
             return "a CUDA release newer than any known"
-        if self.family and self.need[0] in MINOR_COMPAT_DRIVER:
-            return f"a CUDA {self.need[0]}.x driver (>= {MINOR_COMPAT_DRIVER[self.need[0]]})"
-        return cuda_name(self.need)
+        if self.family:
+            rel = self.release
+            numbers = f" ({drivers_text(rel, self.host, '')})" if rel else ""
+            return f"a CUDA {self.need[0]}.x driver{numbers}"
+        return cuda_name(self.need, self.host)
 
     def met_by(self, driver: CudaVersion) -> bool:
+        """Whether ``driver`` meets the floor: its CUDA version, and for a :class:`Driver`
+        (named by its version) whose CUDA version is the floor's own or, for a family floor,
+        below the cubin's toolkit (minor-version compatibility), the minimum driver version of
+        :attr:`release` in the column of :attr:`host` (Linux where the input's OS is not
+        known): every R450 driver implements CUDA 11.0, only 450.80.02 and later run 11.1+
+        cubins."""
         if self.need is None:
             return driver > NEWEST_KNOWN_CUDA  # beyond the tables: assumed to know it
-        return driver >= self.need
+        if driver < self.need:
+            return False
+        rel = self.release
+        if not isinstance(driver, Driver) or rel is None:
+            return True
+        if driver > self.need and (not self.family or driver >= (self.built or self.need)):
+            return True
+        number = rel.driver(self.host)
+        return number is None or driver.version >= version_tuple(number)
 
     def refusal(self, driver: CudaVersion) -> str:
-        """``cubin built by CUDA 13.2 needs CUDA 13.0 (driver >= 580.65.06); driver 12.8
-        refuses it``."""
-        return f"{self.why} needs {self.needs}; driver {dotted(driver)} refuses it"
+        """``cubin built by CUDA 13.2 needs CUDA 13.0 (Linux driver >= 580.65.06); driver
+        12.8 refuses it``."""
+        return f"{self.why} needs {self.needs}; driver {driver_name(driver)} refuses it"
 
     def __str__(self) -> str:
         return f"{self.why} needs {self.needs}"
@@ -292,6 +341,14 @@ class Decision:
             return None
         return max(f.need for f in self.floors if f.need is not None)
 
+    @property
+    def min_release(self) -> Release | None:
+        """The driver versions of :attr:`min_driver` (:attr:`Floor.release`: for a CUDA 11.1+
+        cubin, 450.80.02 rather than the 11.0 driver)."""
+        if self.min_driver is None:
+            return None
+        return highest_release(f.release for f in self.floors)
+
     def to_dict(self) -> dict[str, Any]:
         low = self.min_driver
         return {
@@ -324,6 +381,25 @@ class Decision:
         return f"{self.device.sm}{driver}: no image: {self.error} ({why})"
 
 
+def highest_release(releases: Iterable[Release | None]) -> Release | None:
+    """The release of the highest CUDA version, of the highest Linux, then Windows, driver
+    among equals (a CUDA 12.0 device floor, 12.0 GA's 525.60.13 / 527.41, and a CUDA 12.9
+    cubin's, Table 2's 525.60.13 / 528.33: the latter)."""
+    known = [r for r in releases if r is not None]
+    return max(known, key=lambda r: (r.cuda, version_tuple(r.linux),
+                                     version_tuple(r.windows or "0"))) if known else None
+
+
+def host_of(head: bytes | bytearray | memoryview) -> str | None:
+    """The OS whose driver numbers apply to an input, from its first bytes: ELF (not a bare
+    cubin) is Linux, a PE image or COFF object Windows, anything else (a bare fatbin, cubin or
+    PTX, a static library) not known."""
+    machine = elf.machine(head)
+    if machine is not None:
+        return None if machine == elf.EM_CUDA else LINUX
+    return WINDOWS if is_pe(head) or is_coff_object(head) else None
+
+
 def sass_runs_on(image: Arch, device: Arch) -> bool:
     """Whether SASS for ``image`` runs on a device of compute capability ``device``."""
     if image.suffix == "a":
@@ -341,12 +417,13 @@ def ptx_jits_for(image: Arch, device: Arch) -> bool:
     return image.number <= device.number  # plain PTX: any equal or newer CC
 
 
-def device_floor(device: Arch) -> Floor | None:
-    """The first CUDA release whose driver drives ``device`` (None: not in the table)."""
+def device_floor(device: Arch, host: str | None = None) -> Floor | None:
+    """The first CUDA release whose driver drives ``device`` (None: not in the table), its
+    driver numbers those of ``host``."""
     support = DEVICE_SUPPORT.get(device.number)
     if support is None:
         return None
-    return Floor("device", support.first, f"a {device.sm} GPU", NO_DEVICE)
+    return Floor("device", support.first, f"a {device.sm} GPU", NO_DEVICE, host=host)
 
 
 def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
@@ -355,21 +432,24 @@ def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
     floors: list[Floor] = []
     warnings: list[str] = []
     bad = INVALID_IMAGE if image.kind == SASS else INVALID_PTX
+    host = image.host
     if image.compression in COMPRESSION_MIN_CUDA:
         floors.append(Floor("compression", COMPRESSION_MIN_CUDA[image.compression],
-                            f"{image.compression}-compressed {image.name}", bad))
+                            f"{image.compression}-compressed {image.name}", bad, host=host))
     suffix = (image.target or image.arch).suffix
     if suffix:
         kind = "arch-specific" if suffix == "a" else "family-specific"
         floors.append(Floor("variant", VARIANT_MIN_CUDA[suffix],
-                            f"{kind} ({suffix}) target {image.name}", bad))
+                            f"{kind} ({suffix}) target {image.name}", bad, host=host))
     if image.kind == SASS:
         if image.toolkit is not None:
             major, _ = image.toolkit
-            # within a major family from CUDA 11 on (minor-version compatibility), else exactly
+            # within a major family from CUDA 11 on (minor-version compatibility, with the
+            # driver version of Table 2 when the cubin is newer than the driver), else exactly
             need = (major, 0) if major >= 11 else image.toolkit
             floors.append(Floor("toolkit", need, f"cubin {image.name} built by CUDA "
-                                f"{dotted(image.toolkit)}", bad, family=major >= 11))
+                                f"{dotted(image.toolkit)}", bad, family=major >= 11,
+                                built=image.toolkit, host=host))
         else:
             where = f" ({image.label})" if image.label else ""
             if image.unread:
@@ -381,7 +461,7 @@ def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
             if image.abi_version == ABI_V2:
                 need = next(cuda for low, cuda in ABI_V2_MIN_CUDA if image.arch.number >= low)
                 floors.append(Floor("toolkit", need, f"cubin {image.name} in ELF ABI v2 "
-                                    "(producer toolkit not recorded)", bad))
+                                    "(producer toolkit not recorded)", bad, host=host))
     else:
         assert image.ptx_version is not None
         try:
@@ -389,15 +469,16 @@ def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
         except FatbinkitError:
             need_isa = None
         floors.append(Floor("ptx-isa", need_isa, f"PTX ISA {dotted(image.ptx_version)} "
-                            f"({image.arch.compute})", UNSUPPORTED_PTX))
+                            f"({image.arch.compute})", UNSUPPORTED_PTX, host=host))
     return tuple(floors), tuple(warnings)
 
 
 def _driver_warnings(device: Arch, driver: CudaVersion | None) -> list[str]:
     out = []
-    if device.number not in DEVICE_SUPPORT:
-        out.append(f"{device.sm} is not in the device table (sm_{min(DEVICE_SUPPORT)} .. "
-                   f"sm_{max(DEVICE_SUPPORT)}): whether a driver drives it is not checked")
+    if device.number not in DEVICE_SUPPORT:  # named as {FUTURE}sm_XY (as_device)
+        out.append(f"{device.sm} is named as a future GPU ({FUTURE}{device.sm}), not in NVIDIA's "
+                   f"device table (sm_{min(DEVICE_SUPPORT)} .. sm_{max(DEVICE_SUPPORT)}): "
+                   "whether a driver drives it is not checked")
     if driver is not None and driver < _OLDEST_TABLED:
         out.append(f"driver {dotted(driver)} is older than NVIDIA's driver tables used here "
                    f"(from CUDA {dotted(_OLDEST_TABLED)}): floors are checked where known")
@@ -407,15 +488,32 @@ def _driver_warnings(device: Arch, driver: CudaVersion | None) -> list[str]:
     return out
 
 
-def _device_refusal(device: Arch, driver: CudaVersion) -> tuple[Floor, str] | None:
+def _compat_unknown(floors: Iterable[Floor], driver: CudaVersion) -> list[str]:
+    """What a driver given as a CUDA version leaves open: a family floor whose minor-version
+    compatibility driver is newer than its release's own (11.1+ cubins on a CUDA 11.0 driver
+    need 450.80.02, which nvidia-smi's "CUDA Version: 11.0" does not tell from 450.51.06)."""
+    out = []
+    for f in floors:
+        rel, own = f.release, release_for(f.need) if f.need else None
+        if (f.family and not isinstance(driver, Driver) and driver == f.need and rel and own
+                and f.built is not None and f.built > driver
+                and version_tuple(rel.linux) > version_tuple(own.linux)):
+            out.append(f"driver {dotted(driver)} is given as a CUDA version: {f.why} runs on it "
+                       f"only from {drivers_text(rel, f.host)} (minor-version compatibility); "
+                       "give the driver version to check it")
+    return out
+
+
+def _device_refusal(device: Arch, driver: CudaVersion,
+                    host: str | None) -> tuple[Floor, str] | None:
     floor = device_floor(device)
     if floor is None:
         return None
     support = DEVICE_SUPPORT[device.number]
     if not floor.met_by(driver):
         thor = f" ({support.note})" if support.last is None and support.note else ""
-        return floor, (f"a driver for CUDA {dotted(driver)} does not drive {device.sm} GPUs: "
-                       f"they need {cuda_name(support.first)}{thor}")
+        return floor, (f"driver {driver_name(driver)} does not drive {device.sm} GPUs: "
+                       f"they need {cuda_name(support.first, host)}{thor}")
     if support.last is not None and driver > support.last:
         return floor, (f"a driver for CUDA {dotted(driver)} no longer drives {device.sm} GPUs: "
                        f"the last is CUDA {dotted(support.last)} ({support.note})")
@@ -429,7 +527,8 @@ def decide(
     *,
     raw: bool = False,
 ) -> Decision:
-    """Pick the image the driver would load on ``device``, or say why none fits.
+    """Pick the image the driver would load on ``device`` (a GPU that exists:
+    :func:`~fatbinkit.driver.as_device`), or say why none fits.
 
     The pick is by arch alone (SASS, then PTX); the driver floors are then checked on the pick
     only, as the driver does not fall back. ``raw`` means the set is one bare cubin or PTX handed
@@ -438,11 +537,14 @@ def decide(
     and
     :func:`~fatbinkit.driver.as_cuda_version` take (``"sm_90"``, ``"12.4"``, ``12040``...).
     """
-    device = as_arch(device, "device")
+    device = as_device(device, "device")
     driver = None if driver is None else as_cuda_version(driver)
-    dev = Arch(device.number)  # a device is a compute capability; suffixes name binaries only
+    # a device is a compute capability; suffixes name binaries only
+    dev = Arch(device.number, future=device.future)
+    images = tuple(images)
+    host = next((i.host for i in images), None)
     warnings = _driver_warnings(dev, driver)
-    dfloor = device_floor(dev)
+    dfloor = device_floor(dev, host)
     verdicts: list[Verdict] = []
     # the images that fit by arch, each with its floors (device first) and what is unknown
     sass: list[tuple[Verdict, tuple[Floor, ...], tuple[str, ...]]] = []
@@ -476,7 +578,7 @@ def decide(
         return Decision(dev, driver, image, how, reason, error, tuple(verdicts), floors, floor,
                         tuple(warnings))
 
-    refused = _device_refusal(dev, driver) if driver is not None else None
+    refused = _device_refusal(dev, driver, host) if driver is not None else None
     if sass:
         # exact CC first (a > f > plain), then the highest minor of the same major
         pick, floors, unknown = max(sass, key=lambda c: (
@@ -502,6 +604,8 @@ def decide(
         return result(None, "none", f"nothing loads on {dev.sm} (has {held}): {reasons}", error)
     best = pick.image
     warnings += unknown  # what is unknown about the image the driver loads
+    if driver is not None:
+        warnings += _compat_unknown(floors, driver)
     how = "sass" if best.kind == SASS else "ptx-jit"
     if refused is not None:
         return result(None, "none", refused[1], NO_DEVICE, floors, refused[0])
@@ -668,6 +772,8 @@ class ArchVerdict:
     kernels_load: bool = True  # some module with kernels loads (or the file has no kernels)
     warnings: tuple[str, ...] = ()
     jit: tuple[str, ...] = ()  # the loading modules that load by PTX JIT (no SASS for it)
+    min_release: Release | None = None  # the driver versions of min_driver (Floor.release)
+    host: str | None = None  # the input's OS (ImageInfo.host): whose driver numbers apply
 
     @classmethod
     def of(cls, device: ArchLike, driver: DriverLike | None,
@@ -676,7 +782,7 @@ class ArchVerdict:
         """The verdict over modules whose per-kernel decisions are already made: one decision
         per name of ``kernels`` (one list per module; default: each module's
         :attr:`ImageSet.kernels`, as :meth:`ImageSet.decisions` makes them)."""
-        device = as_arch(device, "device")
+        device = as_device(device, "device")
         driver = None if driver is None else as_cuda_version(driver)
         loading: list[str] = []
         restricted: list[str] = []
@@ -687,6 +793,7 @@ class ArchVerdict:
         empty: list[str] = []
         warnings: dict[str, None] = {}
         low: CudaVersion | None = None
+        releases: list[Release | None] = []
         known = True
         names = {id(s): s.kernels for s, _ in modules} if kernels is None else {
             id(s): list(ks) for (s, _), ks in zip(modules, kernels, strict=True)}
@@ -718,13 +825,17 @@ class ArchVerdict:
                 need = d.min_driver
                 if need is None:
                     known = False
-                elif low is None or need > low:
+                elif low is None or need >= low:
+                    releases = [] if low is None or need > low else releases
                     low = need
+                    releases.append(d.min_release)
         kernels_load = not any_kernels or any(
             s.kernels and s.label in loading for s, _ in counted)
-        return cls(Arch(device.number), driver, tuple(loading), tuple(restricted), tuple(failed),
-                   tuple(data_only), tuple(missing), tuple(empty), low if known else None, known,
-                   kernels_load, tuple(warnings), tuple(jit))
+        host = next((i.host for s, _ in modules for i in s.images), None)
+        return cls(Arch(device.number, future=device.future), driver, tuple(loading),
+                   tuple(restricted), tuple(failed), tuple(data_only), tuple(missing),
+                   tuple(empty), low if known else None, known, kernels_load, tuple(warnings),
+                   tuple(jit), highest_release(releases) if known else None, host)
 
     @property
     def modules(self) -> int:
@@ -829,6 +940,7 @@ class ArchVerdict:
                                  for m, d in self.data_only_failed],
             "empty": len(self.empty),
             "min_driver": dotted(self.min_driver) if self.min_driver else None,
+            **_driver_numbers(self.min_release, self.host),
             "max_driver": dotted(self.max_driver) if self.max_driver else None,
             "driver_gap": self.driver_gap,
             "warnings": list(self.warnings),
@@ -838,6 +950,14 @@ class ArchVerdict:
     def __str__(self) -> str:
         driver = f" with driver {dotted(self.driver)}" if self.driver else ""
         return f"{self.device.sm}{driver}: {self.status}: {self.reason}"
+
+
+def _driver_numbers(release: Release | None, host: str | None) -> dict[str, Any]:
+    """The JSON of a minimum driver's versions, each labelled by its OS: ``linux_driver``,
+    ``windows_driver`` (null: NVIDIA publishes none, or no minimum), and ``host``, the input's
+    OS (null: not known), whose number applies."""
+    return {"host": host, "linux_driver": release.linux if release else None,
+            "windows_driver": release.windows if release else None}
 
 
 @dataclass(frozen=True)
@@ -975,6 +1095,20 @@ class TotalVerdict:
         return next((n for n, f, _ in self._floors() if f == low), None) if low else None
 
     @property
+    def min_release(self) -> Release | None:
+        """The driver versions of :attr:`min_driver`."""
+        low = self.min_driver
+        files = dict(self.files)
+        return highest_release(files[n].min_release for n, f, _ in self._floors() if f == low) \
+            if low else None
+
+    @property
+    def host(self) -> str | None:
+        """The OS of the files, when they all have the same one."""
+        hosts = {v.host for _, v in self.files}
+        return hosts.pop() if len(hosts) == 1 else None
+
+    @property
     def max_driver(self) -> CudaVersion | None:
         """The last CUDA version whose driver drives this device (every file's is the same)."""
         return self.files[0][1].max_driver
@@ -986,7 +1120,16 @@ class TotalVerdict:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(w for _, v in self.units for w in v.warnings))
+        """The files' warnings, each after the files that give it (``lib/a.so: ...``; one that
+        every file of several gives, such as the device's, once without names)."""
+        where: dict[str, list[str]] = {}
+        for name, v in self.units:
+            for w in v.warnings:
+                where.setdefault(w, []).append(name)
+        every = len(self.units) > 1
+        return tuple(w if every and len(names) == len(self.units) else
+                     f"{', '.join(names[:3])}{' ...' if len(names) > 3 else ''}: {w}"
+                     for w, names in where.items())
 
     @property
     def reason(self) -> str:
@@ -1036,6 +1179,7 @@ class TotalVerdict:
             "other_gpus_only": list(self.named("other_gpus_only")),
             "modules": self.modules,
             "min_driver": dotted(low) if low else None,
+            **_driver_numbers(self.min_release, self.host),
             "min_driver_file": self.min_driver_file,
             "max_driver": dotted(self.max_driver) if self.max_driver else None,
             "driver_gap": self.driver_gap,
@@ -1161,6 +1305,7 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
                codes: Sequence[DeviceCode] | None = None) -> tuple[ImageSet, ...]:
     """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
     ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself (a ``str`` is a path).
+    Each image's :attr:`ImageInfo.host` is the input's OS (:func:`host_of`).
     Images are read on ``jobs`` processes (default: every core;
     :func:`fatbinkit.parallel.map_codes`). Decompression is charged to ``budget`` (default:
     :meth:`DecompressionBudget.for_input` of the input) up front, for every cubin and PTX read
@@ -1178,6 +1323,12 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
 
     source = as_input(source, "image_sets() source")
     codes = scan(source) if codes is None else codes
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        head = bytes(source[:4096])
+    else:
+        with open(source, "rb") as f:
+            head = f.read(4096)
+    host = host_of(head)
     if budget is None:
         size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
                 else os.path.getsize(source))
@@ -1209,7 +1360,7 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
             label = f"entry at {codes[i].offset:#x}"
             img = found[i] if i in found else header_image(codes[i].entry, label)
             assert img is not None  # SASS and PTX entries only
-            images.append(replace(img, offset=codes[i].offset))
+            images.append(replace(img, offset=codes[i].offset, host=host))
         sets.append(ImageSet(module_label(src, c, member), tuple(images), raw=c < 0,
                              source=src, container=c if c >= 0 else None))
     return tuple(sets)

@@ -2,9 +2,12 @@
 
 A driver is named here by its CUDA version (what ``nvidia-smi`` prints as "CUDA Version" and
 ``cuDriverGetVersion`` returns), e.g. ``(13, 0)``; :func:`parse_driver` also takes a driver
-version such as ``580.65.06`` and maps its branch to that CUDA version. The floors that decide a
-load (which device archs a driver drives, which toolkit's cubins and which compression it reads)
-are applied by :mod:`fatbinkit.compat`; every table cites its source.
+version such as ``580.65.06``: a :class:`Driver`, the CUDA version of its branch that keeps the
+version for minor-version compatibility's floor. Driver versions are per OS (Table 3's Linux and
+Windows columns): :func:`drivers_text` labels each number with its OS. :func:`as_device` accepts
+only GPU archs of :data:`DEVICE_SUPPORT` (or ``future:sm_XY``). The floors that decide a load
+(which device archs a driver drives, which toolkit's cubins and which compression it reads) are
+applied by :mod:`fatbinkit.compat`; every table cites its source.
 """
 
 from __future__ import annotations
@@ -14,26 +17,41 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from .errors import InvalidArgumentError
+from .formats.arch import Arch, as_arch
 
 __all__ = [
     "DEVICE_SUPPORT",
+    "FUTURE",
+    "LINUX",
     "MINOR_COMPAT_DRIVER",
     "RELEASES",
+    "WINDOWS",
     "CudaVersion",
     "DeviceSupport",
+    "Driver",
     "DriverLike",
     "Release",
     "as_cuda_version",
+    "as_device",
     "cuda_for_driver",
     "cuda_name",
     "dotted",
+    "driver_name",
+    "drivers_text",
     "parse_driver",
     "release_for",
+    "version_tuple",
 ]
 
 CudaVersion = tuple[int, int]
 #: what :func:`as_cuda_version` accepts: ``(12, 4)``, ``"12.4"``, ``"580.65.06"`` or ``12040``
 DriverLike: TypeAlias = tuple[int, int] | str | int
+
+#: the host OS of an input, from its file format (ELF: Linux, PE: Windows): which column of
+#: NVIDIA's driver tables applies. None where the format does not say (a bare fatbin or cubin).
+LINUX = "linux"
+WINDOWS = "windows"
+_OS_NAMES = {LINUX: "Linux", WINDOWS: "Windows"}
 
 
 def dotted(version: CudaVersion) -> str:
@@ -41,30 +59,91 @@ def dotted(version: CudaVersion) -> str:
     return f"{version[0]}.{version[1]}"
 
 
+def version_tuple(driver: str) -> tuple[int, ...]:
+    """``450.80.02`` -> ``(450, 80, 2)``: driver versions compare part by part."""
+    return tuple(int(p) for p in driver.split("."))
+
+
+class Driver(tuple[int, int]):
+    """A driver named by its version (``450.51.06``): it is, compares and prints (:func:`dotted`)
+    as the CUDA version it implements (``(11, 0)``), and keeps ``version`` for the one floor
+    that a CUDA version cannot decide: minor-version compatibility needs a driver version of
+    its major's Table 2 row (450.80.02 for CUDA 11.1+ builds, while every R450 driver reports
+    CUDA 11.0). A tuple, so that every API taking a CUDA version takes it."""
+
+    version: tuple[int, ...]
+
+    def __new__(cls, cuda: CudaVersion, version: tuple[int, ...]) -> Driver:
+        self = super().__new__(cls, cuda)
+        self.version = version
+        return self
+
+    def __getnewargs__(self) -> tuple[CudaVersion, tuple[int, ...]]:
+        return (self[0], self[1]), self.version
+
+    @property
+    def text(self) -> str:
+        """``450.51.06``: the version as NVIDIA writes it (two-digit parts after the branch)."""
+        return ".".join(f"{p:02d}" if i else str(p) for i, p in enumerate(self.version))
+
+    def __repr__(self) -> str:
+        return f"Driver({self.text}, CUDA {dotted(self)})"
+
+
+def driver_name(driver: CudaVersion) -> str:
+    """``450.51.06 (CUDA 11.0)`` for a :class:`Driver`, ``11.0`` for a CUDA version."""
+    if isinstance(driver, Driver):
+        return f"{driver.text} (CUDA {dotted(driver)})"
+    return dotted(driver)
+
+
 @dataclass(frozen=True)
 class Release:
-    """One CUDA release and the minimum driver its toolkit ships with (Linux, Windows)."""
+    """One CUDA release and the minimum driver its toolkit ships with (Linux, Windows; None:
+    NVIDIA publishes none)."""
 
     cuda: CudaVersion
     linux: str
     windows: str | None
 
+    def driver(self, host: str | None) -> str | None:
+        """The minimum driver version on ``host`` (:data:`LINUX`, :data:`WINDOWS`)."""
+        return self.windows if host == WINDOWS else self.linux
+
     def __str__(self) -> str:
         return cuda_name(self.cuda)
 
 
+def drivers_text(release: Release, host: str | None, noun: str = " driver") -> str:
+    """The driver numbers of a release labelled by OS: ``Linux driver >= 580.65.06`` for an ELF
+    input, ``Windows driver >= 551.61`` for a PE one (``Windows driver: not published; Linux
+    >= 580.65.06`` where NVIDIA gives no Windows number), both for an input of no known OS
+    (``Linux driver >= 580.65.06, Windows: not published``). ``noun=""`` drops "driver"."""
+    windows = f" >= {release.windows}" if release.windows else ": not published"
+    if host == LINUX:
+        return f"Linux{noun} >= {release.linux}"
+    if host == WINDOWS:
+        return (f"Windows{noun}{windows}" if release.windows else
+                f"Windows{noun}{windows}; Linux >= {release.linux}")
+    return f"Linux{noun} >= {release.linux}, Windows{windows}"
+
+
 # CUDA Toolkit Release Notes, 2.2 "CUDA Driver", Table 3 "CUDA Toolkit and Corresponding Driver
 # Versions" (docs.nvidia.com/cuda/cuda-toolkit-release-notes, 13.2 Update 2 edition): the GA row
-# of each release (8.0: its first GA, 8.0.44; 9.2: 9.2.88). There was no CUDA 12.7 release (PTX
-# ISA 8.6 is listed for 12.7; the first driver to JIT it is 12.8's). Windows drivers are no
-# longer bundled from 13.0 on. The rows before 11.0 serve the CUDA 7-10 era's binaries.
+# of each release (8.0: its first GA, 8.0.44; 9.2: 9.2.88; 11.0: "CUDA 11.0.2 GA >= 450.51.05
+# >= 451.48", not the "11.0.1 RC" row's 450.36.06 / 451.22). There was no CUDA 12.7 release (PTX
+# ISA 8.6 is listed for 12.7; the first driver to JIT it is 12.8's). From 13.0 on the Windows
+# column reads "N/A": the toolkit no longer bundles a Windows driver and NVIDIA publishes no
+# Windows minimum for 13.x (nor does the CUDA Compatibility guide, whose Table 1 gives ">= 580"
+# for 13.x without an OS), so it is None here ("not published"). The rows before 11.0 serve the
+# CUDA 7-10 era's binaries.
 RELEASES: tuple[Release, ...] = (
     Release((7, 0), "346.46", "347.62"), Release((7, 5), "352.31", "353.66"),
     Release((8, 0), "367.48", "369.30"), Release((9, 0), "384.81", "385.54"),
     Release((9, 1), "390.46", "391.29"), Release((9, 2), "396.26", "397.44"),
     Release((10, 0), "410.48", "411.31"), Release((10, 1), "418.39", "418.96"),
     Release((10, 2), "440.33", "441.22"),
-    Release((11, 0), "450.36.06", "451.22"), Release((11, 1), "455.23", "456.38"),
+    Release((11, 0), "450.51.05", "451.48"), Release((11, 1), "455.23", "456.38"),
     Release((11, 2), "460.27.03", "460.82"), Release((11, 3), "465.19.01", "465.89"),
     Release((11, 4), "470.42.01", "471.11"), Release((11, 5), "495.29.05", "496.04"),
     Release((11, 6), "510.39.01", "511.23"), Release((11, 7), "515.43.04", "516.01"),
@@ -80,10 +159,20 @@ RELEASES: tuple[Release, ...] = (
 # CUDA Compatibility guide, "Minor Version Compatibility" (docs.nvidia.com/deploy/cuda-
 # compatibility/minor-version-compatibility.html): "From CUDA 11 onwards, applications compiled
 # with a CUDA Toolkit release from within a CUDA major release family can run, with limited
-# feature-set, on systems having at least the minimum required driver version" -- release notes
-# Table 2: 11.x >= 450.80.02 (the 11.0 GA driver 450.36.06 is older: footnote), 12.x >= 525.60.13,
-# 13.x >= 580.65.06. PTX JIT is not covered (PTX_ISA_MIN_CUDA in fatbinkit.formats.ptx).
-MINOR_COMPAT_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+# feature-set, on systems having at least the minimum required driver version", and its note:
+# "CUDA 11.0 was released with an earlier driver version, but by upgrading to Tesla Recommended
+# Drivers 450.80.02 (Linux) / 452.39 (Windows) ... minor version compatibility is possible across
+# the CUDA 11.x family". Release notes Table 2 "CUDA Toolkit and Minimum Required Driver Version
+# for CUDA Minor Version Compatibility": CUDA 11.1 .. 11.8 >= 450.80.02 / >= 452.39, 12.x >=
+# 525.60.13 / >= 528.33, 13.x >= 580 (Linux 580.65.06, the 13.0 GA driver; no Windows number).
+# Each row is keyed by the major and names the first toolkit it covers: a cubin built by 11.0
+# needs the 11.0 driver of Table 3, one by 11.1+ on a CUDA 11.0 driver needs 450.80.02. PTX JIT
+# is not covered (PTX_ISA_MIN_CUDA in fatbinkit.formats.ptx).
+MINOR_COMPAT_DRIVER = {
+    11: Release((11, 1), "450.80.02", "452.39"),
+    12: Release((12, 0), "525.60.13", "528.33"),
+    13: Release((13, 0), "580.65.06", None),
+}
 
 
 @dataclass(frozen=True)
@@ -150,19 +239,42 @@ DEVICE_SUPPORT: dict[int, DeviceSupport] = {
     121: DeviceSupport((12, 9)),
 }
 
+#: the prefix that names a GPU arch the device table does not know yet: ``future:sm_130``
+FUTURE = "future:"
+
+
+def as_device(value: object, what: str = "device") -> Arch:
+    """``value`` (what :func:`~fatbinkit.formats.arch.as_arch` takes) as the arch of a GPU that
+    exists: its SM must be in :data:`DEVICE_SUPPORT` (NVIDIA's published compute capabilities),
+    else :class:`InvalidArgumentError` -- a typo like ``sm_91`` would otherwise be judged as a
+    GPU no driver drives, and a ``prune`` for it would drop every SASS. A GPU newer than the
+    table is named on purpose as ``future:sm_130`` (or an :class:`Arch` with ``future=True``):
+    accepted, with the driver floors that depend on it reported as unknown."""
+    if isinstance(value, str) and value.strip().lower().startswith(FUTURE):
+        arch = as_arch(value.strip()[len(FUTURE):], what)
+        return Arch(arch.number, arch.suffix, future=True)
+    arch = as_arch(value, what)
+    if arch.number in DEVICE_SUPPORT or arch.future:
+        return arch
+    known = ", ".join(f"sm_{n}" for n in sorted(DEVICE_SUPPORT))
+    raise InvalidArgumentError(
+        f"{what} {arch.sm}: no NVIDIA GPU has compute capability {arch.major}.{arch.minor} "
+        f"(known: {known}); a GPU newer than this table is named {FUTURE}{arch.sm}")
+
+
 _CUDA_RE = re.compile(r"^(\d{1,2})(?:\.(\d{1,2}))?$")
 _DRIVER_RE = re.compile(r"^(\d{3})(?:\.\d{1,3}){0,2}$")
 
 
 def parse_driver(text: str) -> CudaVersion:
-    """``13.0`` or ``13`` (a CUDA version), or ``580.65.06`` / ``580`` (a driver version, mapped
-    to the CUDA version of its branch by :func:`cuda_for_driver`)."""
+    """``13.0`` or ``13`` (a CUDA version), or ``580.65.06`` / ``580`` (a driver version: a
+    :class:`Driver` of the CUDA version of its branch, :func:`cuda_for_driver`)."""
     text = text.strip()
     m = _CUDA_RE.match(text)
     if m:
         return int(m.group(1)), int(m.group(2) or 0)
     if _DRIVER_RE.match(text):
-        return cuda_for_driver(text)
+        return Driver(cuda_for_driver(text), version_tuple(text))
     raise InvalidArgumentError(
         f"{text!r} is neither a CUDA version like 13.0 nor a driver version like 580.65.06")
 
@@ -199,11 +311,14 @@ def release_for(cuda: CudaVersion) -> Release | None:
     return next((r for r in RELEASES if r.cuda >= cuda), None)
 
 
-def cuda_name(cuda: CudaVersion) -> str:
-    """``CUDA 13.0 (driver >= 580.65.06)``: a version with the Linux driver that provides it."""
-    rel = release_for(cuda)
+def cuda_name(cuda: CudaVersion, host: str | None = LINUX,
+              release: Release | None = None) -> str:
+    """``CUDA 13.0 (Linux driver >= 580.65.06)``: a version with the driver that provides it on
+    ``host`` (:func:`drivers_text`); ``release`` gives other numbers than Table 3's row for it
+    (minor-version compatibility's)."""
+    rel = release or release_for(cuda)
     if rel is not None:
-        return f"CUDA {dotted(cuda)} (driver >= {rel.linux})"
+        return f"CUDA {dotted(cuda)} ({drivers_text(rel, host)})"
     where = "older than" if cuda < RELEASES[0].cuda else "newer than"
     return f"CUDA {dotted(cuda)} ({where} the known driver table)"
 
@@ -212,12 +327,15 @@ def as_cuda_version(value: object, what: str = "driver") -> CudaVersion:
     """A driver, given any way a user has one, as the CUDA version it implements:
 
     * ``(12, 4)``: a CUDA version (what this library uses everywhere);
-    * ``"12.4"`` / ``"12"`` or ``"580.65.06"`` / ``"580"``: :func:`parse_driver`;
+    * ``"12.4"`` / ``"12"`` or ``"580.65.06"`` / ``"580"``: :func:`parse_driver` (a driver
+      version gives a :class:`Driver`, kept as it is when given again);
     * ``12040``: the int ``cuDriverGetVersion`` returns (``1000 * major + 10 * minor``).
 
     Anything else (``"abc"``, ``-1``, ``(12,)``, ``1.5``, ``True``) is an
     :class:`InvalidArgumentError` naming ``what``.
     """
+    if isinstance(value, Driver):
+        return value
     if isinstance(value, str):
         try:
             return parse_driver(value)

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from .compat import PTX, SASS, ImageInfo, decide, image_from_entry
-from .driver import CudaVersion, dotted
+from .driver import CudaVersion, as_device, dotted
 from .errors import (
     CompatibilityError,
     FatbinkitError,
@@ -56,7 +56,7 @@ from .errors import (
     UnsupportedError,
 )
 from .formats import elf, elf_edit, pe
-from .formats.arch import Arch, ArchLike, as_arch
+from .formats.arch import Arch, ArchLike
 from .formats.archive import is_archive_file
 from .formats.cubin import cubin_toolkit
 from .formats.fatbin import (
@@ -643,7 +643,7 @@ def _check_options(archs: Sequence[ArchLike] | None, ptx: str, codec: str | None
         compress(codec, b"", level)  # validates the level
     if isinstance(archs, (str, Arch)):
         raise InvalidArgumentError(f"archs is a list of archs, not one {archs!r}: give [{archs!r}]")
-    return list(dict.fromkeys(as_arch(a, "archs") for a in archs or ()))
+    return list(dict.fromkeys(as_device(a, "archs") for a in archs or ()))  # GPUs that exist
 
 
 def slim(source: FilePath, output: FilePath, *,

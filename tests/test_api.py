@@ -178,7 +178,7 @@ def test_str_of_fatbin_objects(built: Built, tmp_path: Path) -> None:
         "__k_start container 0: ELF sm_90a", "__k_start container 0: PTX compute_90"]
     assert str(Image(EntryKind.ELF, "sm_90a", built.cubin)) == (  # type: ignore[arg-type]
         f"cubin sm_90a, {len(built.cubin)} bytes")
-    assert str(release_for((12, 4))) == "CUDA 12.4 (driver >= 550.54.14)"
+    assert str(release_for((12, 4))) == "CUDA 12.4 (Linux driver >= 550.54.14)"
 
 
 def test_str_of_compat_objects(built: Built) -> None:

@@ -282,7 +282,7 @@ def test_min_driver_and_unchecked_floors() -> None:
     text = fatbinkit("check", so, "--arch", "sm_90", "--arch", "sm_120")
     assert text.returncode == 0
     assert "driver floors not checked" in text.stdout
-    assert "needs CUDA 12.9 (driver >= 575.51.03)" in text.stdout
+    assert "needs CUDA 12.9 (Linux driver >= 575.51.03)" in text.stdout
     rc, doc = check_json(so, "--arch", "sm_120")
     assert not doc["driver_checked"] and doc["verdicts"]["sm_120"]["min_driver"] == "12.9"
     # a driver version is read as its branch's CUDA version

@@ -216,7 +216,8 @@ def test_driver_floors_old(row: tuple[object, ...]) -> None:
 
 
 # CUDA Toolkit Release Notes, Table 3: minimum Linux x86_64 driver of each release's GA
-# (9.2.88, not 9.2.148 Update 1; 9.1.85 as the current table gives it).
+# (9.2.88, not 9.2.148 Update 1; 9.1.85 as the current table gives it; 11.0: "CUDA 11.0.2 GA
+# >= 450.51.05", not "CUDA 11.0.1 RC >= 450.36.06").
 LINUX_MIN = [
     ((9, 0), "384.81"),
     ((9, 1), "390.46"),
@@ -224,7 +225,7 @@ LINUX_MIN = [
     ((10, 0), "410.48"),
     ((10, 1), "418.39"),
     ((10, 2), "440.33"),
-    ((11, 0), "450.36.06"),
+    ((11, 0), "450.51.05"),
 ]
 
 

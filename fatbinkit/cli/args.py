@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..driver import CudaVersion, parse_driver
+from ..driver import FUTURE, CudaVersion, as_device, parse_driver
 from ..errors import InvalidArgumentError
 from ..formats.arch import Arch
 
@@ -58,7 +58,15 @@ def _usage(parse: Callable[[str], T], text: str) -> T:
 
 
 def arch(text: str) -> Arch:
-    """A GPU arch name: ``sm_90``, ``sm_90a``, ``compute_100f``, ``90``."""
+    """The arch of a GPU (``check --arch``, ``prune --for``, ``gate --require-arch``):
+    ``sm_90``, ``sm_90a``, ``compute_100f``, ``90``, one NVIDIA's device table knows, or
+    ``future:sm_130`` (:func:`fatbinkit.driver.as_device`); anything else is a usage error."""
+    return _usage(as_device, text)
+
+
+def image_arch(text: str) -> Arch:
+    """The arch label of an image (``build --cubin sm_90=k.cubin``): any name
+    :meth:`~fatbinkit.formats.arch.Arch.parse` reads."""
     return _usage(Arch.parse, text)
 
 
@@ -92,10 +100,17 @@ def key_path(spec: str, key: str, *, option: str = "", example: str = "") -> tup
 
 
 def arch_filter(text: str) -> ArchFilter:
-    """``--arch`` of ls, extract and check: see :class:`fatbinkit.binary.ArchFilter`."""
+    """``--arch`` of ls, extract and diff: see :class:`fatbinkit.binary.ArchFilter`; its SM must
+    name a GPU as for :func:`arch` (a typo would silently match nothing), ``future:`` before
+    the name accepts one the device table does not know."""
     from ..binary import ArchFilter
 
-    return _usage(ArchFilter.parse, text)
+    spelled = text.strip()
+    if spelled.lower().startswith(FUTURE):
+        spelled = spelled[len(FUTURE):]
+    else:
+        _usage(as_device, text)
+    return _usage(ArchFilter.parse, spelled)
 
 
 def kernel_filter(text: str) -> KernelFilter:
@@ -119,7 +134,7 @@ def image_arg(option: str, example: str) -> Callable[[str], tuple[Arch, Path]]:
             right = ("sm_" if option == "--cubin" else "compute_") + word.split("_", 1)[1]
             raise UsageError(f"{label} is {kind}, not the arch of a {option[2:]}: "
                              f"give {right}={path}")
-        return arch(label), path
+        return image_arch(label), path
 
     return parse
 

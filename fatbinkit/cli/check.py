@@ -231,16 +231,13 @@ def _needs(v: ArchVerdict | TotalVerdict) -> str:
     if v.min_driver is None:
         return ""
     upto = f", up to CUDA {dotted(v.max_driver)}" if v.max_driver else ""
-    return f"needs {cuda_name(v.min_driver)}{upto}"
+    return f"needs {cuda_name(v.min_driver, v.host, v.min_release)}{upto}"
 
 
 def _min_driver_dict(v: ArchVerdict | TotalVerdict) -> dict[str, Any]:
-    """The verdict without a driver (``status`` is arch coverage only), and the Linux driver
-    that provides the minimum."""
-    from ..driver import release_for
-
-    rel = release_for(v.min_driver) if v.min_driver else None
-    return {**v.to_dict(), "linux_driver": rel.linux if rel else None}
+    """The verdict without a driver (``status`` is arch coverage only), with the driver
+    versions that provide the minimum (``linux_driver``, ``windows_driver``, ``host``)."""
+    return v.to_dict()
 
 
 def _print_min_driver(file: Path, modules: int,

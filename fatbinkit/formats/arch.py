@@ -8,7 +8,7 @@ equal or higher minor); see :mod:`fatbinkit.compat` for the loading rules.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from ..errors import InvalidArgumentError
@@ -21,10 +21,13 @@ SUFFIXES = ("", "a", "f")
 
 @dataclass(frozen=True, order=True)
 class Arch:
-    """A GPU architecture: SM number plus optional ``a``/``f`` suffix."""
+    """A GPU architecture: SM number plus optional ``a``/``f`` suffix. ``future`` marks a device
+    arch named on purpose although NVIDIA's device table does not know it
+    (:func:`fatbinkit.driver.as_device`); it takes no part in comparisons."""
 
     number: int
     suffix: str = ""
+    future: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not 10 <= self.number <= 999:

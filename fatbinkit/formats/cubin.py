@@ -60,6 +60,7 @@ __all__ = [
     "EF_V2_ARCH_SPECIFIC",
     "SHT_CUDA_INFO",
     "STO_CUDA_ENTRY",
+    "TKINFO",
     "Cubin",
     "CubinFunction",
     "CubinOutline",
@@ -75,6 +76,10 @@ if TYPE_CHECKING:
 
 CUINFO = struct.Struct("<HHI")  # version, virtual SM, toolkit (major * 10 + minor)
 CUINFO_HEAD = struct.Struct("<HH")  # version, virtual SM: what every cuinfo/cuver note holds
+# .note.nv.tkinfo's descriptor: a u32 (ptxas 12.x: the toolkit, major * 10 + minor; ptxas 13.x:
+# 2, its toolkit then in .note.nv.cuinfo), a u32 0, then the offsets of the tool name, version,
+# build and command line in the strings that follow (from the end of these six words)
+TKINFO = struct.Struct("<IIIIII")
 
 SHT_CUDA_INFO = 0x70000000
 STO_CUDA_ENTRY = 0x10
@@ -82,6 +87,15 @@ STO_CUDA_ENTRY = 0x10
 # EI_ABIVERSION: 7 (ptxas <= 12.x for sm < 100), 8 (ptxas 13.x; 12.9 for sm >= 100).
 ABI_V1 = 7
 ABI_V2 = 8
+# Where a cubin records the toolkit (its ptxas) that built it, in the order cuobjdump -elf reads
+# it for its "toolkit=" (checked by patching each field: cuobjdump 13.5 prints what is there,
+# tests/test_cubin_toolkit.py): ABI v1, the ELF header's e_version (ptxas 10.2, 11.8 and 12.9
+# write 102, 118, 129 there; cuobjdump prints "toolkit=118"); ABI v2 (e_version is 1),
+# .note.nv.cuinfo's toolkit field (ptxas 13.x), else .note.nv.tkinfo's first word (ptxas 12.9,
+# whose .note.nv.cuver has no toolkit). No fatbin entry header field records it (its code
+# version is [1, EI_ABIVERSION]). A value below 10 (ABI v2's e_version 1, ptxas 13's tkinfo 2)
+# names no toolkit; the kernels' EIATTR_CUDA_API_VERSION is the last resort.
+_NO_TOOLKIT_BELOW = 10
 EF_V1_ARCH_SPECIFIC = 0x800
 EF_V2_ARCH_SPECIFIC = 0x8
 
@@ -94,9 +108,9 @@ _CONST_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.*))?$")
 # a real local array; ptxas 11.8 (Debian's nvidia-cuda-toolkit) writes none for the same
 # spilling kernels, and no 12.0-12.8 ptxas was at hand. So the figures are 0 without a record
 # only for cubins whose Cubin.toolkit is >= 12.9, else None. That toolkit is the ptxas that wrote
-# the cubin: .note.nv.cuinfo (nvcc), or, in a bare ptxas's note-less cubins, its kernels'
-# EIATTR_CUDA_API_VERSION, which is the ptxas's own version (ptxas 13.5 writes 135 for PTX 9.0,
-# Triton's ptxas 12.9 writes 129).
+# the cubin (_NO_TOOLKIT_BELOW: where it is recorded), or, where none of those records it, its
+# kernels' EIATTR_CUDA_API_VERSION, which is the ptxas's own version (ptxas 13.5 writes 135 for
+# PTX 9.0, Triton's ptxas 12.9 writes 129).
 _ANNOTATED_SINCE = 129
 _SPILL_REFILL = 1
 # Arches whose STL/LDL encoding was checked against nvdisasm 13.1 and whose summed widths equal
@@ -289,15 +303,17 @@ def cubin_outline(data: bytes | bytearray | memoryview) -> CubinOutline:
 
 
 def cubin_toolkit(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
-    """The CUDA release that built a cubin, as :attr:`Cubin.toolkit` gives it, from
-    ``.note.nv.cuinfo`` alone where that records it: what a driver floor needs, without parsing
-    every function."""
+    """The CUDA release that built a cubin, as :attr:`Cubin.toolkit` gives it, from the ELF
+    header and notes alone where those record it (``e_version`` of ABI v1, ``.note.nv.cuinfo``,
+    ``.note.nv.tkinfo``): what a driver floor needs, without parsing every function."""
     try:
-        info = _Reader(bytes(data)).cuinfo()
+        reader = _Reader(bytes(data))
+        info = reader.cuinfo()
+        tk = reader.toolkit(info[1] if info is not None else None)
     except (struct.error, UnicodeDecodeError, IndexError, ValueError) as e:
         raise FormatError(f"malformed cubin: {e}") from e
-    if info is not None and info[1] is not None:
-        return info[1] // 10, info[1] % 10
+    if tk is not None:
+        return tk // 10, tk % 10
     return Cubin.from_bytes(data).toolkit
 
 
@@ -500,8 +516,35 @@ class _Reader:
                 global_size += row[_SH_SIZE]
         return module_banks, banks, global_size
 
+    def tkinfo(self) -> int | None:
+        """The first word of ``.note.nv.tkinfo``'s descriptor (None: no such note)."""
+        for i, name in enumerate(self.names):
+            if name != ".note.nv.tkinfo" or self.rows[i][_SH_TYPE] != SHT_NOTE:
+                continue
+            body = self.body(i)
+            if len(body) < elf.NoteHeader.FORMAT.size:
+                raise TruncatedError("tkinfo note shorter than its header",
+                                     offset=self.rows[i][_SH_OFFSET])
+            desc = elf.NoteHeader.unpack_from(body).desc_offset
+            if desc + 4 > len(body):
+                raise TruncatedError("tkinfo note descriptor is truncated",
+                                     offset=self.rows[i][_SH_OFFSET])
+            return int.from_bytes(body[desc : desc + 4], "little")
+        return None
+
+    def toolkit(self, cuinfo: int | None) -> int | None:
+        """The producer toolkit (``major * 10 + minor``) where the cubin records it, as
+        cuobjdump reads it (see ``_NO_TOOLKIT_BELOW``); ``cuinfo`` is the note's toolkit."""
+        if self.abi_version == ABI_V1 and self.head.version >= _NO_TOOLKIT_BELOW:
+            return self.head.version
+        if cuinfo is not None:
+            return cuinfo
+        word = self.tkinfo()
+        return word if word is not None and word >= _NO_TOOLKIT_BELOW else None
+
     def virtual(self, arch: Arch) -> tuple[Arch | None, int | None]:
-        """The virtual arch (PTX target) and the toolkit (``major * 10 + minor``) if recorded."""
+        """The virtual arch (PTX target) and the toolkit (``major * 10 + minor``) if recorded
+        (:meth:`toolkit`)."""
         info = self.cuinfo()
         virtual = None
         tk: int | None = None
@@ -509,6 +552,7 @@ class _Reader:
             vsm, tk = info
             if 10 <= vsm <= 999:
                 virtual = Arch(vsm, arch.suffix if vsm == arch.number else "")
+        tk = self.toolkit(tk)
         if virtual is None and self.abi_version == ABI_V1 and (self.e_flags >> 16) & 0xFF >= 10:
             vsm = (self.e_flags >> 16) & 0xFF  # ABI v1 keeps the virtual SM in e_flags too
             virtual = Arch(vsm, arch.suffix if vsm == arch.number else "")
