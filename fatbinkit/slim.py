@@ -185,6 +185,7 @@ class SlimReport:
     emptied: bool = False  # no module holds an image any more (allowed by allow_empty)
     level: int | None = None  # the compression level asked for (None: the codec's default)
     stored_as: tuple[tuple[str, int], ...] = ()  # recompression: what happened to the entries
+    for_kernels: int = 0  # images no kept arch loads, kept for kernels the others lack
 
     @property
     def saved(self) -> int:
@@ -208,6 +209,7 @@ class SlimReport:
             "same_size": self.same_size,
             "unreferenced_in_place": self.unreferenced,
             "modules_without_image": self.no_image, "emptied": self.emptied,
+            "kept_for_kernels": self.for_kernels,
             "archs": [a.to_dict() for a in self.archs],
             "cuts": [dataclasses.asdict(c) for c in self.layout.cuts] if self.layout else [],
             "strip_breaks": bool(self.layout and self.layout.strip_breaks),
@@ -227,6 +229,10 @@ class SlimReport:
                 f"{n} {how}" for how, n in self.stored_as))
         if self.dropped:
             lines.append("dropped: " + ", ".join(f"{k} x{n}" for k, n in self.dropped))
+        if self.for_kernels:
+            lines.append(f"kept {self.for_kernels} image(s) no --for arch loads: they hold "
+                         "kernels the loaded images lack (which fail there with "
+                         "CUDA_ERROR_NOT_FOUND, as before; check and gate still see them)")
         if self.emptied:
             lines.append(f"warning: NO IMAGE LEFT: none of the {self.no_image} modules holds an "
                          "image for any GPU (allowed by --allow-empty); the runtime still "
@@ -368,6 +374,44 @@ def _keep_empty(m: _Module, budget: DecompressionBudget) -> None:
         m.empty = True
 
 
+def _kernel_names(entry: FatbinEntry) -> frozenset[str]:
+    """The kernels an image holds (none for one that cannot be read); charged by the caller."""
+    img = image_from_entry(entry)
+    return frozenset() if img is None or img.kernels is None else img.kernels
+
+
+def _keep_kernels(modules: Sequence[_Module], budget: DecompressionBudget) -> None:
+    """Where the images pruning keeps lack kernels that dropped images of the module hold
+    (cuFFT 11 builds its bf16 kernels for sm_80 and up only), the smallest dropped images that
+    hold them stay too. The runtime registers every kernel of a module, and a device whose image
+    lacks one gets ``CUDA_ERROR_NOT_FOUND`` for it (:meth:`fatbinkit.compat.ImageSet.decide`);
+    without their names, check and gate would no longer see those kernels. No kept arch picks
+    these images (each pick is the best of all the module's images), so what loads is the same.
+    Every image of a module that keeps one is read for its kernel names."""
+    todo = [m for m in modules if not set(_loadable(m.old.entries)) <= set(m.kept)
+            and not set(_loadable(m.old.entries)).isdisjoint(m.kept)]
+    entries = [m.old.entries[i] for m in todo for i in _loadable(m.old.entries)]
+    for e in entries:  # charged here, in order: the workers share no state
+        if e.compression is not None:
+            budget.charge(e.data_size, e.offset, id(e))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        names = dict(zip(map(id, entries), pool.map(_kernel_names, entries), strict=True))
+    for m in todo:
+        images = _loadable(m.old.entries)
+        have = set().union(*(names[id(m.old.entries[i])] for i in images if i in m.kept))
+        want = set().union(*(names[id(m.old.entries[i])] for i in images))
+        for i in sorted((i for i in images if i not in m.kept),
+                        key=lambda i: (len(m.old.entries[i]), i)):
+            if want <= have:
+                break
+            extra = names[id(m.old.entries[i])] - have
+            if extra:
+                m.kept.append(i)
+                m.for_kernels += 1
+                have |= extra
+        m.kept.sort()
+
+
 @dataclass
 class _Module:
     """One container: where it was, what is kept of it, and where it goes."""
@@ -382,6 +426,7 @@ class _Module:
     new_offset: int = -1
     unreferenced: bool = False  # no wrapper points at it: it stays where it was
     empty: bool = False  # no kernel, no variable: one image kept (_keep_empty)
+    for_kernels: int = 0  # images kept for the names of kernels the kept ones lack
 
     @property
     def label(self) -> str:
@@ -410,6 +455,8 @@ def _plan(modules: list[_Module], req: _Request) -> None:
         m.kept = _kept(m.old.entries, req.devices, req.ptx, req.exact)
         if req.devices:
             _keep_empty(m, req.budget)
+    if req.devices:
+        _keep_kernels(modules, req.budget)
     work = [m.old.entries[i] for m in modules for i in m.kept]
     # every compressed image kept is inflated (recoded, or checked): charged here, in order,
     # as the workers share no state
@@ -805,7 +852,8 @@ def _report(total: int, out_size: int, modules: list[_Module], req: _Request,
         tuple(sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))), req.codec, reports,
         layout, same_size, sum(m.unreferenced for m in modules), no_image,
         bool(had) and no_image == had, req.level,
-        tuple(sorted(stored_as.items(), key=lambda kv: (-kv[1], kv[0]))))
+        tuple(sorted(stored_as.items(), key=lambda kv: (-kv[1], kv[0]))),
+        sum(m.for_kernels for m in modules))
 
 
 def _slim_raw(view: memoryview, output: os.PathLike[str], req: _Request,

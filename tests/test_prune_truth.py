@@ -35,6 +35,12 @@ SCHEMA = json.loads((ROOT / "docs" / "json-schema.json").read_text())
 NVCC = system_tool("nvcc")
 ONLY_120A = "__global__ void only_blackwell(float *x) { x[threadIdx.x] *= 2.0f; }\n"
 EVERYWHERE = "__global__ void everywhere(float *x) { x[threadIdx.x] += 1.0f; }\n"
+# a kernel only the sm_80 image has (cuFFT 11 builds its bf16 kernels so): the host registers it
+GUARDED = """__global__ void everywhere(float *x) { x[threadIdx.x] += 1.0f; }
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+__global__ void ampere_up(float *x) { x[threadIdx.x] -= 1.0f; }
+#endif
+"""
 KEPT = (("sm_90",), ("sm_75", "sm_120"))
 CUPY13_LIBRARIES = ("cupy/cuda/cub.cpython-311-x86_64-linux-gnu.so",
                     "cupy/cuda/thrust.cpython-311-x86_64-linux-gnu.so",
@@ -81,6 +87,10 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     str(root / "libmix.so")], check=True)
     subprocess.run([NVCC, "-fatbin", "-gencode", "arch=compute_120a,code=sm_120a",
                     str(root / "a.cu"), "-o", str(root / "a.fatbin")], check=True)
+    (root / "g.cu").write_text(GUARDED)
+    subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", "-gencode",
+                    "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
+                    str(root / "g.cu"), "-o", str(root / "libguard.so")], check=True)
     return root
 
 
@@ -91,12 +101,12 @@ def test_a_module_left_with_no_image_is_still_judged(mixed: Path, tmp_path: Path
     the container."""
     src, out = mixed / "libmix.so", tmp_path / "libmix.so"
     report = prune(src, out, [Arch(90)], ptx="none")
+    assert verdicts(src, ["sm_90"]) == verdicts(out, ["sm_90"]) == {"sm_90": (False, False)}
+    assert wrappers(out) == wrappers(src) == 3
     assert cuobjdump_list(out) == ["ELF file    1: libmix.1.sm_75.cubin",
                                    "ELF file    2: libmix.2.sm_90.cubin"]
-    assert wrappers(out) == wrappers(src) == 3
     assert report.no_image == 1 and not report.emptied
     assert "1 of 3 modules left with no image" in str(report)
-    assert verdicts(src, ["sm_90"]) == verdicts(out, ["sm_90"]) == {"sm_90": (False, False)}
     before, after = (open_binary(p).check(["sm_90"], every_image=True).verdicts[0]
                      for p in (src, out))
     assert (before.status, len(before.restricted), len(before.empty)) == \
@@ -116,6 +126,20 @@ def test_an_empty_module_keeps_an_image(mixed: Path, tmp_path: Path) -> None:
     prune(src, out, [Arch(90)], ptx="none")
     empty = [s for s in open_binary(out).check(["sm_90"]).rows if s[0].empty]
     assert [s.images[0].name for s, _ in empty] == ["sm_75"]
+
+
+def test_kernels_only_other_archs_hold_stay_known(mixed: Path, tmp_path: Path) -> None:
+    """libguard.so: ampere_up is in the sm_80 image only; on sm_75 the runtime registers it and
+    the driver answers CUDA_ERROR_NOT_FOUND (check --strict and gate fail). Pruned for sm_75,
+    the sm_80 image stays for its name (no sm_75 GPU loads it), so both still fail."""
+    src, out = mixed / "libguard.so", tmp_path / "libguard.so"
+    report = prune(src, out, [Arch(75)], ptx="none")
+    assert verdicts(src, ["sm_75"]) == verdicts(out, ["sm_75"]) == {"sm_75": (False, False)}
+    assert report.for_kernels == 1 and "kept 1 image(s) no --for arch loads" in str(report)
+    assert sorted(line.rsplit(".", 2)[1] for line in cuobjdump_list(out)) == [
+        "sm_75", "sm_75", "sm_80"]  # the nvcc -shared module's, g.cu's and its sm_80
+    v = open_binary(out).check(["sm_75"], every_image=True).verdicts[0]
+    assert [k for _, k in v.missing] == ["_Z9ampere_upPf"]
 
 
 def test_a_library_no_kept_arch_loads_is_refused(mixed: Path, tmp_path: Path,
@@ -158,22 +182,27 @@ def test_ls_of_empty_containers_says_what_the_file_has(mixed: Path, tmp_path: Pa
 
 
 def _compressed_fatbin(mixed: Path, codec: str) -> bytes:
-    """The sm_80 and sm_90 cubins of b.cu, each stored as ``codec``."""
+    """The sm_80 and sm_90 cubins of b.cu and its compute_90 PTX, each stored as ``codec``."""
     out = mixed / f"b-{codec}"
     cubins = cuobjdump_extract(mixed / "b.o", out)
+    ptx = mixed / "b.ptx"
+    subprocess.run([NVCC, "-ptx", "-arch=compute_90", str(mixed / "b.cu"), "-o", str(ptx)],
+                   check=True)
     entries = [make_entry(EntryKind.ELF, Arch.parse(name.split(".")[-2]), data,
                           compression=codec)
                for name, data in sorted(cubins.items())]
+    entries.append(make_entry(EntryKind.PTX, Arch(90), ptx.read_bytes(), compression=codec))
     return build_fatbin(entries)
 
 
 @pytest.mark.parametrize("codec", ["lz4", "zstd"])
 def test_corrupt_payload_is_refused(mixed: Path, tmp_path: Path, codec: str) -> None:
     """A kept entry copied as stored is inflated to its recorded size first: a damaged payload
-    is refused with one error and nothing written (before, it was copied, exit 0)."""
+    (the compute_90 PTX, kept by --ptx keep, which no --for arch picks: nothing read it) is
+    refused with one error and nothing written (before, it was copied, exit 0)."""
     good = _compressed_fatbin(mixed, codec)
     fat = Fatbin.from_bytes(good)
-    entry = next(e for e in fat.entries if e.arch == Arch(90))
+    entry = next(e for e in fat.entries if e.header.kind == EntryKind.PTX)
     start = entry.offset + entry.header.header_size
     bad = bytearray(good)
     bad[start : start + entry.header.compressed_size] = b"\xff" * entry.header.compressed_size
@@ -219,20 +248,19 @@ def test_recompress_says_what_it_did(mixed: Path, tmp_path: Path,
     src.write_bytes(_compressed_fatbin(mixed, "zstd"))
     same = recompress(src, tmp_path / "same.fatbin", "zstd")
     assert same.recompressed == 0
-    assert same.stored_as == (("left as stored: already zstd, no level given", 2),)
+    assert same.stored_as == (("left as stored: already zstd, no level given", 3),)
     assert (tmp_path / "same.fatbin").read_bytes() == src.read_bytes()
     assert main(["recompress", str(src), "-o", str(tmp_path / "l19.fatbin"), "--codec", "zstd",
                  "--level", "19", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     validate(doc, "slim")
-    assert doc["level"] == 19 and doc["recompressed"] == 2
+    assert doc["level"] == 19 and doc["recompressed"] == 3
     assert {r["how"] for r in doc["stored_as"]} <= {"re-encoded", "re-encoded to the same bytes"}
-    assert cuobjdump_extract(tmp_path / "l19.fatbin", tmp_path / "x19").values() and sorted(
-        cuobjdump_extract(tmp_path / "l19.fatbin", tmp_path / "x19").values()) == sorted(
-        cuobjdump_extract(src, tmp_path / "x0").values())
+    after = sorted(cuobjdump_extract(tmp_path / "l19.fatbin", tmp_path / "x19").values())
+    assert len(after) == 3 and after == sorted(cuobjdump_extract(src, tmp_path / "x0").values())
     assert main(["recompress", str(src), "-o", str(tmp_path / "t.fatbin"), "--codec", "zstd"]) == 0
     text = capsys.readouterr().out
-    assert "as zstd: 2 left as stored: already zstd, no level given" in text
+    assert "as zstd: 3 left as stored: already zstd, no level given" in text
     assert "recompressed as" not in text
 
 
