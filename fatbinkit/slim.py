@@ -10,6 +10,11 @@ file would JIT: the highest ``compute_XY``), ``none``. Kinds the driver never lo
 unknown ones) stay. Every requested arch then picks the same image per module as before, which the
 report shows per arch, computed again on the output's containers. ``exact`` keeps instead the SASS
 of exactly the archs given, as ``nvprune -arch`` does, and the report names what no longer loads.
+So that ``check`` and ``gate`` judge the output as the input, a module of no kernel and no
+variable keeps one image, and images no kept arch loads stay where they hold kernels the kept
+ones lack; a module no kept arch loads becomes a container with no entry (the runtime still
+registers it), counted in the report; a library left with no image at all is refused unless
+``allow_empty``. Every compressed payload copied is inflated once: a corrupt one is refused.
 
 **Recompression** re-encodes every kept entry (``none``, ``lz4``, ``zstd`` at a level), on all
 cores (the codecs release the GIL), keeping an entry uncompressed where compressing does not make
@@ -451,11 +456,12 @@ class _Request:
 
 
 def _plan(modules: list[_Module], req: _Request) -> None:
+    keeps = bool(req.devices) and not req.exact  # exact: the literal list, as nvprune
     for m in modules:
         m.kept = _kept(m.old.entries, req.devices, req.ptx, req.exact)
-        if req.devices:
+        if keeps:
             _keep_empty(m, req.budget)
-    if req.devices:
+    if keeps:
         _keep_kernels(modules, req.budget)
     work = [m.old.entries[i] for m in modules for i in m.kept]
     # every compressed image kept is inflated (recoded, or checked): charged here, in order,
@@ -1309,7 +1315,17 @@ class WheelReport:
             lines.append(f"{sm}: {'same image' if same else 'A DIFFERENT IMAGE'} in every "
                          f"module of {len(rows)} {what} " + (f"({loading} modules load)" if
                                                              loading else "(NO MODULE LOADS)"))
-        no_image = sum(r.no_image for _, r in self.files if isinstance(r, SlimReport))
+        reports = [r for _, r in self.files if isinstance(r, SlimReport)]
+        stored_as: dict[str, int] = {}
+        for r in reports:
+            for how, n in r.stored_as:
+                stored_as[how] = stored_as.get(how, 0) + n
+        if stored_as and reports[0].codec:
+            level = f" (level {reports[0].level})" if reports[0].level is not None else ""
+            lines.append(f"as {reports[0].codec}{level}: " + "; ".join(
+                f"{n} {how}" for how, n in sorted(stored_as.items(),
+                                                  key=lambda kv: (-kv[1], kv[0]))))
+        no_image = sum(r.no_image for r in reports)
         if no_image:
             lines.append(f"warning: {no_image} module(s) left with no image (no --for arch "
                          "loads them): the runtime still registers them and their kernels load "
