@@ -37,7 +37,15 @@ from .formats.arch import Arch, ArchLike
 from .formats.fatbin import DecompressionBudget, EntryKind
 from .infile import as_path
 from .outfile import OutputBatch, atomic_files
-from .scan import DeviceCode, extract_names, kind_name, listed, scan, source_keys
+from .scan import (
+    DeviceCode,
+    EntrylessContainer,
+    extract_names,
+    kind_name,
+    listed,
+    scan_modules,
+    source_keys,
+)
 
 if TYPE_CHECKING:
     from .compat import ArchVerdict, Decision, ImageInfo, ImageSet
@@ -434,12 +442,17 @@ class Binary:
     members: tuple[str, ...] = ()  # a static library's ELF objects, in order (cuobjdump's
     # "member LIB:OBJECT:" lines, those without device code too)
     name: str = "input"  # the file's name (bytes: the name given): the stem of images' names
+    # containers with no entry at all (what prune leaves of a module no kept arch loads): the
+    # runtime registers them, so check counts them as modules with no image
+    entryless: tuple[EntrylessContainer, ...] = field(default=(), repr=False)
 
     def __str__(self) -> str:
         kinds: dict[str, int] = {}
         for c in self.codes:
             k = _kind(c.entry.header.kind)
             kinds[k] = kinds.get(k, 0) + 1
+        if self.entryless:
+            kinds["empty fatbin containers"] = len(self.entryless)
         what = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no device code"
         return f"{self.path or 'input'}: {what}"
 
@@ -615,7 +628,8 @@ class Binary:
         if sets is None:
             sets = image_sets(source, budget=budget or self.budget(),
                               devices=None if every_image else wanted,
-                              codes=self.codes) if self.codes else ()
+                              codes=self.codes, entryless=self.entryless) \
+                if self.codes or self.entryless else ()
         rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
         for s in sets:
             by_arch = [s.decisions(a, cuda) for a in wanted]
@@ -724,11 +738,12 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
     after the file it reads (``libfoo.1.sm_90.cubin``)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         view = memoryview(source).cast("B")
-        codes = scan(view, all=all)
+        codes, entryless = scan_modules(view, all=all)
         return Binary(None, len(view), codes, all, view,
-                      _objects(view, None) if any(c.member for c in codes) else (), name)
+                      _objects(view, None) if any(c.member for c in codes) else (), name,
+                      entryless)
     path = as_path(source, "input")
-    codes = scan(path, all=all)
+    codes, entryless = scan_modules(path, all=all)
     try:
         size = path.stat().st_size
         members: tuple[str, ...] = ()
@@ -738,7 +753,8 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
                     memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)), path)
     except OSError as e:  # scan read it a moment ago: removed since
         raise InputError(f"{path}: {e.strerror or e}") from e
-    return Binary(path, size, codes, all, members=members, name=path.name)
+    return Binary(path, size, codes, all, members=members, name=path.name,
+                  entryless=entryless)
 
 
 def _objects(view: memoryview, path: Path | None) -> tuple[str, ...]:

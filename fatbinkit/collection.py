@@ -268,7 +268,7 @@ def binaries(source: str | os.PathLike[str],
                         raise
                     skipped(m, e)
                     continue
-            if binary.codes:
+            if binary.codes or binary.entryless:
                 count += 1
                 yield m, binary
     if not count:

@@ -99,7 +99,7 @@ from .formats.ptx import (
     min_driver_for_ptx_isa,
 )
 from .infile import as_content, as_input
-from .scan import DeviceCode, scan
+from .scan import DeviceCode, EntrylessContainer, scan_modules
 
 __all__ = [
     "ABI_V2_MIN_CUDA",
@@ -656,13 +656,23 @@ class ImageSet:
     """The images the driver chooses among in one load: one fatbin container, or one bare
     cubin/PTX (``raw``). ``label`` says where it was found: ``source`` (the ELF section, or the
     start symbol of an embedded blob; ``""`` for a bare file) and ``container`` (its index in the
-    file; None for a bare cubin/PTX)."""
+    file; None for a bare cubin/PTX). ``entryless``: a container with no entry at all, which the
+    runtime still registers (its wrapper record and the host stubs of its kernels stay, as
+    ``prune`` leaves a module no kept arch loads): a module with no image for any GPU whose
+    kernels are unknown, never :attr:`empty`."""
 
     label: str
     images: tuple[ImageInfo, ...]
     raw: bool = False
     source: str = ""
     container: int | None = None
+    entryless: bool = False
+
+    @classmethod
+    def of_entryless(cls, c: EntrylessContainer) -> ImageSet:
+        """The module of a container with no entry."""
+        return cls(module_label(c.source, c.container, c.member), (), source=c.source,
+                   container=c.container, entryless=True)
 
     @functools.cached_property
     def kernels(self) -> list[str]:
@@ -682,7 +692,14 @@ class ImageSet:
         that no image has is a :class:`~fatbinkit.errors.NotFoundError`."""
         if kernel is not None:
             self._check_kernel(kernel)
-        return self._for_kernel(decide(self.images, device, driver, raw=self.raw), kernel)
+        return self._for_kernel(self._decide(device, driver), kernel)
+
+    def _decide(self, device: ArchLike, driver: DriverLike | None) -> Decision:
+        d = decide(self.images, device, driver, raw=self.raw)
+        if self.entryless and d.floor is None:  # a device floor still says why first
+            return replace(d, reason="an empty fatbin container (no entries: its images were "
+                           "removed, e.g. by prune): its kernels, unknown, load on no GPU")
+        return d
 
     def _check_kernel(self, kernel: object) -> None:
         """Refuse a kernel name no image of the set has (when every image lists its kernels)."""
@@ -707,20 +724,24 @@ class ImageSet:
         names = [i.name for i in self.images]
         shown = ", ".join(names[:6]) + (f", ... ({len(names)} images)" if len(names) > 6 else "")
         kernels = f"; {_count(len(self.kernels), 'kernel')}" if self.kernels else ""
+        if self.entryless:
+            return f"{self.label}: no entries (an empty container: kernels unknown)"
         return f"{self.label}: {shown or 'no loadable images'}{kernels}"
 
     @property
     def empty(self) -> bool:
         """No kernels and no module-scope variables in any image: nothing can ever make the
         runtime load this module (lazy loading loads a module on first use of one of its
-        kernels or variables)."""
-        return not self.kernels and not any(i.variables for i in self.images)
+        kernels or variables). An :attr:`entryless` container is not empty: what it held is
+        unknown, and the runtime registers it."""
+        return not self.entryless and not self.kernels and not any(
+            i.variables for i in self.images)
 
     def decisions(self, device: ArchLike, driver: DriverLike | None = None,
                   ) -> list[tuple[str | None, Decision]]:
         """One decision per kernel (one for the whole set when it names no kernels)."""
         kernels: list[str | None] = list(self.kernels) or [None]
-        module = decide(self.images, device, driver, raw=self.raw)  # one pick per module
+        module = self._decide(device, driver)  # one pick per module
         return [(k, self._for_kernel(module, k)) for k in kernels]
 
 
@@ -756,7 +777,10 @@ class ArchVerdict:
     loads. A module with no kernels is loaded only when the host reads one of its variables by
     symbol: when it cannot load, it is ``data_only_failed`` (reported, fatal only when strict:
     cuRAND ships its precalc tables in such modules for sm_75 only). ``empty`` modules (no
-    kernels, no variables) are never loaded and not counted.
+    kernels, no variables) are never loaded and not counted. A container with no entry at all
+    (``entryless``, what ``prune`` leaves of a module no kept arch loads) is not empty: the
+    runtime registers it and its kernels, unknown, load nowhere, so it is ``restricted`` (as the
+    module it was, built for other GPUs, is in the original), named apart in ``entryless``.
     """
 
     device: Arch
@@ -774,6 +798,7 @@ class ArchVerdict:
     jit: tuple[str, ...] = ()  # the loading modules that load by PTX JIT (no SASS for it)
     min_release: Release | None = None  # the driver versions of min_driver (Floor.release)
     host: str | None = None  # the input's OS (ImageInfo.host): whose driver numbers apply
+    entryless: tuple[str, ...] = ()  # the restricted modules that are containers with no entry
 
     @classmethod
     def of(cls, device: ArchLike, driver: DriverLike | None,
@@ -791,6 +816,7 @@ class ArchVerdict:
         missing: list[tuple[str, str]] = []
         jit: list[str] = []
         empty: list[str] = []
+        entryless: list[str] = []
         warnings: dict[str, None] = {}
         low: CudaVersion | None = None
         releases: list[Release | None] = []
@@ -810,6 +836,8 @@ class ArchVerdict:
                 (failed if s.kernels else data_only).append((s.label, first))
             elif outcome == RESTRICTED:
                 restricted.append(s.label)
+                if s.entryless:
+                    entryless.append(s.label)
             else:
                 loading.append(s.label)
                 if not any(d.how == SASS for d in ds):
@@ -835,7 +863,8 @@ class ArchVerdict:
         return cls(Arch(device.number, future=device.future), driver, tuple(loading),
                    tuple(restricted), tuple(failed), tuple(data_only), tuple(missing),
                    tuple(empty), low if known else None, known, kernels_load, tuple(warnings),
-                   tuple(jit), highest_release(releases) if known else None, host)
+                   tuple(jit), highest_release(releases) if known else None, host,
+                   tuple(entryless))
 
     @property
     def modules(self) -> int:
@@ -905,7 +934,9 @@ class ArchVerdict:
             return f"{len(self.failed)}/{_count(n, 'module')} cannot load: {top}" + (
                 f" [{count} of them]" if count != len(self.failed) else "") + more
         if not self.loading:
-            return f"no module holds an image for {self.device.sm}"
+            return f"no module holds an image for {self.device.sm}" + (
+                f" ({len(self.entryless)} of {_count(n, 'module')} empty containers, no entries: "
+                "images removed, e.g. by prune)" if self.entryless else "")
         if not self.kernels_load:
             return (f"no module with kernels holds an image for {self.device.sm} (only "
                     f"{_count(len(self.loading), 'data-only module')} load)")
@@ -914,6 +945,9 @@ class ArchVerdict:
             text += (f"; {_count(len(self.restricted), 'module')} built for other GPUs hold no "
                      f"image (or kernel) for {self.device.sm}: loaded lazily, they fail only if "
                      "used on this one")
+        if self.entryless:
+            text += (f" ({len(self.entryless)} of them empty containers, no entries: images "
+                     "removed, e.g. by prune)")
         if self.missing:
             text += (f"; {_count(len(self.missing), 'kernel')} of loading modules not in the "
                      f"image for {self.device.sm} (built for other GPUs only)")
@@ -939,6 +973,7 @@ class ArchVerdict:
                                   "error": d.error, "reason": d.reason}
                                  for m, d in self.data_only_failed],
             "empty": len(self.empty),
+            "empty_containers": list(self.entryless),
             "min_driver": dotted(self.min_driver) if self.min_driver else None,
             **_driver_numbers(self.min_release, self.host),
             "max_driver": dotted(self.max_driver) if self.max_driver else None,
@@ -1302,7 +1337,8 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
                budget: DecompressionBudget | None = None, *,
                jobs: int | None = None,
                devices: Iterable[ArchLike] | None = None,
-               codes: Sequence[DeviceCode] | None = None) -> tuple[ImageSet, ...]:
+               codes: Sequence[DeviceCode] | None = None,
+               entryless: Sequence[EntrylessContainer] = ()) -> tuple[ImageSet, ...]:
     """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
     ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself (a ``str`` is a path).
     Each image's :attr:`ImageInfo.host` is the input's OS (:func:`host_of`).
@@ -1318,11 +1354,14 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     unknown (None). The image each device picks and its floors are the same; what is not
     known is which kernels only the unread images hold (a kernel the picked image lacks is
     ``CUDA_ERROR_NOT_FOUND``). libtorch_cuda.so, three archs: a third of its 5 GiB of images.
-    ``codes``: what :func:`~fatbinkit.scan.scan` found in ``source``, when the caller has it."""
+    ``codes``: what :func:`~fatbinkit.scan.scan` found in ``source``, when the caller has it,
+    and ``entryless`` the containers with no entry (:func:`~fatbinkit.scan.scan_modules`):
+    each is a module too (:attr:`ImageSet.entryless`), in its place in file order."""
     from .parallel import charge, map_codes
 
     source = as_input(source, "image_sets() source")
-    codes = scan(source) if codes is None else codes
+    if codes is None:
+        codes, entryless = scan_modules(source)
     if isinstance(source, (bytes, bytearray, memoryview)):
         head = bytes(source[:4096])
     else:
@@ -1363,6 +1402,10 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
             images.append(replace(img, offset=codes[i].offset, host=host))
         sets.append(ImageSet(module_label(src, c, member), tuple(images), raw=c < 0,
                              source=src, container=c if c >= 0 else None))
+    for hole in reversed(entryless):  # each where it is in the file: before the next one
+        at = next((i for i, s in enumerate(sets)
+                   if s.container is not None and s.container > hole.container), len(sets))
+        sets.insert(at, ImageSet.of_entryless(hole))
     return tuple(sets)
 
 

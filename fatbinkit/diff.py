@@ -383,9 +383,10 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
                    tuple(ModuleArchs(i, tuple(sorted(n)), tuple(sorted(s)), tuple(sorted(p)))
                          for i, n, s, p, _ in modules.values()),
                    summary.devices, dict(zip(digests, outlines, strict=True)),
-                   tuple(ImageSet(module_label(src, c, member), tuple(found), raw=c < 0,
-                                  source=src, container=c if c >= 0 else None)
-                         for (member, src, c, _), (*_, found) in modules.items()))
+                   (*(ImageSet(module_label(src, c, member), tuple(found), raw=c < 0,
+                                   source=src, container=c if c >= 0 else None)
+                      for (member, src, c, _), (*_, found) in modules.items()),
+                    *(ImageSet.of_entryless(c) for c in binary.entryless)))
 
 
 def _digest(code: DeviceCode) -> bytes:

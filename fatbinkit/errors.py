@@ -17,6 +17,7 @@ __all__ = [
     "CudaError",
     "CudaUnavailableError",
     "DecompressionError",
+    "EmptiedError",
     "FatbinkitError",
     "FormatError",
     "InjectError",
@@ -132,6 +133,11 @@ class InjectError(FatbinkitError):
 
 class CompatibilityError(FatbinkitError):
     """No image in a set can load on the requested device/driver; the message says why."""
+
+
+class EmptiedError(CompatibilityError):
+    """Pruning would leave a library no image at all: no requested arch loads any of its
+    modules (``prune`` writes it only when allowed to empty it)."""
 
 
 class CudaError(FatbinkitError):

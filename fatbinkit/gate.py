@@ -250,9 +250,18 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
 
 
 def _require(check: Any, lib: Library, file: str, rules: Rules) -> list[Violation]:
-    """Each kernel that a required arch cannot load (with ``rules.driver``'s floors)."""
+    """Each kernel that a required arch cannot load (with ``rules.driver``'s floors), and each
+    container with no entry at all (its kernels, which the runtime still registers, are
+    unknown and load on no GPU: what ``prune`` leaves of a module no kept arch loads)."""
     out: list[Violation] = []
-    for _module, kernels in check.rows:
+    for module, kernels in check.rows:
+        if module.entryless:
+            out += [Violation("require-arch", file, lib.name, None, d.device.sm, d.error,
+                              "loads", f"{module.label} is an empty fatbin container (no "
+                              f"entries: its images were removed, e.g. by prune): its kernels "
+                              f"do not load on {d.device.sm} and are unknown")
+                    for d in kernels[0][1]]
+            continue
         for name, decisions in kernels:
             if name is None:
                 continue

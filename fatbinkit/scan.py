@@ -39,7 +39,7 @@ from .formats.fatbin import (
     _entry_name,
     entry_flags,
     is_fatbin,
-    iter_entries,
+    iter_container_entries,
 )
 from .infile import FilePath, as_input, open_input
 
@@ -49,12 +49,14 @@ __all__ = [
     "PE_RELFATBIN_SECTION",
     "RELFATBIN_SECTION",
     "DeviceCode",
+    "EntrylessContainer",
     "archive_objects",
     "bare_entry",
     "extract_names",
     "kind_name",
     "listed",
     "scan",
+    "scan_modules",
     "source_keys",
 ]
 
@@ -96,6 +98,20 @@ class DeviceCode:
         return f"{where}: {_entry_name(h)} at {self.offset:#x}, {size}"
 
 
+@dataclass(frozen=True)
+class EntrylessContainer:
+    """A fatbin container with no entry at all: what ``prune`` leaves of a module no kept arch
+    loads. The CUDA runtime still registers it (its ``__fatbinwrap`` record and the host stubs
+    of its kernels stay), so it is a module that holds no image for any GPU, its kernels
+    unknown; ``source``, ``container``, ``member`` as in :class:`DeviceCode`, ``offset`` the
+    file offset of its header."""
+
+    source: str
+    container: int
+    offset: int
+    member: str = ""
+
+
 def source_keys(source: str) -> tuple[str | None, str | None]:
     """``(section, symbol)`` of a :attr:`DeviceCode.source`: the ELF section (``.nv_fatbin``,
     ``__nv_relfatbin``) or the start symbol of an embedded blob (``__name_start``); both None
@@ -128,21 +144,26 @@ def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:
 
 
 def _fatbin_codes(
-    source: str, view: memoryview, base: int, first: int, fd: int | None
+    source: str, view: memoryview, base: int, first: int, fd: int | None,
+    entryless: list[EntrylessContainer]
 ) -> list[DeviceCode]:
-    return [
-        DeviceCode(source, first + i, e, base + e.offset)
-        for i, e in iter_entries(Reader(view, fd, base))
-    ]
+    """The entries of every container in ``view``; containers with none go to ``entryless``."""
+    codes = []
+    for i, off, entries in iter_container_entries(Reader(view, fd, base)):
+        if not entries:
+            entryless.append(EntrylessContainer(source, first + i, base + off))
+        codes += [DeviceCode(source, first + i, e, base + e.offset) for e in entries]
+    return codes
 
 
 def _blob_codes(
-    source: str, view: memoryview, base: int, first: int, fd: int | None
+    source: str, view: memoryview, base: int, first: int, fd: int | None,
+    entryless: list[EntrylessContainer]
 ) -> list[DeviceCode]:
     """Device code in one blob (fatbin, cubin or PTX); [] when it is none of these."""
     if is_fatbin(view):
         try:
-            return _fatbin_codes(source, view, base, first, fd)
+            return _fatbin_codes(source, view, base, first, fd, entryless)
         except FormatError as e:
             raise type(e)(f"{source}: {e}") from e
     code = _bare_code(source, view, base)
@@ -166,8 +187,10 @@ def _bare_code(source: str, view: memoryview, base: int) -> DeviceCode | None:
     return None
 
 
-def _count_containers(codes: list[DeviceCode], first: int) -> int:
-    return max((c.container + 1 for c in codes), default=first)
+def _count_containers(codes: list[DeviceCode], first: int,
+                      entryless: list[EntrylessContainer]) -> int:
+    return max(max((c.container + 1 for c in codes), default=first),
+               max((c.container + 1 for c in entryless), default=first))
 
 
 def _symbol_pairs(
@@ -227,9 +250,10 @@ def _pairs(found: dict[bytes, tuple[int, int]], limit: int) -> list[tuple[str, i
     return pairs
 
 
-def _scan_elf(view: memoryview, fd: int | None, all: bool, base: int = 0) -> list[DeviceCode]:
+def _scan_elf(view: memoryview, fd: int | None, all: bool,
+              entryless: list[EntrylessContainer], base: int = 0) -> list[DeviceCode]:
     """Device code in a host ELF file, or in one at ``base`` in the file ``fd`` reads (an
-    archive member): offsets are the file's."""
+    archive member): offsets are the file's; containers with no entry go to ``entryless``."""
     src = Reader(view, fd, base)
     sections = elf.sections(src)
     present = {s.name for s in sections}
@@ -243,17 +267,18 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool, base: int = 0) -> lis
             continue
         off, size = sec.header.offset, sec.header.size  # inside the file: elf.sections checks
         try:
-            found = _fatbin_codes(sec.name, view[off : off + size], base + off, first, fd)
+            found = _fatbin_codes(sec.name, view[off : off + size], base + off, first, fd,
+                                  entryless)
         except FormatError as e:
             where = None if e.offset is None else base + off + e.offset
             msg = str(e).rsplit(" (at offset", 1)[0]
             raise type(e)(f"{sec.name}: {msg}", offset=where) from e
         codes += found
-        first = _count_containers(codes, first)
+        first = _count_containers(codes, first, entryless)
     for sym, off, size in _symbol_pairs(src, sections):
-        found = _blob_codes(sym, view[off : off + size], base + off, first, fd)
+        found = _blob_codes(sym, view[off : off + size], base + off, first, fd, entryless)
         codes += found
-        first = _count_containers(codes, first)
+        first = _count_containers(codes, first, entryless)
     return codes
 
 
@@ -296,12 +321,22 @@ def scan(source: FilePath | Buffer, *, all: bool = False) -> tuple[DeviceCode, .
     Errors about a path start with it (``k.so: empty file, no device code``), keeping their
     class and ``offset``.
     """
+    return scan_modules(source, all=all)[0]
+
+
+def scan_modules(source: FilePath | Buffer, *, all: bool = False
+                 ) -> tuple[tuple[DeviceCode, ...], tuple[EntrylessContainer, ...]]:
+    """:func:`scan`'s images, and the containers that hold no entry at all (modules the
+    runtime registers with no image for any GPU), in file order."""
     source = as_input(source, "scan() source")
+    entryless: list[EntrylessContainer] = []
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return _scan(memoryview(source).cast("B"), None, all, None)
+        codes = _scan(memoryview(source).cast("B"), None, all, None, entryless)
+        return codes, tuple(entryless)
     with open_input(source) as file:  # its InputErrors name the file: "cannot read k.so: ..."
         try:
-            return _scan(_map(file, source), file, all, Path(source))
+            codes = _scan(_map(file, source), file, all, Path(source), entryless)
+            return codes, tuple(entryless)
         except InputError:
             raise
         except FatbinkitError as e:  # "k.so: .nv_fatbin: bad magic (at offset 0x...)"
@@ -309,25 +344,26 @@ def scan(source: FilePath | Buffer, *, all: bool = False) -> tuple[DeviceCode, .
 
 
 def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
-          path: Path | None) -> tuple[DeviceCode, ...]:
+          path: Path | None, entryless: list[EntrylessContainer]) -> tuple[DeviceCode, ...]:
     if not len(view):
         raise FormatError("empty file, no device code")
     fd = None if file is None else file.fileno()
     if is_archive(view):
-        return tuple(_scan_archive(view, fd, all, path))
+        return tuple(_scan_archive(view, fd, all, path, entryless))
     if is_fatbin(view):
-        return tuple(_fatbin_codes("", view, 0, 0, fd))
+        return tuple(_fatbin_codes("", view, 0, 0, fd, entryless))
     if elf.machine(view) not in (None, elf.EM_CUDA):  # a host file: .so, .o, executable
-        return tuple(_scan_elf(view, fd, all))
+        return tuple(_scan_elf(view, fd, all, entryless))
     if pe.is_pe(view) or pe.is_coff_object(view):  # a Windows DLL, .pyd, EXE or .obj
-        return tuple(_scan_pe(view, fd, all))
+        return tuple(_scan_pe(view, fd, all, entryless))
     code = _bare_code("", view, 0)
     if code is None:
         raise FormatError("no device code: not a fatbin, cubin, PTX, ELF or PE file", offset=0)
     return (code,)
 
 
-def _scan_pe(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
+def _scan_pe(view: memoryview, fd: int | None, all: bool,
+             entryless: list[EntrylessContainer]) -> list[DeviceCode]:
     """Device code in a PE image or COFF object: the containers of each ``.nv_fatb`` section
     (``.nv_fatbin`` in an object, where long names are kept) and, with ``all`` or where the
     file has none of these, of each ``__nv_rel`` (``__nv_relfatbin``) section, as
@@ -345,16 +381,16 @@ def _scan_pe(view: memoryview, fd: int | None, all: bool) -> list[DeviceCode]:
             continue
         off, size = sec.offset, sec.size  # inside the file: pe.read checks
         try:
-            found = _fatbin_codes(sec.name, view[off : off + size], off, first, fd)
+            found = _fatbin_codes(sec.name, view[off : off + size], off, first, fd, entryless)
         except FormatError as e:
             where = None if e.offset is None else off + e.offset
             msg = str(e).rsplit(" (at offset", 1)[0]
             raise type(e)(f"{sec.name}: {msg}", offset=where) from e
         codes += found
-        first = _count_containers(codes, first)
+        first = _count_containers(codes, first, entryless)
     for sym, off, size in _pe_symbol_pairs(view, image):
-        codes += _blob_codes(sym, view[off : off + size], off, first, fd)
-        first = _count_containers(codes, first)
+        codes += _blob_codes(sym, view[off : off + size], off, first, fd, entryless)
+        first = _count_containers(codes, first, entryless)
     return codes
 
 
@@ -377,22 +413,25 @@ def archive_objects(view: memoryview, path: Path | None) -> list[tuple[ArMember,
     return out
 
 
-def _scan_archive(view: memoryview, fd: int | None, all: bool,
-                  path: Path | None) -> list[DeviceCode]:
+def _scan_archive(view: memoryview, fd: int | None, all: bool, path: Path | None,
+                  entryless: list[EntrylessContainer]) -> list[DeviceCode]:
     """Device code in each ELF object of a static library, in member order, containers numbered
     across the archive (as cuobjdump numbers them); other members (not ELF) are skipped."""
     codes: list[DeviceCode] = []
     first = 0
     for m, data in archive_objects(view, path):
+        own: list[EntrylessContainer] = []
         try:
-            found = (_scan_elf(data, fd, all, m.offset) if not m.thin else
-                     _scan_elf(data, None, all))
+            found = (_scan_elf(data, fd, all, own, m.offset) if not m.thin else
+                     _scan_elf(data, None, all, own))
         except FatbinkitError as e:
             raise naming(e, f"member {m.name}") from e
         for c in found:
             codes.append(DeviceCode(c.source, c.container + first if c.container >= 0 else -1,
                                     c.entry, c.offset, m.name))
-        first = _count_containers(codes, first)
+        entryless += [EntrylessContainer(e.source, e.container + first, e.offset, m.name)
+                      for e in own]
+        first = _count_containers(codes, first, entryless)
     return codes
 
 

@@ -10,6 +10,11 @@ file would JIT: the highest ``compute_XY``), ``none``. Kinds the driver never lo
 unknown ones) stay. Every requested arch then picks the same image per module as before, which the
 report shows per arch, computed again on the output's containers. ``exact`` keeps instead the SASS
 of exactly the archs given, as ``nvprune -arch`` does, and the report names what no longer loads.
+So that ``check`` and ``gate`` judge the output as the input, a module of no kernel and no
+variable keeps one image, and images no kept arch loads stay where they hold kernels the kept
+ones lack; a module no kept arch loads becomes a container with no entry (the runtime still
+registers it), counted in the report; a library left with no image at all is refused unless
+``allow_empty``. Every compressed payload copied is inflated once: a corrupt one is refused.
 
 **Recompression** re-encodes every kept entry (``none``, ``lz4``, ``zstd`` at a level), on all
 cores (the codecs release the GIL), keeping an entry uncompressed where compressing does not make
@@ -35,6 +40,7 @@ wheel written again with its ``RECORD`` (:mod:`fatbinkit.wheel`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import mmap
 import os
@@ -50,9 +56,11 @@ from .compat import PTX, SASS, ImageInfo, decide, image_from_entry
 from .driver import CudaVersion, as_device, dotted
 from .errors import (
     CompatibilityError,
+    EmptiedError,
     FatbinkitError,
     FormatError,
     InvalidArgumentError,
+    OutputError,
     UnsupportedError,
 )
 from .formats import elf, elf_edit, pe
@@ -184,10 +192,20 @@ class SlimReport:
     layout: elf_edit.Layout | None = field(default=None)
     same_size: bool = False
     unreferenced: int = 0  # containers no wrapper points at: rewritten where they were
+    no_image: int = 0  # modules that held an image and hold none in the output
+    emptied: bool = False  # no module holds an image any more (allowed by allow_empty)
+    level: int | None = None  # the compression level asked for (None: the codec's default)
+    stored_as: tuple[tuple[str, int], ...] = ()  # recompression: what happened to the entries
+    for_kernels: int = 0  # images no kept arch loads, kept for kernels the others lack
 
     @property
     def saved(self) -> int:
         return self.input_size - self.output_size
+
+    @property
+    def recompressed(self) -> int:
+        """Entries encoded anew (their bytes may come out the same: ``stored_as`` says)."""
+        return sum(n for how, n in self.stored_as if not how.startswith(_AS_STORED))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -196,8 +214,13 @@ class SlimReport:
             "modules": self.modules, "entries_before": self.entries_before,
             "entries_after": self.entries_after,
             "dropped": [{"image": k, "count": n} for k, n in self.dropped],
-            "codec": self.codec, "same_size": self.same_size,
+            "codec": self.codec, "level": self.level,
+            "recompressed": self.recompressed,
+            "stored_as": [{"how": k, "count": n} for k, n in self.stored_as],
+            "same_size": self.same_size,
             "unreferenced_in_place": self.unreferenced,
+            "modules_without_image": self.no_image, "emptied": self.emptied,
+            "kept_for_kernels": self.for_kernels,
             "archs": [a.to_dict() for a in self.archs],
             "cuts": [dataclasses.asdict(c) for c in self.layout.cuts] if self.layout else [],
             "strip_breaks": bool(self.layout and self.layout.strip_breaks),
@@ -209,11 +232,27 @@ class SlimReport:
             f"file: {self.input_size:,} -> {self.output_size:,} bytes ({pct:.1f} % smaller)"
             + (" (same size: freed bytes zero-filled)" if self.same_size else ""),
             f"device code: {self.device_before:,} -> {self.device_after:,} bytes in "
-            f"{self.modules} modules; entries {self.entries_before} -> {self.entries_after}"
-            + (f", recompressed as {self.codec}" if self.codec else ""),
+            f"{self.modules} modules; entries {self.entries_before} -> {self.entries_after}",
         ]
+        if self.codec:
+            level = f" (level {self.level})" if self.level is not None else ""
+            lines.append(f"as {self.codec}{level}: " + "; ".join(
+                f"{n} {how}" for how, n in self.stored_as))
         if self.dropped:
             lines.append("dropped: " + ", ".join(f"{k} x{n}" for k, n in self.dropped))
+        if self.for_kernels:
+            lines.append(f"kept {self.for_kernels} image(s) no --for arch loads: they hold "
+                         "kernels the loaded images lack (which fail there with "
+                         "CUDA_ERROR_NOT_FOUND, as before; check and gate still see them)")
+        if self.emptied:
+            lines.append(f"warning: NO IMAGE LEFT: none of the {self.no_image} modules holds an "
+                         "image for any GPU (allowed by --allow-empty); the runtime still "
+                         "registers them and their kernels load nowhere")
+        elif self.no_image:
+            lines.append(f"warning: {self.no_image} of {self.modules} modules left with no image "
+                         "(no --for arch loads them): the runtime still registers them and "
+                         "their kernels load on no GPU (check counts them as built for other "
+                         "GPUs, as in the input)")
         if self.unreferenced:
             lines.append(f"{self.unreferenced} containers no wrapper points at were rewritten "
                          "where they were (not moved)")
@@ -292,6 +331,98 @@ def _recode(entry: FatbinEntry, codec: str | None, level: int | None) -> FatbinE
     return FatbinEntry(header, entry.extra, stored)
 
 
+_AS_STORED = "left as stored"
+
+
+def _stored_as(old: FatbinEntry, new: FatbinEntry, codec: str) -> str:
+    """What recompression did to one kept entry (``new`` is ``old`` when it was not touched)."""
+    if new is old:
+        if old.header.kind not in (_ELF, _PTX):
+            return f"{_AS_STORED}: a kind the driver does not load (LTO-IR)"
+        return f"{_AS_STORED}: already {codec}, no level given"
+    if new.to_bytes() == old.to_bytes():
+        return "re-encoded to the same bytes"
+    if codec != "none" and new.compression is None:
+        return f"stored uncompressed: {codec} did not make them smaller"
+    return "re-encoded"
+
+
+def _checked_recode(entry: FatbinEntry, codec: str | None, level: int | None) -> FatbinEntry:
+    """:func:`_recode`, and a compressed SASS or PTX payload copied as stored inflated once, to
+    its recorded size, or :class:`~fatbinkit.errors.DecompressionError`; a SASS payload must be
+    an ELF file (a cubin): a corrupt payload is refused, never copied (LTO-IR flagged zstd holds
+    no zstd frame: copied unchecked)."""
+    new = _recode(entry, codec, level)
+    kind = entry.header.kind
+    if new is entry and entry.compression is not None and kind in (_ELF, _PTX):
+        head = entry.data()[:4]
+    else:
+        head = bytes(new.stored[:4]) if new.compression is None else b""
+    if kind == _ELF and head and head != elf.ELFMAG:
+        raise FormatError(f"the SASS {entry.arch.sm} entry's payload is not a cubin (no ELF "
+                          "magic): a corrupt payload is not copied", offset=entry.offset)
+    return new
+
+
+def _loadable(entries: Sequence[FatbinEntry]) -> list[int]:
+    """The indexes of the SASS and PTX entries: the images the driver may load."""
+    return [i for i, e in enumerate(entries) if e.header.kind in (_ELF, _PTX)]
+
+
+def _keep_empty(m: _Module, budget: DecompressionBudget) -> None:
+    """A module whose images hold no kernel and no variable (``empty``: never loaded, see
+    :attr:`fatbinkit.compat.ImageSet.empty`) keeps its smallest image where pruning would
+    leave it none: a container with no entry is a module whose kernels are unknown, which the
+    verdict counts as one that loads on no GPU, so the output would be judged unlike the
+    input. Such images are a few hundred bytes."""
+    images = _loadable(m.old.entries)
+    if not images or not set(images).isdisjoint(m.kept):
+        return
+    infos = [image_from_entry(m.old.entries[i], budget=budget) for i in images]
+    if all(img is not None and img.kernels is not None and not img.kernels
+           and not img.variables for img in infos):
+        m.kept = sorted({*m.kept, min(images, key=lambda i: (len(m.old.entries[i]), i))})
+        m.empty = True
+
+
+def _kernel_names(entry: FatbinEntry) -> frozenset[str]:
+    """The kernels an image holds (none for one that cannot be read); charged by the caller."""
+    img = image_from_entry(entry)
+    return frozenset() if img is None or img.kernels is None else img.kernels
+
+
+def _keep_kernels(modules: Sequence[_Module], budget: DecompressionBudget) -> None:
+    """Where the images pruning keeps lack kernels that dropped images of the module hold
+    (cuFFT 11 builds its bf16 kernels for sm_80 and up only), the smallest dropped images that
+    hold them stay too. The runtime registers every kernel of a module, and a device whose image
+    lacks one gets ``CUDA_ERROR_NOT_FOUND`` for it (:meth:`fatbinkit.compat.ImageSet.decide`);
+    without their names, check and gate would no longer see those kernels. No kept arch picks
+    these images (each pick is the best of all the module's images), so what loads is the same.
+    Every image of a module that keeps one is read for its kernel names."""
+    todo = [m for m in modules if not set(_loadable(m.old.entries)) <= set(m.kept)
+            and not set(_loadable(m.old.entries)).isdisjoint(m.kept)]
+    entries = [m.old.entries[i] for m in todo for i in _loadable(m.old.entries)]
+    for e in entries:  # charged here, in order: the workers share no state
+        if e.compression is not None:
+            budget.charge(e.data_size, e.offset, id(e))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        names = dict(zip(map(id, entries), pool.map(_kernel_names, entries), strict=True))
+    for m in todo:
+        images = _loadable(m.old.entries)
+        have = set().union(*(names[id(m.old.entries[i])] for i in images if i in m.kept))
+        want = set().union(*(names[id(m.old.entries[i])] for i in images))
+        for i in sorted((i for i in images if i not in m.kept),
+                        key=lambda i: (len(m.old.entries[i]), i)):
+            if want <= have:
+                break
+            extra = names[id(m.old.entries[i])] - have
+            if extra:
+                m.kept.append(i)
+                m.for_kernels += 1
+                have |= extra
+        m.kept.sort()
+
+
 @dataclass
 class _Module:
     """One container: where it was, what is kept of it, and where it goes."""
@@ -305,6 +436,8 @@ class _Module:
     data: bytes = b""  # new.to_bytes(), made once
     new_offset: int = -1
     unreferenced: bool = False  # no wrapper points at it: it stays where it was
+    empty: bool = False  # no kernel, no variable: one image kept (_keep_empty)
+    for_kernels: int = 0  # images kept for the names of kernels the kept ones lack
 
     @property
     def label(self) -> str:
@@ -325,18 +458,25 @@ class _Request:
     progress: bool
     exact: bool = False
     strip_signature: bool = False
+    allow_empty: bool = False
 
 
 def _plan(modules: list[_Module], req: _Request) -> None:
+    keeps = bool(req.devices) and not req.exact  # exact: the literal list, as nvprune
     for m in modules:
         m.kept = _kept(m.old.entries, req.devices, req.ptx, req.exact)
+        if keeps:
+            _keep_empty(m, req.budget)
+    if keeps:
+        _keep_kernels(modules, req.budget)
     work = [m.old.entries[i] for m in modules for i in m.kept]
-    if req.codec is not None:  # charged here, in order: the workers share no state
-        for e in work:
-            if e.compression is not None:
-                req.budget.charge(e.data_size, e.offset)
+    # every compressed image kept is inflated (recoded, or checked): charged here, in order,
+    # as the workers share no state
+    for e in work:
+        if e.compression is not None and e.header.kind in (_ELF, _PTX):
+            req.budget.charge(e.data_size, e.offset, id(e))
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        results = pool.map(lambda e: _recode(e, req.codec, req.level), work)
+        results = pool.map(lambda e: _checked_recode(e, req.codec, req.level), work)
         if req.progress and req.codec is not None:
             from tqdm import tqdm
 
@@ -650,7 +790,8 @@ def slim(source: FilePath, output: FilePath, *,
          archs: Sequence[ArchLike] | None = None, ptx: str = "keep", codec: str | None = None,
          level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
          budget: DecompressionBudget | None = None, progress: bool = False,
-         exact: bool = False, strip_signature: bool = False) -> SlimReport:
+         exact: bool = False, strip_signature: bool = False,
+         allow_empty: bool = False) -> SlimReport:
     """Prune (``archs``) and/or recompress (``codec``) the fatbins of ``source`` into ``output``.
 
     ``source`` is a shared library, an executable or a raw fatbin file. Raises
@@ -660,6 +801,12 @@ def slim(source: FilePath, output: FilePath, *,
     ``progress`` shows a progress bar (on stderr) while entries are recompressed. ``exact``
     keeps the SASS of exactly ``archs`` (as ``nvprune -arch`` does) instead of what their devices
     load; the report then names the modules and kernels that no longer load on them.
+    Pruning that would leave no image in any module (no ``archs`` loads one) raises
+    :class:`~fatbinkit.errors.EmptiedError`, nothing written, unless ``allow_empty``. Every
+    compressed image copied as stored is inflated once to its recorded size: a corrupt payload
+    is a :class:`~fatbinkit.errors.DecompressionError`, nothing written. With ``level``, entries
+    already stored as ``codec`` are encoded anew at that level; without, they stay as stored
+    (:attr:`SlimReport.stored_as` says what happened to each).
     """
     source, output = as_path(source, "slim() source"), as_path(output, "slim() output")
     devices = _check_options(archs, ptx, codec, level)
@@ -673,7 +820,7 @@ def slim(source: FilePath, output: FilePath, *,
         view = _map(fd, total)
         mode = os.fstat(fd).st_mode & 0o777
         req = _Request(devices, ptx, codec, level, same_size, allow_newer_driver, budget,
-                       progress, exact, strip_signature)
+                       progress, exact, strip_signature, allow_empty)
         if is_fatbin(view):
             return _slim_raw(view, output, req, mode)
         machine = elf.machine(view)
@@ -695,6 +842,18 @@ def _map(fd: int, size: int) -> memoryview:
 
 def _finish(modules: list[_Module], req: _Request) -> tuple[ArchReport, ...]:
     codec = req.codec
+    had = [m for m in modules if _loadable(m.old.entries) and not m.empty]
+    if req.devices and had and not req.allow_empty and not any(
+            m.new is not None and _loadable(m.new.entries) for m in had):
+        held = sorted({_entry_label(e) for m in had for i in _loadable(m.old.entries)
+                       for e in (m.old.entries[i],)})
+        archs = ", ".join(d.sm for d in req.devices)
+        raise EmptiedError(
+            (f"--exact keeps no SASS for exactly {archs} in any" if req.exact else
+             f"no --for arch ({archs}) loads an image of any") +
+            f" of its {len(had)} module(s) (it holds {', '.join(held[:6])}"
+            f"{', ...' if len(held) > 6 else ''}): pruning would leave it no device code for "
+            "any GPU; nothing written (accept it with --allow-empty)")
     reports = _arch_reports(modules, req.devices or _file_devices(modules), req.budget)
     changed = [r for r in reports if r.changed]
     if changed and not req.exact:  # cannot happen by construction; the check proves it
@@ -711,24 +870,42 @@ def _finish(modules: list[_Module], req: _Request) -> tuple[ArchReport, ...]:
     return reports
 
 
-def _report(total: int, out_size: int, modules: list[_Module], codec: str | None,
+def _entry_label(e: FatbinEntry) -> str:
+    """``SASS sm_90``, ``PTX compute_90``, ``kind 0x4 sm_90``."""
+    return (f"SASS {e.arch.sm}" if e.header.kind == _ELF else
+            f"PTX {e.arch.compute}" if e.header.kind == _PTX else
+            f"kind {e.header.kind:#x} {e.arch.sm}")
+
+
+def _report(total: int, out_size: int, modules: list[_Module], req: _Request,
             reports: tuple[ArchReport, ...], layout: elf_edit.Layout | None,
             same_size: bool) -> SlimReport:
     dropped: dict[str, int] = {}
+    stored_as: dict[str, int] = {}
+    no_image = had = 0
     for m in modules:
+        assert m.new is not None
         kept = set(m.kept)
         for i, e in enumerate(m.old.entries):
             if i not in kept:
-                key = (f"SASS {e.arch.sm}" if e.header.kind == _ELF else
-                       f"PTX {e.arch.compute}" if e.header.kind == _PTX else
-                       f"kind {e.header.kind:#x} {e.arch.sm}")
+                key = _entry_label(e)
                 dropped[key] = dropped.get(key, 0) + 1
+        if req.codec is not None:
+            for i, new in zip(m.kept, m.new.entries, strict=True):
+                how = _stored_as(m.old.entries[i], new, req.codec)
+                stored_as[how] = stored_as.get(how, 0) + 1
+        if _loadable(m.old.entries) and not m.empty:
+            had += 1
+            no_image += not _loadable(m.new.entries)
     return SlimReport(
         total, out_size, sum(len(m.old) for m in modules), sum(len(m.data) for m in modules),
         len(modules), sum(len(m.old.entries) for m in modules),
         sum(len(m.kept) for m in modules),
-        tuple(sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))), codec, reports, layout,
-        same_size, sum(m.unreferenced for m in modules))
+        tuple(sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))), req.codec, reports,
+        layout, same_size, sum(m.unreferenced for m in modules), no_image,
+        bool(had) and no_image == had, req.level,
+        tuple(sorted(stored_as.items(), key=lambda kv: (-kv[1], kv[0]))),
+        sum(m.for_kernels for m in modules))
 
 
 def _slim_raw(view: memoryview, output: os.PathLike[str], req: _Request,
@@ -739,7 +916,7 @@ def _slim_raw(view: memoryview, output: os.PathLike[str], req: _Request,
     data = b"".join(m.data for m in modules)
     with atomic_path(output, mode) as tmp:
         tmp.write_bytes(data)
-    return _report(len(view), len(data), modules, req.codec, reports, None, False)
+    return _report(len(view), len(data), modules, req, reports, None, False)
 
 
 def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[str],
@@ -799,7 +976,7 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
     with atomic_path(output, mode) as tmp:
         layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
         _verify(tmp, modules, pointers, moves)
-    return _report(len(view), layout.output_size, modules, req.codec, reports, layout, same_size)
+    return _report(len(view), layout.output_size, modules, req, reports, layout, same_size)
 
 
 def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str],
@@ -861,7 +1038,7 @@ def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str
                [(w.slot, moves.get(w.target, w.target)) for w in wrappers])
     with atomic_path(output, mode) as tmp:
         tmp.write_bytes(data)
-    return _report(len(view), len(data), modules, req.codec, reports, None, req.same_size)
+    return _report(len(view), len(data), modules, req, reports, None, req.same_size)
 
 
 def _pe_references(view: memoryview, image: pe.PeFile, ranges: dict[int, tuple[int, int]],
@@ -1035,7 +1212,7 @@ def _slim_object(source: os.PathLike[str], view: memoryview, head: elf.FileHeade
     with atomic_path(output, mode) as tmp:
         layout = elf_edit.rewrite_object(source, tmp, resizes, writes, shrink=not same_size)
         _verify_object(tmp, modules)
-    return _report(len(view), layout.output_size, modules, req.codec, reports, layout, same_size)
+    return _report(len(view), layout.output_size, modules, req, reports, layout, same_size)
 
 
 def _verify_object(path: os.PathLike[str], modules: Sequence[_Module]) -> None:
@@ -1141,7 +1318,9 @@ def _verify(path: os.PathLike[str], modules: Sequence[_Module], pointers: Sequen
 class WheelReport:
     """The outcome of :func:`slim_wheel` (or :func:`slim_archive`: ``kind`` "archive"): one row
     per ELF file with device code (its :class:`SlimReport`, or why it was kept as it was), the
-    wheel's sizes, the signature files left out."""
+    wheel's sizes, the signature files left out. A row is named by its path inside the wheel
+    (``file``, as ``ls`` and ``check`` of a wheel name it) or by the archive's object
+    (``member``, as cuobjdump's ``member LIB:OBJECT`` line)."""
 
     input_size: int
     output_size: int
@@ -1150,10 +1329,15 @@ class WheelReport:
     kind: str = "wheel"
 
     def to_dict(self) -> dict[str, Any]:
+        key = "member" if self.kind == "archive" else "file"
         return {
+            "kind": self.kind,
             "input_size": self.input_size, "output_size": self.output_size,
-            "files": [{"member": name, **(r.to_dict() if isinstance(r, SlimReport)
-                                          else {"kept": r})} for name, r in self.files],
+            "files": [{key: name, **(r.to_dict() if isinstance(r, SlimReport)
+                                     else {"kept": r})} for name, r in self.files],
+            "modules_without_image": sum(r.no_image for _, r in self.files
+                                         if isinstance(r, SlimReport)),
+            "emptied": [n for n, r in self.files if isinstance(r, SlimReport) and r.emptied],
             "dropped_signatures": list(self.dropped_signatures),
         }
 
@@ -1167,7 +1351,9 @@ class WheelReport:
                 after += r.output_size
                 pct = 100 * r.saved / r.input_size if r.input_size else 0.0
                 lines.append(f"  {name:{width}}  {r.input_size:>14,} -> {r.output_size:>14,}  "
-                             f"-{pct:4.1f} %")
+                             f"-{pct:4.1f} %" + ("  NO IMAGE LEFT (--allow-empty)" if r.emptied
+                                                 else f"  {r.no_image} module(s) left with no "
+                                                 "image" if r.no_image else ""))
             else:
                 lines.append(f"  {name:{width}}  kept as is: {r}")
         pct = 100 * (before - after) / before if before else 0.0
@@ -1183,9 +1369,25 @@ class WheelReport:
                     checks.setdefault(a.device.sm, []).append(a)
         for sm, rows in checks.items():
             same = all(a.same for a in rows)
+            loading = sum(a.modules for a in rows)
             lines.append(f"{sm}: {'same image' if same else 'A DIFFERENT IMAGE'} in every "
-                         f"module of {len(rows)} {what} ({sum(a.modules for a in rows)} "
-                         "modules load)")
+                         f"module of {len(rows)} {what} " + (f"({loading} modules load)" if
+                                                             loading else "(NO MODULE LOADS)"))
+        reports = [r for _, r in self.files if isinstance(r, SlimReport)]
+        stored_as: dict[str, int] = {}
+        for r in reports:
+            for how, n in r.stored_as:
+                stored_as[how] = stored_as.get(how, 0) + n
+        if stored_as and reports[0].codec:
+            level = f" (level {reports[0].level})" if reports[0].level is not None else ""
+            lines.append(f"as {reports[0].codec}{level}: " + "; ".join(
+                f"{n} {how}" for how, n in sorted(stored_as.items(),
+                                                  key=lambda kv: (-kv[1], kv[0]))))
+        no_image = sum(r.no_image for r in reports)
+        if no_image:
+            lines.append(f"warning: {no_image} module(s) left with no image (no --for arch "
+                         "loads them): the runtime still registers them and their kernels load "
+                         "on no GPU")
         if self.dropped_signatures:
             lines.append("left out (signatures over the old RECORD): "
                          + ", ".join(self.dropped_signatures))
@@ -1222,7 +1424,9 @@ def slim_wheel(source: FilePath, output_dir: FilePath, *,
     and write the wheel, ``RECORD`` made anew and its name (tags) kept, into ``output_dir``.
 
     A library whose layout cannot be rewritten safely stays as it was (the report says why);
-    any other error fails the whole wheel, naming the member, with nothing written.
+    libraries pruning would leave no image (:class:`~fatbinkit.errors.EmptiedError`, unless
+    ``allow_empty``) are named together; any other error fails the whole wheel, naming the
+    member. On failure nothing is written: no wheel, and no folder this call created.
     """
     from . import wheel
 
@@ -1230,10 +1434,43 @@ def slim_wheel(source: FilePath, output_dir: FilePath, *,
     out_dir = as_path(output_dir, "slim_wheel() output folder")
     if not wheel.is_wheel(src):
         raise FormatError(f"{src} is not a wheel (a .whl zip file)")
-    out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / src.name
     if target.resolve() == src.resolve():
         raise InvalidArgumentError(f"the output {target} is the input: choose another folder")
+    made = _output_folder(out_dir)
+    try:
+        return _slim_wheel(src, out_dir, target, progress, options)
+    except BaseException:
+        for p in reversed(made):  # deepest first; only those this call created, if empty
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        raise
+
+
+def _output_folder(path: Path) -> list[Path]:
+    """Make the output folder ``path`` (and its missing parents): the folders made, parents
+    first. A file in the way is an :class:`~fatbinkit.errors.OutputError`."""
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"cannot write into {path}: it is a file, not a folder (a wheel is "
+                          "written into a folder, under its own name)")
+    missing = [p for p in (path, *path.parents) if not p.exists()][::-1]
+    made: list[Path] = []
+    try:
+        for p in missing:
+            p.mkdir()
+            made.append(p)
+    except OSError as e:
+        for p in reversed(made):
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        raise OutputError(f"cannot write into {path}: {e.strerror or e}") from e
+    return made
+
+
+def _slim_wheel(src: Path, out_dir: Path, target: Path, progress: bool,
+                options: dict[str, Any]) -> WheelReport:
+    from . import wheel
+
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".fatbinkit-") as work:
         jobs: list[tuple[str, str, dict[str, Any]]] = []
         names: list[str] = []
@@ -1247,6 +1484,7 @@ def slim_wheel(source: FilePath, output_dir: FilePath, *,
             names.append(name)
             jobs.append((str(path), str(path.with_suffix(".out")), options))
         results: list[SlimReport | str] = [""] * len(jobs)
+        emptied: dict[int, str] = {}
         with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1) or 1) as pool:
             futures = {pool.submit(_slim_member, job): i for i, job in enumerate(jobs)}
             done = as_completed(futures)
@@ -1258,8 +1496,16 @@ def slim_wheel(source: FilePath, output_dir: FilePath, *,
                 i = futures[fut]
                 try:
                     results[i] = fut.result()
+                except EmptiedError as e:
+                    emptied[i] = str(e).split(": pruning would", 1)[0]
                 except FatbinkitError as e:
                     raise type(e)(f"{names[i]}: {e}") from e
+        if emptied:
+            raise EmptiedError(
+                f"pruning would leave no device code for any GPU in {len(emptied)} of the "
+                f"{len(jobs)} libraries of {src.name}: " + "; ".join(
+                    f"{names[i]}: {why}" for i, why in sorted(emptied.items()))
+                + "; nothing written (accept it with --allow-empty)")
         replaced = {name: Path(job[1]) for name, job, r in zip(names, jobs, results, strict=True)
                     if isinstance(r, SlimReport)}
         dropped = wheel.rewrite(src, target, replaced)
@@ -1273,7 +1519,10 @@ def slim_archive(source: FilePath, output: FilePath, **options: Any) -> WheelRep
     order, names and headers but the size, and the symbol index points at their new places
     (:func:`fatbinkit.formats.archive.rewrite`). An object whose layout cannot be rewritten safely
     stays as it was (the report says why); any other error fails the whole archive, naming the
-    member, with nothing written. The output is read back: the same members, in order."""
+    member, with nothing written. An object pruning leaves no image is written so (an object
+    built for other GPUs only, as nvprune leaves it), but an archive none of whose objects
+    keeps an image is refused (:class:`~fatbinkit.errors.EmptiedError`) unless
+    ``allow_empty``. The output is read back: the same members, in order."""
     from .formats import archive
 
     src = as_path(source, "slim_archive() source")
@@ -1297,7 +1546,8 @@ def slim_archive(source: FilePath, output: FilePath, **options: Any) -> WheelRep
                 try:
                     if not has_device_code(obj):
                         continue
-                    report: SlimReport | str = slim(obj, slimmed, **options)
+                    report: SlimReport | str = slim(obj, slimmed,
+                                                    **{**options, "allow_empty": True})
                 except UnsupportedError as e:
                     report = f"refused: {e}"
                 except FatbinkitError as e:
@@ -1306,6 +1556,12 @@ def slim_archive(source: FilePath, output: FilePath, **options: Any) -> WheelRep
                 results.append(report)
                 if isinstance(report, SlimReport):
                     replaced[m.header] = slimmed.read_bytes()
+        if not options.get("allow_empty") and results and all(
+                isinstance(r, SlimReport) and r.emptied for r in results):
+            raise EmptiedError(
+                f"no --for arch loads an image of any of the {len(results)} objects with device "
+                f"code of {src}: pruning would leave it no device code for any GPU; nothing "
+                "written (accept it with --allow-empty)")
         new = archive.rewrite(view, replaced)
     after = archive.ar_members(new)
     if [m.name for m in after] != [m.name for m in members]:  # cannot happen: the check proves it

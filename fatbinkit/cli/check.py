@@ -91,7 +91,7 @@ def _check(args: argparse.Namespace) -> int:
         args.parser.error("the following arguments are required: --arch (or --min-driver)")
     if is_collection(args.file):
         return _check_many(args)
-    binary = open_input(args)
+    binary = open_input(args, entryless=True)
     result = binary.check(args.arch or list(DEVICE_SUPPORT), args.driver, args.kernel,
                           every_image=args.strict or args.verbose,
                           budget=binary.budget(args.max_decompressed))
@@ -406,13 +406,15 @@ def _attention(row: tuple[ImageSet, list[tuple[str | None, list[Decision]]]],
 
 def _print_module(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
                   archs: Sequence[Arch], verbose: bool, demangled: bool) -> bool:
-    names = ", ".join(i.name for i in s.images) or "no loadable images"
+    names = ", ".join(i.name for i in s.images) or (
+        "no entries (an empty container: kernels unknown)" if s.entryless
+        else "no loadable images")
     print(f"\n{s.label}: {names}")
     # kernels with the same decisions on every arch share one row
     grouped: dict[tuple[str, ...], list[str]] = {}
     for k, ds in kernels:
         grouped.setdefault(tuple(_cell(d) for d in ds), []).append(
-            shown(k, demangled) if k else "(no kernels)")
+            shown(k, demangled) if k else "(kernels unknown)" if s.entryless else "(no kernels)")
     limit = 1 << 30 if verbose else 60
     width = max(8, *(len(_label(v, limit)) for v in grouped.values())) + 2
     cw = max(10, *(len(c) for cells in grouped for c in cells)) + 2

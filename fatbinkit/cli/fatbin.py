@@ -162,16 +162,27 @@ def _filters(p: argparse.ArgumentParser) -> None:
                    "the mangled or demangled name, or re:REGEX")
 
 
-def open_input(args: argparse.Namespace) -> Binary:
+def open_input(args: argparse.Namespace, *, entryless: bool = False) -> Binary:
     """The input, with one documented behaviour when it holds no device code (cuobjdump: "does
-    not contain device code", exit 255): an error, exit 1, for every command."""
+    not contain device code", exit 255): an error, exit 1, for every command. A file whose
+    fatbin containers hold no entry at all (what prune leaves of a library no kept arch loads)
+    is an input for ``entryless`` commands (ls says what it has, check judges its modules) and
+    an error naming what it has for the others."""
     from ..binary import open as open_binary
 
     binary = open_binary(args.file, all=getattr(args, "all", False))
-    if not binary.codes:
-        raise FormatError(f"{args.file}: does not contain device code (no .nv_fatbin, "
-                          "__nv_relfatbin or embedded fatbin, cubin or PTX)")
+    if not binary.codes and not (entryless and binary.entryless):
+        raise FormatError(f"{args.file}: " + (
+            f"{empty_containers(len(binary.entryless))}: no image to read" if binary.entryless
+            else "does not contain device code (no .nv_fatbin, __nv_relfatbin or embedded "
+            "fatbin, cubin or PTX)"))
     return binary
+
+
+def empty_containers(n: int) -> str:
+    """What a file of containers with no entry holds, as ls and the errors say it."""
+    return (f"{n} empty fatbin container{'' if n == 1 else 's'} (no entries: no image for any "
+            "GPU, e.g. left by prune)")
 
 
 def without_cyclic_gc(handler: Callable[[argparse.Namespace], int],
@@ -210,7 +221,13 @@ def _ls(args: argparse.Namespace) -> int:
         args.parser.error("--summary covers the whole file: it takes no --arch or --kernel")
     if is_collection(args.file):
         return _ls_many(args)
-    binary = open_input(args)
+    binary = open_input(args, entryless=True)
+    if not binary.codes:  # only containers with no entry: say what the file has
+        if args.json:
+            dump({"entries": [], "empty_containers": len(binary.entryless)})
+        else:
+            print(f"{args.file}: {empty_containers(len(binary.entryless))}")
+        return 0
     budget = binary.budget(args.max_decompressed)
     if args.summary:
         summary = binary.summary(kernels=args.kernels, budget=budget)

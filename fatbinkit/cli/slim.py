@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--exact", action="store_true",
                    help="keep the SASS of exactly the --for archs, as nvprune -arch does, not "
                    "what their GPUs load; the report names the kernels that no longer load")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="write a library even when no --for arch loads any of its images (it "
+                   "is left with no device code for any GPU); refused without this, naming it")
     _common(p, codec_required=False)
     p.set_defaults(func=_prune)
 
@@ -67,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "unless --allow-newer-driver.",
         epilog=_RECOMPRESS_EXAMPLES)
     _common(p, codec_required=True)
-    p.set_defaults(func=_recompress, archs=None, ptx="keep", exact=False)
+    p.set_defaults(func=_recompress, archs=None, ptx="keep", exact=False, allow_empty=False)
 
 
 def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
@@ -111,7 +114,8 @@ def _run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"the output {args.output} is the input: write a new file")
     options = dict(archs=archs, ptx=args.ptx, codec=args.codec, level=args.level,
                    same_size=args.same_size, allow_newer_driver=args.allow_newer_driver,
-                   budget=budget, exact=args.exact, strip_signature=args.strip_signature)
+                   budget=budget, exact=args.exact, strip_signature=args.strip_signature,
+                   allow_empty=args.allow_empty)
     report: SlimReport | WheelReport
     try:
         if args.file.is_file() and args.file.stat().st_size == 0:

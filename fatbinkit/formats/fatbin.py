@@ -61,6 +61,7 @@ __all__ = [
     "compress",
     "entry_flags",
     "is_fatbin",
+    "iter_container_entries",
     "iter_containers",
     "iter_entries",
     "make_entry",
@@ -712,11 +713,20 @@ def _entries(src: Reader, offset: int, head: ContainerHeader) -> tuple[list[Fatb
 def iter_entries(source: Buffer | Reader) -> Iterator[tuple[int, FatbinEntry]]:
     """Yield ``(container index, entry)`` for every entry, checked as :meth:`Fatbin.from_bytes`
     checks them but without making the container objects (what listing needs)."""
+    for i, _, entries in iter_container_entries(source):
+        for entry in entries:
+            yield i, entry
+
+
+def iter_container_entries(source: Buffer | Reader
+                           ) -> Iterator[tuple[int, int, list[FatbinEntry]]]:
+    """Yield ``(container index, offset, entries)`` for every container, those with no entry
+    too (what ``prune`` leaves of a module no kept arch loads), checked as :func:`iter_entries`
+    checks them."""
     src = source if isinstance(source, Reader) else Reader(_view(source))
     _check_magic(src)
     for i, (off, head) in enumerate(iter_containers(src)):
-        for entry in _entries(src, off, head)[0]:
-            yield i, entry
+        yield i, off, _entries(src, off, head)[0]
 
 
 def _check_magic(src: Reader) -> None:
