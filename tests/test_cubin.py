@@ -399,6 +399,29 @@ def test_spills_of_older_ptxas(spill_ptx: str, tmp_path: Path) -> None:
     assert all((f.spill_stores, f.spill_loads) == (None, None) and f.size for f in old.functions)
 
 
+def test_spills_of_ptxas_12_6_and_12_5(spill_ptx: str, tmp_path: Path) -> None:
+    """ptxas 12.6 (its first release) is the first to annotate spills: its figures equal its own
+    ``ptxas -v``'s; ptxas 12.5 writes no annotation for the same spilling kernels (None)."""
+    from thirdparty import PTXAS125, PTXAS126, fetch
+
+    ptx = re.sub(r"^\.version \d+\.\d+", ".version 8.4", spill_ptx, flags=re.M)
+    found = {}
+    for member in (PTXAS125, PTXAS126):
+        ptxas = fetch(member)
+        ptxas.chmod(0o755)
+        for sm in ("80", "90"):
+            found[member.version, sm] = _bare_ptxas_cubin(ptxas, ptx, sm,
+                                                          tmp_path / f"{member.version}-{sm}.cubin")
+    for sm in ("80", "90"):
+        new, oracle = found["12.6.20", sm]
+        assert new.toolkit == (12, 6) and oracle["k_spill32"] != (0, 0)
+        assert {f.name: (f.spill_stores, f.spill_loads) for f in new.functions} == oracle
+        old, oracle = found["12.5.82", sm]
+        assert old.toolkit == (12, 5) and oracle["k_spill32"] != (0, 0)
+        assert not any(r.attribute == 0x55 for f in old.functions for r in f.attributes)
+        assert all((f.spill_stores, f.spill_loads) == (None, None) for f in old.functions)
+
+
 def test_bad_annotations_give_none(
         spill_builds: dict[str, tuple[Path, dict[str, tuple[int, int]]]]) -> None:
     data = spill_builds["90"][0].read_bytes()

@@ -72,6 +72,11 @@ CURAND13_WIN = WheelMember(
     "nvidia-curand", "10.4.5.25", "nvidia/cu13/bin/x86_64/curand64_10.dll", windows=True
 )
 
+# ptxas of CUDA 12.5 and 12.6 (NVIDIA's pip wheels): 12.6 is the first ptxas whose cubins record
+# register spills (EIATTR_ANNOTATIONS), 12.5 the last that does not (tests/test_cubin.py).
+PTXAS125 = WheelMember("nvidia-cuda-nvcc-cu12", "12.5.82", "nvidia/cuda_nvcc/bin/ptxas")
+PTXAS126 = WheelMember("nvidia-cuda-nvcc-cu12", "12.6.20", "nvidia/cuda_nvcc/bin/ptxas")
+
 ALL_TEST_MEMBERS = (CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, CURAND130, CUPY102_RANDOM,
                     CUPY11_RANDOM, CURAND11, CUFFT11, CUPY12_RANDOM_WIN, CUPY13_RANDOM_WIN,
                     CURAND13_WIN)

@@ -88,16 +88,18 @@ EF_V2_ARCH_SPECIFIC = 0x8
 _CONST_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.*))?$")
 
 # Spill figures come from EIATTR_ANNOTATIONS (0x55): (type, offset) pairs, type 1 ("SpillRefill"
-# in cuobjdump 13.5 -elf) at each spill STL / refill LDL of the function's .text. ptxas 12.9
-# (Triton's), 13.0 (nvcc), 13.4 (Triton's ptxas-blackwell) and 13.5 (pip) write one record per
-# spilling function, none for a function that does not spill, and never annotate the STL/LDL of
-# a real local array; ptxas 11.8 (Debian's nvidia-cuda-toolkit) writes none for the same
-# spilling kernels, and no 12.0-12.8 ptxas was at hand. So the figures are 0 without a record
-# only for cubins whose Cubin.toolkit is >= 12.9, else None. That toolkit is the ptxas that wrote
-# the cubin: .note.nv.cuinfo (nvcc), or, in a bare ptxas's note-less cubins, its kernels'
-# EIATTR_CUDA_API_VERSION, which is the ptxas's own version (ptxas 13.5 writes 135 for PTX 9.0,
-# Triton's ptxas 12.9 writes 129).
-_ANNOTATED_SINCE = 129
+# in cuobjdump 13.5 -elf) at each spill STL / refill LDL of the function's .text. ptxas 12.6
+# (12.6.20, its first release), 12.8, 12.9 (Triton's), 13.0 (nvcc), 13.4 (Triton's
+# ptxas-blackwell) and 13.5 (pip) write one record per spilling function, none for a function
+# that does not spill, and never annotate the STL/LDL of a real local array; ptxas 11.8
+# (Debian's), 12.0, 12.4 and 12.5 (NVIDIA's pip wheels) write none for the same spilling kernels
+# (tests/test_cubin.py builds them with ptxas 12.5 and 12.6). So the figures are 0 without a
+# record only for cubins whose Cubin.toolkit is >= 12.6, else None. That toolkit is the ptxas
+# that wrote the cubin: .note.nv.cuinfo (nvcc), or, in a bare ptxas's note-less cubins, its
+# kernels' EIATTR_CUDA_API_VERSION, which is the ptxas's own version (ptxas 13.5 writes 135 for
+# PTX 9.0, ptxas 12.6 writes 126 for PTX 8.4). cuobjdump -res-usage prints no spill figures
+# (13.5 included): the oracle is ptxas -v.
+_ANNOTATED_SINCE = 126
 _SPILL_REFILL = 1
 # Arches whose STL/LDL encoding was checked against nvdisasm 13.1 and whose summed widths equal
 # ptxas 13.0's -v figures (tests/test_cubin.py): a 128-bit instruction read as two little-endian
@@ -141,7 +143,7 @@ class CubinFunction:
     ``spill_stores`` / ``spill_loads`` are the bytes ``ptxas -v`` prints ("N bytes spill stores,
     M bytes spill loads"): the summed widths of the STL / LDL instructions that the function's
     EIATTR_ANNOTATIONS record marks as spills (local-array accesses are not counted). They are
-    None where the cubin does not record them: a toolkit older than 12.9 or not named by the
+    None where the cubin does not record them: a toolkit older than 12.6 or not named by the
     cubin's note, an arch whose encoding is not checked (before sm_75), or an annotation that
     does not check out (an offset outside the section or not 16-byte aligned, an instruction
     that is not STL/LDL, an unknown annotation type); nothing is raised for those.
