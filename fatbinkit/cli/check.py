@@ -149,7 +149,9 @@ def _check_many(args: argparse.Namespace) -> int:
 def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
+    empty = sum(s.empty for c in total.checks for s, _ in c.rows)
     print(f"{args.file}: {len(total.checks)} file(s) with device code, {total.modules} module(s)"
+          + (f", {empty} of them empty (never loaded, not counted below)" if empty else "")
           + kernels + driver)
     if not args.driver:
         print(NOT_CHECKED)
@@ -210,8 +212,11 @@ def _print_min_driver(file: Path, modules: int,
                       files: int | None = None) -> None:
     from ..compat import TotalVerdict
 
+    empty = modules - (verdicts[0].modules if verdicts else modules)  # ArchVerdict.modules
     print(f"{file}: minimum driver per GPU arch ({modules} module(s)"
-          + (f" in {files} file(s))" if files is not None else ")"))
+          + (f" in {files} file(s)" if files is not None else "")
+          + (f"; {empty} empty ones, no kernels and no variables: never loaded, left out"
+             if empty > 0 else "") + ")")
     width = max(len(v.device.sm) for v in verdicts) + 2
     for v in verdicts:
         needs = _needs(v).removeprefix("needs ")
@@ -296,13 +301,13 @@ def _print(args: argparse.Namespace, result: Check) -> None:
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
     empty = sum(s.empty for s, _ in rows)
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
-    print(f"{result.file}: {len(rows)} module(s)" + (f" ({empty} empty)" if empty else "")
+    print(f"{result.file}: {len(rows)} module(s)" + (f", {empty} of them empty (no kernels, no "
+                                                      "variables: never loaded, not counted "
+                                                      "below)" if empty else "")
           + kernels + driver)
     if not args.driver:
         print(NOT_CHECKED)
     _print_verdicts(args, verdicts)
-    if empty:
-        print(f"{empty} empty module(s) (no kernels, no variables: never loaded) not counted")
     if not result.every_image_read:
         print(UNREAD_NOTE)
     for w in dict.fromkeys(w for v in verdicts for w in v.warnings):
