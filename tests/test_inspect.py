@@ -157,7 +157,7 @@ def test_sort_top_is_cuobjdumps_largest() -> None:
     assert {f["name"] for f in doc["functions"]} <= {n for _, n in rows}
     text = cli("ls", path, "--resources", "--sort", "shared", "--top", "3", "--demangle")
     assert text.returncode == 0 and len(text.stdout.splitlines()) == 4  # header + 3
-    assert "(" in text.stdout.splitlines()[1]  # demangled signatures
+    assert "  void " in text.stdout.splitlines()[1]  # demangled signatures
 
 
 # --- summaries, against cuobjdump's listing ---------------------------------------------------
