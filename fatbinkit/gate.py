@@ -225,7 +225,7 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
     if unknown:
         notes.append(f"note: {lib.name}: {unknown} kernel images come from cubins that do not "
                      "record spills (built by ptxas before CUDA 12.6, or for an arch before "
-                     "sm_75): --no-spills could not judge them")
+                     "sm_70): --no-spills could not judge them")
     if rules.max_min_driver is not None:
         limit = dotted(rules.max_min_driver)
         for a in lib.archs:

@@ -393,6 +393,12 @@ def test_spills_of_older_ptxas(spill_ptx: str, tmp_path: Path) -> None:
     new, oracle = _bare_ptxas_cubin(ptxas129, ptx, "80", tmp_path / "p129.cubin")
     assert new.toolkit == (12, 9)
     assert {f.name: (f.spill_stores, f.spill_loads) for f in new.functions} == oracle
+    # sm_101 (Thor up to CUDA 12.9; CUDA 13 calls it sm_110 and builds no sm_101)
+    ptx101 = re.sub(r"^\.version \d+\.\d+", ".version 8.8", spill_ptx, flags=re.M)
+    new, oracle = _bare_ptxas_cubin(ptxas129, ptx101.replace(".target sm_80", ".target sm_101"),
+                                    "101", tmp_path / "p129-101.cubin")
+    assert new.arch.number == 101 and oracle["k_spill32"] != (0, 0)
+    assert {f.name: (f.spill_stores, f.spill_loads) for f in new.functions} == oracle
     old, oracle = _bare_ptxas_cubin(debian_tool(CUDA_TOOLKIT_118, "ptxas"), ptx, "80",
                                     tmp_path / "p118.cubin")
     assert old.toolkit == (11, 8) and oracle["k_spill64"] != (0, 0)
@@ -409,10 +415,11 @@ def test_spills_of_ptxas_12_6_and_12_5(spill_ptx: str, tmp_path: Path) -> None:
     for member in (PTXAS125, PTXAS126):
         ptxas = fetch(member)
         ptxas.chmod(0o755)
-        for sm in ("80", "90"):
-            found[member.version, sm] = _bare_ptxas_cubin(ptxas, ptx, sm,
+        for sm in ("70", "72", "80", "90"):  # sm_70/72: Volta, which CUDA 13 no longer builds
+            text = ptx if sm >= "80" else ptx.replace(".target sm_80", f".target sm_{sm}")
+            found[member.version, sm] = _bare_ptxas_cubin(ptxas, text, sm,
                                                           tmp_path / f"{member.version}-{sm}.cubin")
-    for sm in ("80", "90"):
+    for sm in ("70", "72", "80", "90"):
         new, oracle = found["12.6.20", sm]
         assert new.toolkit == (12, 6) and oracle["k_spill32"] != (0, 0)
         assert {f.name: (f.spill_stores, f.spill_loads) for f in new.functions} == oracle

@@ -102,10 +102,12 @@ _CONST_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.*))?$")
 _ANNOTATED_SINCE = 126
 _SPILL_REFILL = 1
 # Arches whose STL/LDL encoding was checked against nvdisasm 13.1 and whose summed widths equal
-# ptxas 13.0's -v figures (tests/test_cubin.py): a 128-bit instruction read as two little-endian
-# u64, opcode = lo & 0xFFF (STL 0x387, also 0x987 on sm_120; LDL 0x983), width code =
-# (hi >> 9) & 7: U8 0, S8 1, U16 2, S16 3, 32-bit 4, .64 5, .128 6 (7 never seen).
-_SPILL_ARCHES = frozenset({75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121})
+# ptxas 13.0's -v figures, and sm_70/sm_72 (ptxas 12.6) and sm_101 (ptxas 12.9), which CUDA 13
+# no longer builds (tests/test_cubin.py): a 128-bit instruction read as two little-endian u64,
+# opcode = lo & 0xFFF (STL 0x387, also 0x987 on sm_120; LDL 0x983), width code = (hi >> 9) & 7:
+# U8 0, S8 1, U16 2, S16 3, 32-bit 4, .64 5, .128 6 (7 never seen). Maxwell and Pascal (sm_5x,
+# sm_6x) encode 64-bit instructions otherwise: their annotations are not read (None).
+_SPILL_ARCHES = frozenset({70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121})
 _STL = frozenset({0x387, 0x987})
 _LDL = 0x983
 _WIDTHS = (1, 1, 2, 2, 4, 8, 16)
@@ -144,7 +146,7 @@ class CubinFunction:
     M bytes spill loads"): the summed widths of the STL / LDL instructions that the function's
     EIATTR_ANNOTATIONS record marks as spills (local-array accesses are not counted). They are
     None where the cubin does not record them: a toolkit older than 12.6 or not named by the
-    cubin's note, an arch whose encoding is not checked (before sm_75), or an annotation that
+    cubin's note, an arch whose encoding is not checked (before sm_70), or an annotation that
     does not check out (an offset outside the section or not 16-byte aligned, an instruction
     that is not STL/LDL, an unknown annotation type); nothing is raised for those.
     ``raw_attributes`` holds this function's attribute records as ``(file offset,
