@@ -149,7 +149,7 @@ def _check_many(args: argparse.Namespace) -> int:
 def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
-    empty = sum(s.empty for c in total.checks for s, _ in c.rows)
+    empty = _uncounted(total.modules, total.verdicts)
     print(f"{args.file}: {len(total.checks)} file(s) with device code, {total.modules} module(s)"
           + (f", {empty} of them empty (never loaded, not counted below)" if empty else "")
           + kernels + driver)
@@ -207,12 +207,18 @@ def _min_driver_dict(v: ArchVerdict | TotalVerdict) -> dict[str, Any]:
     return {**v.to_dict(), "linux_driver": rel.linux if rel else None}
 
 
+def _uncounted(modules: int, verdicts: Sequence[ArchVerdict] | Sequence[TotalVerdict]) -> int:
+    """How many of ``modules`` the verdicts leave out (:attr:`ArchVerdict.modules` counts the
+    others; the same for every arch): the empty ones, which the reports name in their head."""
+    return modules - verdicts[0].modules if verdicts else 0
+
+
 def _print_min_driver(file: Path, modules: int,
                       verdicts: Sequence[ArchVerdict] | Sequence[TotalVerdict],
                       files: int | None = None) -> None:
     from ..compat import TotalVerdict
 
-    empty = modules - (verdicts[0].modules if verdicts else modules)  # ArchVerdict.modules
+    empty = _uncounted(modules, verdicts)
     print(f"{file}: minimum driver per GPU arch ({modules} module(s)"
           + (f" in {files} file(s)" if files is not None else "")
           + (f"; {empty} empty ones, no kernels and no variables: never loaded, left out"
@@ -299,7 +305,7 @@ def _print(args: argparse.Namespace, result: Check) -> None:
     that cannot load or need PTX JIT (every module with --verbose)."""
     archs, rows, verdicts = result.archs, result.rows, result.verdicts
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
-    empty = sum(s.empty for s, _ in rows)
+    empty = _uncounted(len(rows), verdicts)
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
     print(f"{result.file}: {len(rows)} module(s)" + (f", {empty} of them empty (no kernels, no "
                                                       "variables: never loaded, not counted "
