@@ -69,3 +69,20 @@ def test_each_report_says_which_modules_it_counts() -> None:
     doc = json.loads(cli("check", path, "--min-driver", "--json").stdout)
     assert doc["modules"] == modules
     assert doc["min_driver"]["sm_90"]["modules"] == modules - empty
+
+
+def test_a_wheel_says_the_same() -> None:
+    """``check`` of the cuRAND 13 wheel (one library): the same 13 modules, 5 left out."""
+    from thirdparty import CACHE
+
+    fetch(CURAND13)  # downloads the wheel on first use
+    (wheel,) = sorted((CACHE / "wheels").glob(
+        f"{CURAND13.package.replace('-', '_')}-{CURAND13.version}-*linux*_x86_64.whl"))
+    proc = cli("check", wheel, "--arch", "sm_90")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"{wheel}: 1 file(s) with device code, 13 module(s), 5 of them "
+                                  "empty (never loaded, not counted below)\n")
+    text = cli("check", wheel, "--min-driver").stdout
+    assert text.splitlines()[0] == (f"{wheel}: minimum driver per GPU arch (13 module(s) in 1 "
+                                    "file(s); 5 empty ones, no kernels and no variables: never "
+                                    "loaded, left out)")
