@@ -224,8 +224,8 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
                                      "loaded"))
     if unknown:
         notes.append(f"note: {lib.name}: {unknown} kernel images come from cubins that do not "
-                     "record spills (built by ptxas before CUDA 12.6, or for an arch before "
-                     "sm_70): --no-spills could not judge them")
+                     "record spills (built by ptxas before CUDA 12.6): --no-spills could not "
+                     "judge them")
     if rules.max_min_driver is not None:
         limit = dotted(rules.max_min_driver)
         for a in lib.archs:

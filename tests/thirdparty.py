@@ -42,6 +42,10 @@ CUPY12_RANDOM = WheelMember(
 CUPY13_RANDOM = WheelMember(
     "cupy-cuda13x", "14.2.0", "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so"
 )
+# CuPy 14.2's CUB module for CUDA 12 (cubins by CUDA 12.9, sm_50 to sm_120): kernels that spill.
+CUPY12_CUB = WheelMember(
+    "cupy-cuda12x", "14.2.0", "cupy/cuda/cub.cpython-311-x86_64-linux-gnu.so"
+)
 # An NVIDIA library wheel: cuRAND for CUDA 13 (cubins by CUDA 13.4), and its first CUDA 13
 # release (cubins by CUDA 13.0; a different arch list and kernel set), for `fatbinkit diff`.
 CURAND13 = WheelMember("nvidia-curand", "10.4.5.25", "nvidia/cu13/lib/libcurand.so.10")
