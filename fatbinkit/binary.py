@@ -366,7 +366,8 @@ class Summary:
             else:
                 row += "  " + (", ".join(a.ptx_versions) or "-")
             yield row.rstrip()
-        yield "loads on (per module; driver floors not checked, see `fatbinkit check`):"
+        yield (f"loads on ({_count(self.modules, 'module')}, from entry headers: empty ones "
+               "included, which `fatbinkit check` leaves out; driver floors not checked):")
         for d in self.devices:
             parts = [f"{d.sass} SASS" if d.sass else "", f"{d.jit} PTX JIT" if d.jit else "",
                      f"{d.none} no image" if d.none else ""]

@@ -223,8 +223,8 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
                                      f"spills {k.spill_stores} bytes stored, {k.spill_loads} "
                                      "loaded"))
     if unknown:
-        notes.append(f"note: {lib.name}: {unknown} kernel images come from cubins whose toolkit "
-                     "does not record spills (ptxas before CUDA 13.0): --no-spills could not "
+        notes.append(f"note: {lib.name}: {unknown} kernel images come from cubins that do not "
+                     "record spills (built by ptxas before CUDA 12.6): --no-spills could not "
                      "judge them")
     if rules.max_min_driver is not None:
         limit = dotted(rules.max_min_driver)

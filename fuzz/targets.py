@@ -100,9 +100,9 @@ def _cli(data: bytes, work: Path) -> None:
         stdout, stderr = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             status = main([str(a) for a in argv])
-        if status == 1 and argv[0] in ("check", "gate") and not stderr.getvalue():
+        if status == 1 and argv[0] in ("check", "gate"):
             status = 0  # a verdict: the file does not load everywhere asked, breaks a rule
-        if status == 1:  # refused: one line naming the error, and extract left nothing
+        if status == 3:  # refused: one line naming the error, and extract left nothing
             lines = stderr.getvalue().splitlines()
             assert len(lines) == 1 and lines[0].startswith("fatbinkit: error: "), lines
             assert argv[0] != "extract" or not out.exists(), "extract failed half-way"

@@ -161,7 +161,7 @@ def test_malformed_archives(tmp_path: Path, archive: bytes, message: str) -> Non
     path = tmp_path / "bad.a"
     path.write_bytes(archive)
     proc = fatbinkit("ls", path)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"fatbinkit: error: {path}: ")
     assert message in lines[0]
@@ -275,7 +275,7 @@ def test_recompress_archive_and_refusals(objs: Path, tmp_path: Path) -> None:
     assert {r["compression"] for r in rows} == {"zstd"}
     assert _listing(out) == _listing(objs / "libmix.a")
     proc = fatbinkit("prune", objs / "libthin.a", "-o", tmp_path / "t.a", "--for", "sm_80")
-    assert proc.returncode == 1 and "is a thin archive" in proc.stderr
+    assert proc.returncode == 3 and "is a thin archive" in proc.stderr
     assert not (tmp_path / "t.a").exists()
 
 
@@ -293,7 +293,7 @@ def test_the_toolkits_own_static_libraries(tmp_path: Path) -> None:
         cuobjdump_extract(theirs, tmp_path / "b").values())
     static = CUDA_LIB / "libcudart_static.a"
     proc = fatbinkit("ls", static)
-    assert proc.returncode == 1 and f"{static}: does not contain device code" in proc.stderr
+    assert proc.returncode == 3 and f"{static}: does not contain device code" in proc.stderr
     oracle = subprocess.run([str(_cuobjdump()), "-lelf", str(static)], capture_output=True,
                             text=True, check=False)
     assert "does not contain device code" in oracle.stderr

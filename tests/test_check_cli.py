@@ -131,10 +131,10 @@ def test_check_bad_file(tmp_path: Path) -> None:
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"not device code at all")
     proc = fatbinkit("check", junk, "--arch", "sm_90")
-    assert proc.returncode == 1
+    assert proc.returncode == 3
     assert proc.stderr.startswith("fatbinkit: error:") and proc.stderr.count("\n") == 1
     proc = fatbinkit("check", tmp_path / "missing", "--arch", "sm_90")
-    assert proc.returncode == 1 and proc.stderr.startswith("fatbinkit: error:")
+    assert proc.returncode == 3 and proc.stderr.startswith("fatbinkit: error:")
 
 
 # -- ls --resources -----------------------------------------------------------------------------
@@ -167,14 +167,21 @@ def test_ls_resources_json_equals_cuobjdump(which: str, mix: Path) -> None:
 
 
 def test_ls_resources_text_uses_cuobjdump_figures(mix: Path) -> None:
-    """The human listing prints each function's line with cuobjdump -res-usage's very fields."""
+    """The human listing prints each cubin's ``Common:`` line and each function's line with
+    cuobjdump -res-usage's very fields."""
     proc = fatbinkit("ls", mix, "--resources")
     assert proc.returncode == 0, proc.stderr
     ours = [line.split(": ", 1) for line in proc.stdout.splitlines() if line.startswith("    ")]
-    expected = [(name, " ".join(f"{k}:{v}" for k, v in fields.items()))
-                for _, usage in res_usage_blocks(mix) for name, fields in usage.functions]
+    expected = []
+    for _, usage in res_usage_blocks(mix):
+        expected.append(("", " ".join(f"{k}:{v}" for k, v in usage.common.items())))
+        expected += [(name, " ".join(f"{k}:{v}" for k, v in fields.items()))
+                     for name, fields in usage.functions]
     assert len(ours) == len(expected) > 0
     for (head, text), (name, fields) in zip(ours, expected, strict=True):
+        if not name:
+            assert head.strip() == "Common" and text == fields
+            continue
         assert head.strip().split(" ", 1)[1] == name
         assert text.startswith(fields)
 

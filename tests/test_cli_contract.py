@@ -3,7 +3,8 @@
 - ``--help`` exits 0, every argument has help text, every command has an ``examples:`` epilog;
 - usage errors (unknown option, malformed ``KEY=PATH``, arch, size, number; conflicting options)
   exit 2 with the sub-command's usage line and ``fatbinkit COMMAND: error: ...``;
-- failures exit 1 with one ``fatbinkit: error: ...`` line naming the file;
+- failures (FatbinkitError) exit 3 with one ``fatbinkit: error: ...`` line naming the file,
+  verdicts that fail exit 1 (check, gate, diff --exit-code);
 - ``build`` refuses labels its images contradict, checked against NVIDIA's tools.
 
 Commands are read from the parser, so a new command is covered without editing this file.
@@ -58,9 +59,9 @@ def assert_usage_error(command: str, argv: list[str], capsys: pytest.CaptureFixt
 
 
 def assert_failure(argv: list[str], capsys: pytest.CaptureFixture[str], *names: str) -> str:
-    """Exit 1, one ``fatbinkit: error:`` line that names every one of ``names``."""
+    """Exit 3, one ``fatbinkit: error:`` line that names every one of ``names``."""
     status, _, err = run(argv, capsys)
-    assert status == 1, (argv, err)
+    assert status == 3, (argv, err)
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("fatbinkit: error: "), err
     for name in names:
@@ -120,6 +121,47 @@ def test_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
                      for line in out.split("\nexamples:\n", 1)[1].splitlines()
                      if line.strip() and not line.startswith(f"  fatbinkit {command} ")]
     assert not problems, f"{command} --help: {problems}"
+
+
+# the commands whose verdict can be "no" (exit 1), and only those
+FAILING = {"check", "diff", "gate", "demo"}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_gives_the_exit_statuses(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run([command, "--help"], capsys)
+    assert status == 0 and "\nexit status:\n" in out
+    table = out.split("\nexit status:\n", 1)[1].split("\n\n", 1)[0]
+    codes = [int(line.split()[0]) for line in table.splitlines() if line[2:3].isdigit()]
+    assert codes == ([0, 1] if command in FAILING else [0]) + [2, 3, 130, 141], table
+
+
+def test_a_failing_verdict_and_an_unreadable_input_exit_differently(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI must tell "the answer is no" (1) from "could not read it" (3): check, gate and diff
+    --exit-code on a fatbin that fails (PTX for sm_80 and sm_90: nothing loads on sm_70), then
+    on a file that is not there."""
+    fatbin = str(_fatbin(tmp_path))
+    other = tmp_path / "other.fatbin"
+    ptx = tmp_path / "k.ptx"
+    assert main(["build", "-o", str(other), "--ptx", f"sm_80={ptx}"]) == 0
+    missing = str(tmp_path / "missing.so")
+    for argv, verdict in ((["check", "{}", "--arch", "sm_70"], 1),
+                          (["check", "{}", "--arch", "sm_90"], 0),
+                          (["gate", "{}", "--require-arch", "sm_70"], 1),
+                          (["diff", "{}", str(other), "--exit-code"], 1),
+                          (["diff", "{}", fatbin, "--exit-code"], 0)):
+        assert run([a.format(fatbin) for a in argv], capsys)[0] == verdict, argv
+        status, _, err = run([a.format(missing) for a in argv], capsys)
+        assert status == 3 and err == (f"fatbinkit: error: cannot read {missing}: No such file "
+                                       "or directory\n"), argv
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("fatbinkit.binary.open", interrupted)
+    assert run(["ls", fatbin], capsys)[0] == 130
 
 
 def test_every_command_has_a_summary() -> None:
@@ -204,7 +246,7 @@ def test_usage_errors(argv: list[str], message: str, tmp_path: Path,
     assert not list(tmp_path.iterdir())
 
 
-# -- failures about a file: exit 1, one line naming the file ---------------------------------
+# -- failures about a file: exit 3, one line naming the file ---------------------------------
 
 def _fatbin(tmp_path: Path) -> Path:
     ptx = tmp_path / "k.ptx"

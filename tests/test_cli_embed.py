@@ -142,12 +142,12 @@ def bad_cases(tmp_path: Path) -> list[tuple[list[str], str]]:
     ]
 
 
-def test_bad_input_is_one_line_exit_1_and_no_output(tmp_path: Path) -> None:
+def test_bad_input_is_one_line_exit_3_and_no_output(tmp_path: Path) -> None:
     cases = bad_cases(tmp_path)
     (tmp_path / "out").mkdir()
     for args, message in cases:
         proc = fatbinkit(*args, cwd=tmp_path)
-        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.returncode == 3, (args, proc.stderr)
         lines = proc.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("fatbinkit: error: "), proc.stderr
         assert message in lines[0], lines[0]

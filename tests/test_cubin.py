@@ -393,10 +393,75 @@ def test_spills_of_older_ptxas(spill_ptx: str, tmp_path: Path) -> None:
     new, oracle = _bare_ptxas_cubin(ptxas129, ptx, "80", tmp_path / "p129.cubin")
     assert new.toolkit == (12, 9)
     assert {f.name: (f.spill_stores, f.spill_loads) for f in new.functions} == oracle
+    # sm_101 (Thor up to CUDA 12.9; CUDA 13 calls it sm_110 and builds no sm_101)
+    ptx101 = re.sub(r"^\.version \d+\.\d+", ".version 8.8", spill_ptx, flags=re.M)
+    new, oracle = _bare_ptxas_cubin(ptxas129, ptx101.replace(".target sm_80", ".target sm_101"),
+                                    "101", tmp_path / "p129-101.cubin")
+    assert new.arch.number == 101 and oracle["k_spill32"] != (0, 0)
+    assert {f.name: (f.spill_stores, f.spill_loads) for f in new.functions} == oracle
     old, oracle = _bare_ptxas_cubin(debian_tool(CUDA_TOOLKIT_118, "ptxas"), ptx, "80",
                                     tmp_path / "p118.cubin")
     assert old.toolkit == (11, 8) and oracle["k_spill64"] != (0, 0)
     assert all((f.spill_stores, f.spill_loads) == (None, None) and f.size for f in old.functions)
+
+
+# what CUDA 13 no longer builds: Maxwell and Pascal (64-bit instructions), Volta; then two others
+SPILL_ARCHS_12 = ("50", "52", "60", "61", "70", "72", "80", "90")
+
+
+def test_spills_of_ptxas_12_6_and_12_5(spill_ptx: str, tmp_path: Path) -> None:
+    """ptxas 12.6 (its first release) is the first to annotate spills: its figures equal its own
+    ``ptxas -v``'s; ptxas 12.5 writes no annotation for the same spilling kernels (None)."""
+    from thirdparty import PTXAS125, PTXAS126, fetch
+
+    ptx = re.sub(r"^\.version \d+\.\d+", ".version 8.4", spill_ptx, flags=re.M)
+    found = {}
+    for member in (PTXAS125, PTXAS126):
+        ptxas = fetch(member)
+        ptxas.chmod(0o755)
+        for sm in SPILL_ARCHS_12:
+            text = ptx if sm >= "80" else ptx.replace(".target sm_80", f".target sm_{sm}")
+            found[member.version, sm] = _bare_ptxas_cubin(ptxas, text, sm,
+                                                          tmp_path / f"{member.version}-{sm}.cubin")
+    for sm in SPILL_ARCHS_12:
+        new, oracle = found["12.6.20", sm]
+        assert new.toolkit == (12, 6) and oracle["k_spill32"] != (0, 0)
+        assert {f.name: (f.spill_stores, f.spill_loads) for f in new.functions} == oracle
+        old, oracle = found["12.5.82", sm]
+        assert old.toolkit == (12, 5) and oracle["k_spill32"] != (0, 0)
+        assert not any(r.attribute == 0x55 for f in old.functions for r in f.attributes)
+        assert all((f.spill_stores, f.spill_loads) == (None, None) for f in old.functions)
+    # Maxwell: an annotation on a control word (the first 8 bytes of each 32) does not check out
+    data = (tmp_path / "12.6.20-50.cubin").read_bytes()
+    off, size = _section_span(data, ".nv.info.k_spill32")
+    note = next(r for r in parse_records(data[off:off + size], base=off) if r.attribute == 0x55)
+    bad = bytearray(data)
+    struct.pack_into("<II", bad, note.offset + 4, 1, 32)
+    f = Cubin.from_bytes(bytes(bad)).function("k_spill32")
+    assert (f.spill_stores, f.spill_loads) == (None, None)
+
+
+def test_spill_annotations_of_a_real_library() -> None:
+    """CuPy 12's CUB module (CUDA 12.9, Maxwell to Blackwell): every annotation of every cubin
+    marks an STL or LDL (a figure, never None), and kernels spill on the 64-bit (sm_5x/6x) and
+    the 128-bit encodings alike."""
+    from thirdparty import CUPY12_CUB, fetch
+
+    import fatbinkit
+
+    lib = fatbinkit.open(fetch(CUPY12_CUB))
+    spilling: dict[bool, int] = {True: 0, False: 0}
+    for item in lib.select(None):
+        if item.kind != "sass":
+            continue
+        cubin = Cubin.from_bytes(item.code.entry.data())
+        assert cubin.toolkit == (12, 9)
+        for f in cubin.functions:
+            assert f.spill_stores is not None and f.spill_loads is not None, (item.name, f.name)
+            annotated = any(r.attribute == 0x55 for r in f.attributes)
+            assert annotated == bool(f.spill_stores or f.spill_loads), (item.name, f.name)
+            spilling[cubin.arch.number < 70] += annotated
+    assert spilling[True] and spilling[False], spilling
 
 
 def test_bad_annotations_give_none(

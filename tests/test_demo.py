@@ -42,5 +42,5 @@ def test_the_demo_never_empties_a_folder_it_did_not_make(tmp_path: Path) -> None
     mine.write_text("keep me")
     proc = subprocess.run([sys.executable, "-m", "fatbinkit", "demo", "-o", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 1 and "not a demo's output folder" in proc.stderr
+    assert proc.returncode == 3 and "not a demo's output folder" in proc.stderr
     assert mine.read_text() == "keep me" and sorted(tmp_path.iterdir()) == [mine]

@@ -4,7 +4,7 @@ tests/data/diff_lib.cu, built as v1 (sm_80, sm_90, compute_90) and v2 (-DV2: sm_
 compute_90 only): `regs` gets more registers, `spiller` spills, `renamed_v1` becomes
 `renamed_v2`, scale<double> is added, sm_80 is dropped. The oracles: `cuobjdump -res-usage` of
 both libraries for every figure it prints, and `ptxas -v` (printed while nvcc builds them) for
-spills. Exit codes are the CLI's contract: 0 pass, 1 a rule failed (or an error), 2 usage.
+spills. Exit codes are the CLI's contract: 0 pass, 1 a rule failed, 2 usage, 3 an error.
 """
 
 from __future__ import annotations
@@ -257,7 +257,7 @@ def test_gate_usage_errors(libs: tuple[Lib, Lib], tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}')
     proc = gate(v1.path, "--baseline", bad)
-    assert proc.returncode == 1 and f"{bad}: not a fatbinkit snapshot" in proc.stderr
+    assert proc.returncode == 3 and f"{bad}: not a fatbinkit snapshot" in proc.stderr
 
 
 def _wheel(path: Path, members: dict[str, bytes]) -> Path:
@@ -302,23 +302,23 @@ def test_bad_inputs_name_the_file(libs: tuple[Lib, Lib], tmp_path: Path) -> None
     host = tmp_path / "host.so"
     run(["gcc", "-shared", "-fPIC", "-x", "c", "-", "-o", host], input="int f(void){return 1;}")
     proc = fatbinkit("diff", host, v1.path)
-    assert proc.returncode == 1 and f"{host}: does not contain device code" in proc.stderr
+    assert proc.returncode == 3 and f"{host}: does not contain device code" in proc.stderr
     cut = tmp_path / "cut.so"
     cut.write_bytes(v1.path.read_bytes()[: v1.path.stat().st_size // 3])
     proc = fatbinkit("diff", v1.path, cut)
-    assert proc.returncode == 1 and proc.stderr.startswith(f"fatbinkit: error: {cut}")
+    assert proc.returncode == 3 and proc.stderr.startswith(f"fatbinkit: error: {cut}")
     assert "Traceback" not in proc.stderr
     empty = _wheel(tmp_path / "empty-1.0-py3-none-any.whl", {"empty/__init__.py": b"#" * 80})
     proc = fatbinkit("diff", empty, v1.path)
-    assert proc.returncode == 1
+    assert proc.returncode == 3
     assert f"{empty}: this wheel holds no ELF, PE, fatbin or ar archive file" in proc.stderr
     hostonly = _wheel(tmp_path / "host-1.0-py3-none-any.whl", {"h/host.so": host.read_bytes()})
     proc = fatbinkit("gate", hostonly, "--no-spills")
-    assert proc.returncode == 1 and f"{hostonly}: does not contain device code" in proc.stderr
+    assert proc.returncode == 3 and f"{hostonly}: does not contain device code" in proc.stderr
     notzip = tmp_path / "broken-1.0-py3-none-any.whl"
     notzip.write_bytes(b"PK\x03\x04" + b"\0" * 100)
     proc = fatbinkit("diff", notzip, v1.path)
-    assert proc.returncode == 1 and str(notzip) in proc.stderr and "Traceback" not in \
+    assert proc.returncode == 3 and str(notzip) in proc.stderr and "Traceback" not in \
         proc.stderr
 
 
@@ -377,7 +377,7 @@ def test_malformed_baseline_is_a_clear_error(libs: tuple[Lib, Lib], tmp_path: Pa
     damage(doc)
     base.write_text(json.dumps(doc))
     proc = gate(v1.path, "--baseline", base)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"fatbinkit: error: {base}: malformed snapshot")
 
 
@@ -385,7 +385,7 @@ def test_deeply_nested_baseline(libs: tuple[Lib, Lib], tmp_path: Path) -> None:
     base = tmp_path / "deep.json"
     base.write_text("[" * 100000 + "]" * 100000)
     proc = gate(libs[0].path, "--baseline", base)
-    assert proc.returncode == 1 and f"{base}: not JSON" in proc.stderr
+    assert proc.returncode == 3 and f"{base}: not JSON" in proc.stderr
 
 
 def test_library_pairing_keys() -> None:
@@ -409,12 +409,12 @@ def test_wheel_members_that_cannot_be_read(libs: tuple[Lib, Lib], tmp_path: Path
     raw[mid : mid + 64] = b"\xff" * 64
     lz.write_bytes(bytes(raw))
     proc = fatbinkit("gate", lz, "--no-spills")
-    assert proc.returncode == 1 and str(lz) in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 3 and str(lz) in proc.stderr and "Traceback" not in proc.stderr
     # a bomb: declared far larger than its compressed bytes could honestly hold
     bomb = _wheel(tmp_path / "bomb-1.0-py3-none-any.whl",
                   {"p/libk.so": data[:64] + b"\0" * (400 << 20)})
     proc = fatbinkit("gate", bomb, "--no-spills")
-    assert proc.returncode == 1 and "more than the" in proc.stderr
+    assert proc.returncode == 3 and "more than the" in proc.stderr
 
 
 def test_gate_inputs_with_one_library_name_and_a_baseline(libs: tuple[Lib, Lib],
@@ -429,7 +429,7 @@ def test_gate_inputs_with_one_library_name_and_a_baseline(libs: tuple[Lib, Lib],
     proc = gate(a, b, "--write-baseline", base)
     assert proc.returncode == 0
     proc = gate(a, b, "--baseline", base)
-    assert proc.returncode == 1 and "two libraries are named libx.so" in proc.stderr
+    assert proc.returncode == 3 and "two libraries are named libx.so" in proc.stderr
 
 
 def test_images_read_once_across_the_two_sides(libs: tuple[Lib, Lib],

@@ -48,8 +48,8 @@ def test_ptx_with_absurd_numbers_raises_no_raw_exception(text: str, tmp_path: Pa
     with contextlib.suppress(FormatError):
         Ptx.from_bytes(text.encode())
     proc = _cli("check", path, "--arch", "sm_80")
-    assert "Traceback" not in proc.stderr and proc.returncode in (0, 1)
-    if proc.returncode == 1:
+    assert "Traceback" not in proc.stderr and proc.returncode in (0, 1, 3)
+    if proc.returncode == 3:
         assert proc.stderr.startswith("fatbinkit: error: ")
         assert len(proc.stderr.splitlines()) == 1
 
@@ -73,7 +73,7 @@ def test_predict_load_of_a_file_without_device_code(tmp_path: Path) -> None:
     with pytest.raises(FormatError, match="no device code"):
         predict_load(src.read_bytes(), Arch(90))
     proc = _cli("check", obj, "--arch", "sm_90")  # it answered "0 module(s)" and exit 0
-    assert proc.returncode == 1
+    assert proc.returncode == 3
     assert proc.stderr == (f"fatbinkit: error: {obj}: does not contain device code (no "
                            ".nv_fatbin, __nv_relfatbin or embedded fatbin, cubin or PTX)\n")
 
@@ -92,7 +92,7 @@ def test_a_fifo_is_refused_not_waited_on(command: list[str], tmp_path: Path) -> 
         args = [*command, fifo]
     proc = subprocess.run([sys.executable, "-m", "fatbinkit", *map(str, args)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=30, check=False)
-    assert proc.returncode == 1
+    assert proc.returncode == 3
     assert proc.stderr == f"fatbinkit: error: cannot read {fifo}: not a regular file\n"
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
     assert not (tmp_path / "x.fatbin").exists()
@@ -114,7 +114,7 @@ def test_build_refuses_what_fatbinary_refuses(label: str, tmp_path: Path) -> Non
     assert oracle.returncode != 0
     out = tmp_path / "p.fatbin"
     proc = _cli("build", "-o", out, "--cubin", f"sm_90={image}")
-    assert proc.returncode == 1 and proc.stderr.startswith("fatbinkit: error: ")
+    assert proc.returncode == 3 and proc.stderr.startswith("fatbinkit: error: ")
     assert not out.exists()
     if label == "sm_90":  # the label the cubin's own arch gives is accepted by both
         assert _cli("build", "-o", out, "--cubin", f"sm_80={image}").returncode == 0
@@ -133,7 +133,7 @@ def test_long_output_names(tmp_path: Path) -> None:
     for command in (["build", "--ptx", f"sm_80={ptx}"], ["embed", f"k={ptx}"]):
         too_long = tmp_path / ("k" * 256)
         proc = _cli(*command, "-o", too_long)
-        assert proc.returncode == 1
+        assert proc.returncode == 3
         assert proc.stderr == f"fatbinkit: error: cannot write {too_long}: File name too long\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["k.ptx", longest.name])
 
@@ -179,18 +179,18 @@ def test_extract_leaves_nothing_when_a_later_entry_is_corrupt(tmp_path: Path) ->
     assert oracle.returncode != 0  # cuobjdump cannot decompress it either
     out = tmp_path / "out"
     proc = _cli("extract", "-o", out, fatbin)
-    assert proc.returncode == 1 and proc.stderr.startswith("fatbinkit: error: ")
+    assert proc.returncode == 3 and proc.stderr.startswith("fatbinkit: error: ")
     assert proc.stdout == "" and not out.exists()
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    assert _cli("extract", "-o", out, fatbin).returncode == 1
+    assert _cli("extract", "-o", out, fatbin).returncode == 3
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
     # a file the extraction would replace is left as it was, not removed or half-replaced
     good = _cli("extract", "-o", tmp_path / "good", fatbin, "--elf")
     assert good.returncode == 0, good.stderr
     (name,) = [p.name for p in (tmp_path / "good").iterdir()]
     (out / name).write_bytes(b"an older extraction")
-    assert _cli("extract", "-o", out, fatbin).returncode == 1
+    assert _cli("extract", "-o", out, fatbin).returncode == 3
     assert (out / name).read_bytes() == b"an older extraction"
     assert sorted(p.name for p in out.iterdir()) == sorted(["keep.txt", name])
 
@@ -254,7 +254,7 @@ def test_a_decompression_budget_covers_the_whole_operation(tmp_path: Path) -> No
     out = tmp_path / "out"
     for args in (["extract", bomb, "-o", out], ["check", bomb, "--arch", "sm_90"]):
         proc = _cli(*args)
-        assert proc.returncode == 1 and "decompression budget" in proc.stderr, proc.stderr
+        assert proc.returncode == 3 and "decompression budget" in proc.stderr, proc.stderr
         assert "--max-decompressed" in proc.stderr
     assert not out.exists()  # nothing half-written
     proc = _cli("ls", bomb, "--max-decompressed", "4x")
@@ -288,7 +288,7 @@ def test_entries_without_payload_are_refused_as_cuobjdump_refuses_them(tmp_path:
     assert info.value.offset == 0x10
     for command in (["ls"], ["extract", "-o", tmp_path / "out"], ["check", "--arch", "sm_90"]):
         proc = _cli(*command, many)
-        assert proc.returncode == 1 and "empty payload" in proc.stderr, proc.stderr
+        assert proc.returncode == 3 and "empty payload" in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -228,7 +228,7 @@ def test_truncated_and_malformed_pe(small: bytes, tmp_path: Path) -> None:
         with pytest.raises(error, match=message):
             scan(path)
         proc = fatbinkit("ls", path)
-        assert proc.returncode == 1 and proc.stderr.startswith(f"fatbinkit: error: {path}: ")
+        assert proc.returncode == 3 and proc.stderr.startswith(f"fatbinkit: error: {path}: ")
         assert "Traceback" not in proc.stderr, name
     assert _lfanew(small) < 0x200
 
@@ -291,7 +291,7 @@ def test_prune_a_signed_dll_strips_its_signature_only_when_asked(tmp_path: Path)
     src = fetch(CURAND13_WIN)
     out = tmp_path / src.name
     proc = fatbinkit("prune", src, "--for", "sm_90", "-o", out)
-    assert proc.returncode == 1 and "Authenticode-signed" in proc.stderr and not out.exists()
+    assert proc.returncode == 3 and "Authenticode-signed" in proc.stderr and not out.exists()
     proc = fatbinkit("prune", src, "--for", "sm_90", "-o", out, "--strip-signature")
     assert proc.returncode == 0, proc.stderr
     assert out.stat().st_size < src.stat().st_size
@@ -331,21 +331,21 @@ def test_refusals_leave_nothing(tmp_path: Path, small: bytes) -> None:
     path = tmp_path / "bad.pyd"
     path.write_bytes(bytes(bad))
     proc = fatbinkit("prune", path, "--for", "sm_80", "-o", tmp_path / "o.pyd")
-    assert proc.returncode == 1 and "not at a container" in proc.stderr
+    assert proc.returncode == 3 and "not at a container" in proc.stderr
     # a base relocation block whose size runs past its table
     reloc = next(image.find(".reloc"))
     bogus = bytearray(small)
     bogus[reloc.offset + 4:reloc.offset + 8] = (1 << 20).to_bytes(4, "little")
     path.write_bytes(bytes(bogus))
     proc = fatbinkit("prune", path, "--for", "sm_80", "-o", tmp_path / "o.pyd")
-    assert proc.returncode == 1 and "base relocation block" in proc.stderr
+    assert proc.returncode == 3 and "base relocation block" in proc.stderr
     assert "Traceback" not in proc.stderr
     from fatbinkit.formats.coff import write_object
     from fatbinkit.formats.elf_writer import Blob
 
     write_object(tmp_path / "k.obj", [Blob("k", b"x" * 64)], machine="x86_64")
     proc = fatbinkit("prune", tmp_path / "k.obj", "--for", "sm_80", "-o", tmp_path / "o.obj")
-    assert proc.returncode == 1 and "COFF object" in proc.stderr
+    assert proc.returncode == 3 and "COFF object" in proc.stderr
     assert not (tmp_path / "o.pyd").exists() and not (tmp_path / "o.obj").exists()
 
 
@@ -535,5 +535,5 @@ def test_hostile_symbol_and_string_tables(small: bytes, tmp_path: Path) -> None:
         path = tmp_path / f"{name}.obj"
         path.write_bytes(data)
         proc = fatbinkit("ls", path)
-        assert proc.returncode == 1 and message in proc.stderr, (name, proc.stderr)
+        assert proc.returncode == 3 and message in proc.stderr, (name, proc.stderr)
         assert "Traceback" not in proc.stderr

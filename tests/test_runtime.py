@@ -62,12 +62,12 @@ def test_from_symbol_missing_symbol_is_clear() -> None:
 
 
 @pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU path")
-def test_cli_load_without_gpu_exits_1_with_one_line(tmp_path: Path) -> None:
+def test_cli_load_without_gpu_exits_3_with_one_line(tmp_path: Path) -> None:
     img = tmp_path / "k.ptx"
     img.write_bytes(b".version 8.8\n.target sm_90\n.address_size 64\n")
     proc = subprocess.run([sys.executable, "-m", "fatbinkit", "load", str(img)],
                           capture_output=True, text=True)
-    assert proc.returncode == 1
+    assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fatbinkit: error: ")
 

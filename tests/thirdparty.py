@@ -42,6 +42,10 @@ CUPY12_RANDOM = WheelMember(
 CUPY13_RANDOM = WheelMember(
     "cupy-cuda13x", "14.2.0", "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so"
 )
+# CuPy 14.2's CUB module for CUDA 12 (cubins by CUDA 12.9, sm_50 to sm_120): kernels that spill.
+CUPY12_CUB = WheelMember(
+    "cupy-cuda12x", "14.2.0", "cupy/cuda/cub.cpython-311-x86_64-linux-gnu.so"
+)
 # An NVIDIA library wheel: cuRAND for CUDA 13 (cubins by CUDA 13.4), and its first CUDA 13
 # release (cubins by CUDA 13.0; a different arch list and kernel set), for `fatbinkit diff`.
 CURAND13 = WheelMember("nvidia-curand", "10.4.5.25", "nvidia/cu13/lib/libcurand.so.10")
@@ -81,6 +85,11 @@ CURAND13_WIN = WheelMember(
 # A package of alternatives: bitsandbytes ships one library per CUDA version (11.8 to 13.2) and
 # loads the one matching the CUDA it runs with (43 MB wheel).
 BITSANDBYTES = WheelMember("bitsandbytes", "0.50.2", "bitsandbytes/libbitsandbytes_cuda128.so")
+
+# ptxas of CUDA 12.5 and 12.6 (NVIDIA's pip wheels): 12.6 is the first ptxas whose cubins record
+# register spills (EIATTR_ANNOTATIONS), 12.5 the last that does not (tests/test_cubin.py).
+PTXAS125 = WheelMember("nvidia-cuda-nvcc-cu12", "12.5.82", "nvidia/cuda_nvcc/bin/ptxas")
+PTXAS126 = WheelMember("nvidia-cuda-nvcc-cu12", "12.6.20", "nvidia/cuda_nvcc/bin/ptxas")
 
 ALL_TEST_MEMBERS = (CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, CURAND130, CUPY102_RANDOM,
                     CUPY11_RANDOM, CURAND11, CUFFT11, CUPY12_RANDOM_WIN, CUPY13_RANDOM_WIN,

@@ -1,8 +1,13 @@
 """The ``fatbinkit`` command line: a thin layer over the public API.
 
-Exit status: 0 success; 1 failure: one ``fatbinkit: error: FILE: ...`` line on stderr naming the
-file it is about; 2 usage error (an unknown option, a malformed ``KEY=PATH``, arch, size or number,
-options that conflict): the sub-command's usage line, then ``fatbinkit COMMAND: error: ...``.
+Exit status, the same for every command (README "Exit status", each command's ``--help``):
+0 success; 1 the verdict is "no" (``check``: an arch fails; ``gate``: a rule is broken;
+``diff --exit-code``: something changed); 2 usage error (an unknown option, a malformed
+``KEY=PATH``, arch, size or number, options that conflict): the sub-command's usage line, then
+``fatbinkit COMMAND: error: ...``; 3 the command could not do its work (any
+:class:`~fatbinkit.errors.FatbinkitError`: an input unreadable, malformed or without device
+code, an output not writable, a tool or the driver failed): one ``fatbinkit: error: FILE: ...``
+line on stderr naming the file it is about; 130 interrupted; 141 stdout closed early.
 Each command group lives in its own module and adds its sub-commands through ``register``.
 """
 
@@ -17,17 +22,35 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import FatbinkitError
 from . import check, demo, diff, embed, fatbin, load, slim
-from .args import CommandParser, HelpFormatter, UsageError, examples
+from .args import (
+    EXIT_BROKEN_PIPE,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    CommandParser,
+    HelpFormatter,
+    UsageError,
+    examples,
+    exit_status,
+)
 
 _GROUPS = (embed, fatbin, check, diff, slim, load, demo)
+# When each command exits 1 (args.EXIT_FAILS); the others never do.
+_FAILS = {
+    "check": "an arch fails (with --strict: also a module that cannot load for it)",
+    "diff": "with --exit-code: something changed (after the filters)",
+    "gate": "a rule is broken or the baseline regressed (each violation printed)",
+    "demo": "a step of the demo failed",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fatbinkit",
         description="Build, embed, inspect, check and load GPU kernel binaries. "
-        "`fatbinkit COMMAND --help` describes a command. Exit status: 0 success, 1 failure "
-        "(one 'fatbinkit: error:' line naming the file), 2 usage error.",
+        "`fatbinkit COMMAND --help` describes a command. Exit status: 0 success, 1 the verdict "
+        "is no (check: an arch fails; gate: a rule is broken; diff --exit-code: a change), "
+        "2 usage error, 3 could not do it (an input unreadable or malformed, an output not "
+        "writable: one 'fatbinkit: error:' line naming the file), 130 interrupted.",
         epilog=examples("fatbinkit ls libfoo.so", "fatbinkit check libfoo.so --arch sm_90",
                         "fatbinkit build -o k.fatbin --cubin sm_90=k.cubin --ptx sm_90=k.ptx"),
         formatter_class=HelpFormatter,
@@ -38,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 parser_class=CommandParser)
     for group in _GROUPS:
         group.register(sub)
-    for command in sub.choices.values():  # handlers report usage errors through their parser
-        command.set_defaults(parser=command)
+    for name, command in sub.choices.items():  # handlers report usage errors through their
+        command.set_defaults(parser=command)  # parser; every --help ends with the exit statuses
+        command.epilog = exit_status(_FAILS.get(name)) + "\n" + (command.epilog or "")
     return parser
 
 
@@ -57,12 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # one line: the message, then (for JIT failures) the driver's log folded onto it
         message = " | ".join(" ".join(line.split()) for line in str(exc).splitlines() if line)
         print(f"fatbinkit: error: {message}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `fatbinkit ls big.so | head`: stop quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return EXIT_BROKEN_PIPE
     return status
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,6 +24,17 @@ if TYPE_CHECKING:
     from ..binary import ArchFilter, KernelFilter
 
 T = TypeVar("T")
+
+# Exit statuses, the same for every command (README "Exit status"), so that CI tells a verdict
+# from a run that could not read its input. As diff(1), cmp(1) and `git diff --exit-code`: 0
+# nothing to report, 1 the answer is "no"; as argparse, 2 a usage error; then 3 for trouble (the
+# 2 of diff(1), taken by usage here), and the shell's 128 + signal for SIGINT and SIGPIPE.
+EXIT_OK = 0
+EXIT_FAILS = 1  # check: an arch fails; gate: a rule is broken; diff --exit-code: a change
+EXIT_USAGE = 2
+EXIT_ERROR = 3  # any FatbinkitError: an input unreadable, malformed or without device code...
+EXIT_INTERRUPTED = 130  # 128 + SIGINT (Ctrl-C)
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE (`fatbinkit ls big.so | head`)
 _SIZE_RE = re.compile(r"^([0-9]{1,15})([KMGT]?)(i?B)?$", re.I)
 
 
@@ -137,6 +149,23 @@ def image_arg(option: str, example: str) -> Callable[[str], tuple[Arch, Path]]:
         return image_arch(label), path
 
     return parse
+
+
+def exit_status(fails: str | None) -> str:
+    """The ``exit status:`` epilog paragraph of a command; ``fails`` says when it exits 1 (None:
+    never)."""
+    rows = [(EXIT_OK, "success")]
+    if fails:
+        rows.append((EXIT_FAILS, fails))
+    rows += [(EXIT_USAGE, "usage error (bad option or value): the usage line, then the error"),
+             (EXIT_ERROR, "could not do it: an input unreadable, malformed or without device "
+              "code, an output not writable, a tool or the driver failed (one "
+              "'fatbinkit: error:' line naming the file)"),
+             (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+             (EXIT_BROKEN_PIPE, "stdout closed early (`| head`)")]
+    return "exit status:\n" + "".join(
+        textwrap.fill(text, 79, initial_indent=f"  {code:<3}  ", subsequent_indent=" " * 7) + "\n"
+        for code, text in rows)
 
 
 def examples(*lines: str) -> str:

@@ -180,7 +180,9 @@ def _in_group(group: str, name: str) -> str:
 def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
+    empty = _uncounted(total.modules, total.verdicts)
     print(f"{args.file}: {len(total.checks)} file(s) with device code, {total.modules} module(s)"
+          + (f", {empty} of them empty (never loaded, not counted below)" if empty else "")
           + kernels + driver)
     if not args.driver:
         print(NOT_CHECKED)
@@ -240,13 +242,22 @@ def _min_driver_dict(v: ArchVerdict | TotalVerdict) -> dict[str, Any]:
     return v.to_dict()
 
 
+def _uncounted(modules: int, verdicts: Sequence[ArchVerdict] | Sequence[TotalVerdict]) -> int:
+    """How many of ``modules`` the verdicts leave out (:attr:`ArchVerdict.modules` counts the
+    others; the same for every arch): the empty ones, which the reports name in their head."""
+    return modules - verdicts[0].modules if verdicts else 0
+
+
 def _print_min_driver(file: Path, modules: int,
                       verdicts: Sequence[ArchVerdict] | Sequence[TotalVerdict],
                       files: int | None = None) -> None:
     from ..compat import TotalVerdict
 
+    empty = _uncounted(modules, verdicts)
     print(f"{file}: minimum driver per GPU arch ({modules} module(s)"
-          + (f" in {files} file(s))" if files is not None else ")"))
+          + (f" in {files} file(s)" if files is not None else "")
+          + (f"; {empty} empty ones, no kernels and no variables: never loaded, left out"
+             if empty > 0 else "") + ")")
     width = max(len(v.device.sm) for v in verdicts) + 2
     for v in verdicts:
         needs = _needs(v).removeprefix("needs ")
@@ -329,15 +340,15 @@ def _print(args: argparse.Namespace, result: Check) -> None:
     that cannot load or need PTX JIT (every module with --verbose)."""
     archs, rows, verdicts = result.archs, result.rows, result.verdicts
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
-    empty = sum(s.empty for s, _ in rows)
+    empty = _uncounted(len(rows), verdicts)
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
-    print(f"{result.file}: {len(rows)} module(s)" + (f" ({empty} empty)" if empty else "")
+    print(f"{result.file}: {len(rows)} module(s)" + (f", {empty} of them empty (no kernels, no "
+                                                      "variables: never loaded, not counted "
+                                                      "below)" if empty else "")
           + kernels + driver)
     if not args.driver:
         print(NOT_CHECKED)
     _print_verdicts(args, verdicts)
-    if empty:
-        print(f"{empty} empty module(s) (no kernels, no variables: never loaded) not counted")
     if not result.every_image_read:
         print(UNREAD_NOTE)
     for w in dict.fromkeys(w for v in verdicts for w in v.warnings):

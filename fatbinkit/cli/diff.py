@@ -2,7 +2,8 @@
 
 A thin layer over :mod:`fatbinkit.diff` and :mod:`fatbinkit.gate`. ``diff`` exits 0 (with
 ``--exit-code``, 1 when something changed, as ``git diff --exit-code``); ``gate`` exits 0 when
-every rule holds, 1 when one fails (each violation printed), 2 on a usage error.
+every rule holds, 1 when one fails (each violation printed), 2 on a usage error; both exit 3
+when an input cannot be read (:mod:`fatbinkit.cli`).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..binary import Binary, Item, KernelFilter
     from ..collection import Member
     from ..errors import FatbinkitError
-    from ..formats.cubin import CubinFunction
+    from ..formats.cubin import Cubin, CubinFunction
     from ..formats.fatbin import DecompressionBudget
     from ..scan import DeviceCode
 
@@ -68,12 +68,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                       help="per arch: images, bytes, codecs; per GPU arch: modules that load "
                       "as SASS, by PTX JIT, or not at all (entry headers only: fast)")
     view.add_argument("--resources", action="store_true",
-                      help="per-function resources of each cubin, as cuobjdump -res-usage")
+                      help="resources of each cubin, as cuobjdump -res-usage: its Common: "
+                      "line (module data), then per function its figures, spills (ptxas -v's "
+                      "bytes) and parameters")
     p.add_argument("--kernels", action="store_true",
                    help="with --summary: also count each arch's kernels and name the toolkits "
                    "that built its cubins (reads every image)")
     p.add_argument("--sort", choices=_SORT_KEYS,
-                   help="with --resources: one table of functions, largest first")
+                   help="with --resources: one table of functions, largest first (spills: "
+                   "bytes stored + loaded, unrecorded last; size: bytes of SASS); equal values "
+                   "in library, image and function name order")
     p.add_argument("--top", type=positive, metavar="N",
                    help="with --resources: only the N largest functions (by --sort, default "
                    "registers)")
@@ -143,7 +147,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_build)
 
 
-_SORT_KEYS = ("registers", "shared", "stack", "local")
+_SORT_KEYS = ("registers", "shared", "stack", "local", "spills", "size")
+NAME_WIDTH = 60  # the widest function name a --sort/--top text row prints whole
 
 
 def _input(p: argparse.ArgumentParser) -> None:
@@ -164,7 +169,7 @@ def _filters(p: argparse.ArgumentParser) -> None:
 
 def open_input(args: argparse.Namespace, *, entryless: bool = False) -> Binary:
     """The input, with one documented behaviour when it holds no device code (cuobjdump: "does
-    not contain device code", exit 255): an error, exit 1, for every command. A file whose
+    not contain device code", exit 255): an error, exit 3, for every command. A file whose
     fatbin containers hold no entry at all (what prune leaves of a library no kept arch loads)
     is an input for ``entryless`` commands (ls says what it has, check judges its modules) and
     an error naming what it has for the others."""
@@ -248,10 +253,10 @@ def _ls(args: argparse.Namespace) -> int:
 
 def _rendered(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
               budget: DecompressionBudget) -> list[str]:
-    """With ``--resources``, each item's functions as text or a JSON list (empty for PTX);
-    otherwise empty strings. Each cubin's functions are rendered where they are read, on every
-    core: only text travels back (144,640 function objects of libtorch_cuda.so would cost as
-    much to send as to parse)."""
+    """With ``--resources``, each cubin's resources (:func:`_render`: its ``Common:`` figures and
+    its functions) as text or JSON members; otherwise empty strings. Each cubin is rendered where
+    it is read, on every core: only text travels back (144,640 function objects of
+    libtorch_cuda.so would cost as much to send as to parse)."""
     if not args.resources:
         return [""] * len(items)
     return binary.map(functools.partial(_render, args.json, args.demangle, args.kernel),
@@ -265,7 +270,7 @@ def _entries_json(args: argparse.Namespace, binary: Binary, items: tuple[Item, .
     for it, functions in zip(items, _rendered(args, binary, items, budget), strict=True):
         row = json.dumps(it.to_dict())
         if args.resources and it.kind == "sass":
-            row = f'{row[:-1]}, "functions": {functions}}}'
+            row = f'{row[:-1]}, {functions}}}'
         rows.append(row)
     body = ",\n".join(f"  {r}" for r in rows)
     return f'{{"entries": [\n{body}\n]}}' if rows else '{"entries": []}'
@@ -367,25 +372,51 @@ def skipped(member: Member, error: FatbinkitError) -> None:
     print(f"fatbinkit: note: skipped {member.label}: {error}", file=sys.stderr)
 
 
-def _functions(code: DeviceCode, kernel: KernelFilter | None) -> tuple[CubinFunction, ...]:
-    """A cubin's functions (those matching ``kernel``); () for other kinds."""
+def _cubin(code: DeviceCode) -> Cubin | None:
+    """The parsed cubin of an ELF entry; None for other kinds."""
     if code.entry.header.kind != EntryKind.ELF:
-        return ()
+        return None
     from ..formats.cubin import Cubin
 
-    functions = Cubin.from_bytes(code.entry.data()).functions
-    return functions if kernel is None else tuple(
-        f for f in functions if kernel.matches(f.name))
+    return Cubin.from_bytes(code.entry.data())
+
+
+def _functions(cubin: Cubin | None, kernel: KernelFilter | None) -> tuple[CubinFunction, ...]:
+    """A cubin's functions (those matching ``kernel``); () for other kinds."""
+    if cubin is None:
+        return ()
+    return cubin.functions if kernel is None else tuple(
+        f for f in cubin.functions if kernel.matches(f.name))
 
 
 def _render(as_json: bool, demangled: bool, kernel: KernelFilter | None,
             code: DeviceCode) -> str:
-    """One cubin's functions as ``ls --resources`` prints them: cuobjdump's lines, or a JSON
-    list."""
-    functions = _functions(code, kernel)
+    """One cubin's resources as ``ls --resources`` prints them: cuobjdump's ``Common:`` line and
+    its function lines, or the JSON members ``"common": {...}, "functions": [...]``."""
+    cubin = _cubin(code)
+    functions = _functions(cubin, kernel)
     if as_json:
-        return json.dumps([_function(f, demangled) for f in functions])
-    return "".join(f"    {_usage(f, demangled)}\n" for f in functions)
+        common = json.dumps(_common_dict(cubin)) if cubin is not None else "null"
+        return (f'"common": {common}, '
+                f'"functions": {json.dumps([_function(f, demangled) for f in functions])}')
+    if cubin is None:
+        return ""
+    return f"    Common: {_common(cubin)}\n" + "".join(
+        f"    {_usage(f, demangled)}\n" for f in functions)
+
+
+def _common(cubin: Cubin) -> str:
+    """What ``cuobjdump -res-usage`` prints under ``Common:`` for a cubin: the bytes of its
+    module-scope variables (``.nv.global`` and ``.nv.global.init``) and of each module-wide
+    constant bank (``.nv.constantN``, in section order): ``GLOBAL:218080 CONSTANT[3]:72``."""
+    return f"GLOBAL:{cubin.global_size}" + "".join(
+        f" CONSTANT[{bank}]:{size}" for bank, size in cubin.constant.items())
+
+
+def _common_dict(cubin: Cubin) -> dict[str, Any]:
+    """:func:`_common` in JSON: ``{"global": 218080, "constant": {"3": 72}}``."""
+    return {"global": cubin.global_size,
+            "constant": {str(bank): size for bank, size in cubin.constant.items()}}
 
 
 def _function(f: CubinFunction, demangled: bool) -> dict[str, Any]:
@@ -395,6 +426,30 @@ def _function(f: CubinFunction, demangled: bool) -> dict[str, Any]:
     return row
 
 
+def _sort_value(f: CubinFunction, key: str) -> int:
+    """``f``'s figure for ``--sort key``; spills are stores + loads, -1 where not recorded (so
+    that they come after every function that records them, 0 included)."""
+    if key == "spills":
+        return -1 if f.spill_stores is None or f.spill_loads is None else \
+            f.spill_stores + f.spill_loads
+    value: int = getattr(f, key)
+    return value
+
+
+def _spills(f: CubinFunction) -> str:
+    """``1432/1464`` (bytes stored/loaded), ``-`` where the cubin does not record them."""
+    return "-" if f.spill_stores is None else f"{f.spill_stores}/{f.spill_loads}"
+
+
+def elided(name: str, width: int = NAME_WIDTH) -> str:
+    """``name`` cut to ``width`` characters with ``...`` in the middle when longer: a C++
+    signature keeps its start (the function) and its end (the last parameters)."""
+    if len(name) <= width:
+        return name
+    head = (width - 3) * 2 // 3
+    return f"{name[:head]}...{name[head - width + 3:]}"
+
+
 _Row = tuple[int, str, "Item", str, str]  # sort value, name, its image, row, name shown
 
 
@@ -402,18 +457,19 @@ def _rows(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
           budget: DecompressionBudget) -> list[_Row]:
     """``--sort``/``--top``: each function of the selected cubins, with its sort key and its
     rendered row (the JSON object, or the figures). Workers send back only these."""
-    key = _SORT_KEYS.index(args.sort or "registers")
+    key = args.sort or "registers"
 
     def rows_of(code: DeviceCode) -> list[tuple[int, str, str, str]]:
         """(sort value, name, then the JSON object or the figures and the name to print)."""
         out = []
-        for f in _functions(code, args.kernel):
-            value = (f.registers, f.shared, f.stack, f.local)[key]
+        for f in _functions(_cubin(code), args.kernel):
+            value = _sort_value(f, key)
             if args.json:
                 out.append((value, f.name, json.dumps(_function(f, args.demangle)), ""))
             else:
                 out.append((value, f.name, f"{f.registers:>4} {f.stack:>6} {f.shared:>7} "
-                            f"{f.local:>6}", shown(f.name, args.demangle)))
+                            f"{f.local:>6} {_spills(f):>11} {f.size:>8}",
+                            shown(f.name, args.demangle)))
         return out
 
     found = binary.map(rows_of, items, kinds=("sass",), budget=budget, desc="reading cubins")
@@ -426,7 +482,10 @@ def _rows(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
 
 def _table(args: argparse.Namespace, tables: list[tuple[str | None, list[_Row]]]) -> int:
     """Every function of the selected cubins in one table, largest first (of every library
-    of a wheel or folder: each row names its ``library``)."""
+    of a wheel or folder: each row names its ``library``); equal values in the order of the
+    library's path, then the image's number (file order), then the (mangled) function name:
+    the same input always gives the same table. Text: names longer than NAME_WIDTH are elided
+    in the middle (JSON keeps them whole), so the image and library stay on screen."""
     rows = [(-value, library or "", it.number, name, it, row, shown_name)
             for library, found in tables for value, name, it, row, shown_name in found]
     rows.sort(key=lambda r: r[:4])
@@ -435,15 +494,17 @@ def _table(args: argparse.Namespace, tables: list[tuple[str | None, list[_Row]]]
     many = is_collection(args.file)
     if args.json:
         body = ",\n".join(
-            f'  {row[:-1]}, "arch": {json.dumps(it.arch)}, "file": {json.dumps(it.name)}, '
+            f'  {row[:-1]}, "arch": {json.dumps(it.arch)}, "image": {json.dumps(it.name)}, '
             f'"number": {it.number}' + (f', "library": {json.dumps(lib)}' if many else "") + "}"
             for _, lib, _, _, it, row, _ in rows)
         sys.stdout.write(f'{{"functions": [\n{body}\n]}}\n' if rows else
                          '{"functions": []}\n')
         return 0
-    out = [f"{'REG':>4} {'STACK':>6} {'SHARED':>7} {'LOCAL':>6}  {'ARCH':<8} FUNCTION (FILE)\n"]
-    out += [f"{row}  {it.arch:<8} {name} ({f'{lib}: ' if many else ''}{it.name})\n"
-            for _, lib, _, _, it, row, name in rows]
+    width = max((len(elided(name)) for *_, name in rows), default=8)
+    out = [f"{'REG':>4} {'STACK':>6} {'SHARED':>7} {'LOCAL':>6} {'SPILLS':>11} {'SIZE':>8}  "
+           f"{'ARCH':<8} {'FUNCTION':<{width}}  {'LIBRARY: ' if many else ''}IMAGE\n"]
+    out += [f"{row}  {it.arch:<8} {elided(name):<{width}}  {f'{lib}: ' if many else ''}"
+            f"{it.name}\n" for _, lib, _, _, it, row, name in rows]
     sys.stdout.write("".join(out))
     return 0
 
@@ -455,14 +516,18 @@ def dump(doc: dict[str, Any]) -> None:
 
 
 def _usage(f: CubinFunction, demangled: bool = False) -> str:
-    """One function in ``cuobjdump -res-usage``'s words, plus its parameters."""
+    """One function in ``cuobjdump -res-usage``'s words, then what cuobjdump does not print:
+    its spills (``ptxas -v``'s bytes; UNKNOWN, as cuobjdump's ``STACK:UNKNOWN``, where the cubin
+    does not record them) and its parameters."""
     banks = "".join(f" CONSTANT[{bank}]:{size}" for bank, size in f.constant.items())
     kind = "Kernel" if f.entry else "Function"
     params = (f" PARAMS:{len(f.params)} ({f.param_size} bytes)"
               if f.entry and f.param_size is not None else "")
+    spills = ("UNKNOWN" if f.spill_stores is None else f.spill_stores,
+              "UNKNOWN" if f.spill_loads is None else f.spill_loads)
     return (f"{kind} {shown(f.name, demangled)}: REG:{f.registers} STACK:{f.stack} "
             f"SHARED:{f.shared} LOCAL:{f.local}{banks} TEXTURE:{f.texture} SURFACE:{f.surface} "
-            f"SAMPLER:{f.sampler}{params}")
+            f"SAMPLER:{f.sampler} SPILL_STORES:{spills[0]} SPILL_LOADS:{spills[1]}{params}")
 
 
 def _extract(args: argparse.Namespace) -> int:

@@ -102,26 +102,37 @@ EF_V2_ARCH_SPECIFIC = 0x8
 _CONST_RE = re.compile(r"^\.nv\.constant(\d+)(?:\.(.*))?$")
 
 # Spill figures come from EIATTR_ANNOTATIONS (0x55): (type, offset) pairs, type 1 ("SpillRefill"
-# in cuobjdump 13.5 -elf) at each spill STL / refill LDL of the function's .text. ptxas 12.9
-# (Triton's), 13.0 (nvcc), 13.4 (Triton's ptxas-blackwell) and 13.5 (pip) write one record per
-# spilling function, none for a function that does not spill, and never annotate the STL/LDL of
-# a real local array; ptxas 11.8 (Debian's nvidia-cuda-toolkit) writes none for the same
-# spilling kernels, and no 12.0-12.8 ptxas was at hand. So the figures are 0 without a record
-# only for cubins whose Cubin.toolkit is >= 12.9, else None. That toolkit is the ptxas that wrote
-# the cubin (_NO_TOOLKIT_BELOW: where it is recorded), or, where none of those records it, its
-# kernels' EIATTR_CUDA_API_VERSION, which is the ptxas's own version (ptxas 13.5 writes 135 for
-# PTX 9.0, Triton's ptxas 12.9 writes 129).
-_ANNOTATED_SINCE = 129
+# in cuobjdump 13.5 -elf) at each spill STL / refill LDL of the function's .text. ptxas 12.6
+# (12.6.20, its first release), 12.8, 12.9 (Triton's), 13.0 (nvcc), 13.4 (Triton's
+# ptxas-blackwell) and 13.5 (pip) write one record per spilling function, none for a function
+# that does not spill, and never annotate the STL/LDL of a real local array; ptxas 11.8
+# (Debian's), 12.0, 12.4 and 12.5 (NVIDIA's pip wheels) write none for the same spilling kernels
+# (tests/test_cubin.py builds them with ptxas 12.5 and 12.6). So the figures are 0 without a
+# record only for cubins whose Cubin.toolkit is >= 12.6, else None. That toolkit is the ptxas
+# that wrote the cubin (_NO_TOOLKIT_BELOW: where it is recorded), or, where none of those
+# records it, its kernels' EIATTR_CUDA_API_VERSION, which is the ptxas's own version (ptxas
+# 13.5 writes 135 for PTX 9.0, ptxas 12.6 writes 126 for PTX 8.4). cuobjdump -res-usage
+# prints no spill figures (13.5 included): the oracle is ptxas -v.
+_ANNOTATED_SINCE = 126
 _SPILL_REFILL = 1
 # Arches whose STL/LDL encoding was checked against nvdisasm 13.1 and whose summed widths equal
-# ptxas 13.0's -v figures (tests/test_cubin.py): a 128-bit instruction read as two little-endian
-# u64, opcode = lo & 0xFFF (STL 0x387, also 0x987 on sm_120; LDL 0x983), width code =
-# (hi >> 9) & 7: U8 0, S8 1, U16 2, S16 3, 32-bit 4, .64 5, .128 6 (7 never seen).
-_SPILL_ARCHES = frozenset({75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121})
+# ptxas 13.0's -v figures, and sm_70/sm_72 (ptxas 12.6) and sm_101 (ptxas 12.9), which CUDA 13
+# no longer builds (tests/test_cubin.py): a 128-bit instruction read as two little-endian u64,
+# opcode = lo & 0xFFF (STL 0x387, also 0x987 on sm_120; LDL 0x983), width code = (hi >> 9) & 7:
+# U8 0, S8 1, U16 2, S16 3, 32-bit 4, .64 5, .128 6 (7 never seen).
+_SPILL_ARCHES = frozenset({70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121})
 _STL = frozenset({0x387, 0x987})
 _LDL = 0x983
 _WIDTHS = (1, 1, 2, 2, 4, 8, 16)
 _INSTRUCTION = struct.Struct("<QQ")
+# Maxwell and Pascal (sm_50 to sm_62; checked against ptxas 12.6's -v on each): 64-bit
+# instructions, the first of each 32-byte bundle a control word (never annotated); one read as a
+# little-endian u64, opcode = (w >> 48) & 0xFFF8 (STL 0xEF50, LDL 0xEF40), width code =
+# (w >> 48) & 7, the same codes. ptxas annotates real spills only here too.
+_SPILL_ARCHES_64 = frozenset({50, 52, 53, 60, 61, 62})
+_STL_64 = 0xEF50
+_LDL_64 = 0xEF40
+_WORD = struct.Struct("<Q")
 _T = TypeVar("_T")
 
 
@@ -155,8 +166,8 @@ class CubinFunction:
     ``spill_stores`` / ``spill_loads`` are the bytes ``ptxas -v`` prints ("N bytes spill stores,
     M bytes spill loads"): the summed widths of the STL / LDL instructions that the function's
     EIATTR_ANNOTATIONS record marks as spills (local-array accesses are not counted). They are
-    None where the cubin does not record them: a toolkit older than 12.9 or not named by the
-    cubin's note, an arch whose encoding is not checked (before sm_75), or an annotation that
+    None where the cubin does not record them: a toolkit older than 12.6 or not named by the
+    cubin's note, an arch whose encoding is not checked (before sm_50), or an annotation that
     does not check out (an offset outside the section or not 16-byte aligned, an instruction
     that is not STL/LDL, an unknown annotation type); nothing is raised for those.
     ``raw_attributes`` holds this function's attribute records as ``(file offset,
@@ -377,28 +388,32 @@ def _made(cls: type[_T], fields: dict[str, Any]) -> _T:
 _RawRecord = tuple[int, int, int | bytes | None, int]  # nvinfo.record_tuples: fmt, id, value, at
 
 
-def _spills(text: bytes, notes: list[int | bytes | None]) -> tuple[int, int] | None:
+def _spills(text: bytes, notes: list[int | bytes | None], size: int) -> tuple[int, int] | None:
     """(spill stores, spill loads) in bytes from a function's EIATTR_ANNOTATIONS payloads and
-    its ``.text`` bytes; None when an annotation does not check out (see :class:`CubinFunction`)."""
+    its ``.text`` bytes, whose instructions are ``size`` bytes (16, or 8 before Volta); None when
+    an annotation does not check out (see :class:`CubinFunction`)."""
     stores = loads = 0
-    end = len(text) - _INSTRUCTION.size
-    unpack = _INSTRUCTION.unpack_from
+    end = len(text) - size
     for value in notes:
         if not isinstance(value, bytes) or len(value) % 8:
             return None
         for kind, at in struct.iter_unpack("<II", value):
-            if kind != _SPILL_REFILL or at % 16 or at > end:
+            if kind != _SPILL_REFILL or at % size or at > end:
                 return None
-            lo, hi = unpack(text, at)
-            code = (hi >> 9) & 7
-            if code >= len(_WIDTHS):
-                return None
-            if lo & 0xFFF in _STL:
-                stores += _WIDTHS[code]
-            elif lo & 0xFFF == _LDL:
-                loads += _WIDTHS[code]
+            if size == _WORD.size:
+                if at % 32 == 0:  # a control word
+                    return None
+                head = _WORD.unpack_from(text, at)[0] >> 48
+                code, store, load = head & 7, head & 0xFFF8 == _STL_64, head & 0xFFF8 == _LDL_64
             else:
+                lo, hi = _INSTRUCTION.unpack_from(text, at)
+                code, store, load = (hi >> 9) & 7, lo & 0xFFF in _STL, lo & 0xFFF == _LDL
+            if code >= len(_WIDTHS) or not (store or load):
                 return None
+            if store:
+                stores += _WIDTHS[code]
+            else:
+                loads += _WIDTHS[code]
     return stores, loads
 
 
@@ -589,7 +604,9 @@ class _Reader:
         sizes = {name: row[_SH_SIZE] for name, row in zip(self.names, self.rows, strict=True)}
         module_banks, banks, global_size = self.module_data()
         def build(tk: int | None) -> list[CubinFunction]:
-            annotated = tk is not None and tk >= _ANNOTATED_SINCE and arch.number in _SPILL_ARCHES
+            annotated = 0 if tk is None or tk < _ANNOTATED_SINCE else \
+                _INSTRUCTION.size if arch.number in _SPILL_ARCHES else \
+                _WORD.size if arch.number in _SPILL_ARCHES_64 else 0
             return [self.function(i, name[6:], symbols, banks, per_symbol, per_section, sizes,
                                   annotated)
                     for i, name in enumerate(self.names) if name.startswith(".text.")]
@@ -612,7 +629,7 @@ class _Reader:
         per_symbol: dict[int, list[_RawRecord]],
         per_section: dict[int, tuple[int, bytes, list[_RawRecord]]],
         sizes: dict[str, int],
-        annotated: bool,
+        annotated: int,  # the instruction size when the cubin records spills, else 0
     ) -> CubinFunction:
         sym = symbols.get((name, index))
         entry = sym is not None and bool(sym[1] & STO_CUDA_ENTRY)
@@ -654,7 +671,7 @@ class _Reader:
         spills: tuple[int, int] | None = (0, 0) if annotated else None
         if annotated and EIATTR_ANNOTATIONS in first:  # only spilling functions have a record
             spills = _spills(self.body(index),
-                             [v for _f, a, v, _at in own if a == EIATTR_ANNOTATIONS])
+                             [v for _f, a, v, _at in own if a == EIATTR_ANNOTATIONS], annotated)
         return _made(CubinFunction, {
             "name": name,
             "entry": entry,

@@ -103,7 +103,7 @@ EIATTR_MAX_STACK_SIZE = 0x23
 EIATTR_REGCOUNT = 0x2F
 EIATTR_CUDA_API_VERSION = 0x37
 # SVAL payload of u32 (type, .text offset) pairs; type 1 (cuobjdump 13.5 -elf: "SpillRefill")
-# marks a register spill or refill instruction. Written by ptxas >= 12.9 only: see cubin.py.
+# marks a register spill or refill instruction. Written by ptxas >= 12.6 only: see cubin.py.
 EIATTR_ANNOTATIONS = 0x55
 # Attributes of the module-wide .nv.info whose value starts with the symbol index it describes.
 PER_FUNCTION_ATTRIBUTES = frozenset(
