@@ -5,8 +5,9 @@ JAX builds its CUDA plugin with clang and LLD (``.comment``: "Linker: LLD"), whi
 relocation's addend. Every library of the installed plugin that holds device code is pruned for
 this GPU into a copy of the plugin's packages, put first on ``sys.path`` of a child JAX process;
 the child's ``/proc/self/maps`` shows that the copies were loaded, and what it computes (random
-numbers by the plugin's threefry kernel, LU with its pivots-to-permutation kernel, a solver, sorts
-and top-k by XLA's own kernels) equals, bit for bit, what the original plugin computes.
+numbers by the plugin's threefry kernel, LU with its pivots-to-permutation kernel, QR, an
+eigensolver, sorts and top-k by XLA's own kernels) equals what the original plugin computes: bit
+for bit where two runs of the original agree, to rounding where they do not.
 Skipped where JAX's CUDA plugin is not installed.
 """
 
@@ -20,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import fatbinkit
@@ -31,7 +33,7 @@ from fatbinkit.slim import prune
 PLUGINS = [(f"jax_cuda{v}_plugin", f"jax_plugins.xla_cuda{v}") for v in (13, 12)]
 
 CHILD = r"""
-import hashlib, json, sys
+import json, sys
 import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_threefry_gpu_kernel_lowering", True)
 assert jax.devices()[0].platform == "gpu", jax.devices()
@@ -43,14 +45,12 @@ w = jnp.linalg.eigvalsh(x @ x.T)
 s = jnp.sort(x.ravel())
 a = jnp.argsort(x[:, 0])
 tv, ti = jax.lax.top_k(x[0], 17)
-out = {}
-for name, v in dict(normal=x, lu=lu, piv=piv, perm=perm, q=q, r=r, eig=w, sort=s, argsort=a,
-                    topv=tv, topi=ti).items():
-    out[name] = hashlib.sha256(np.asarray(v).tobytes()).hexdigest()
+np.savez(sys.argv[1], **{k: np.asarray(v) for k, v in dict(
+    normal=x, lu=lu, piv=piv, perm=perm, q=q, r=r, eig=w, sort=s, argsort=a, topv=tv,
+    topi=ti).items()})
 maps = open("/proc/self/maps").read()
-out["loaded"] = sorted({l.split()[-1] for l in maps.splitlines()
-                        if l.endswith(".so") and ("jax_cuda" in l or "xla_cuda" in l)})
-print(json.dumps(out))
+print(json.dumps(sorted({l.split()[-1] for l in maps.splitlines()
+                         if l.endswith(".so") and ("jax_cuda" in l or "xla_cuda" in l)})))
 """
 
 
@@ -67,15 +67,16 @@ def _lld(path: Path) -> bool:
     return comment is not None and b"Linker: LLD" in comment
 
 
-def _child(site: Path | None) -> dict[str, object]:
+def _child(site: Path | None, out: Path) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The plugin libraries the child loaded, and what it computed."""
     env = dict(os.environ)
     if site is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
-    run = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env,
-                         check=False, timeout=600)
+    run = subprocess.run([sys.executable, "-c", CHILD, str(out)], capture_output=True, text=True,
+                         env=env, check=False, timeout=600)
     assert run.returncode == 0, run.stderr[-4000:]
-    result: dict[str, object] = json.loads(run.stdout.strip().splitlines()[-1])
-    return result
+    with np.load(out) as saved:
+        return json.loads(run.stdout.strip().splitlines()[-1]), dict(saved)
 
 
 def test_pruned_lld_jax_plugin_computes_as_the_original(gpu: Device, tmp_path: Path) -> None:
@@ -103,12 +104,19 @@ def test_pruned_lld_jax_plugin_computes_as_the_original(gpu: Device, tmp_path: P
         pruned.append((lib.relative_to(site).as_posix(), before, after, now.status))
     assert pruned, "no library of the plugin holds device code"
     print("\npruned for", dev.sm, json.dumps(pruned))
-    original = _child(None)
-    slim = _child(site)
-    assert all(str(site) in p for p in slim["loaded"])  # type: ignore[union-attr]
-    assert not any(str(site) in p for p in original["loaded"])  # type: ignore[union-attr]
-    print("original loaded", original["loaded"])
-    print("pruned loaded", slim["loaded"])
+    loaded, original = _child(None, tmp_path / "original.npz")
+    _, again = _child(None, tmp_path / "again.npz")
+    loaded_slim, slim = _child(site, tmp_path / "pruned.npz")
+    assert all(str(site) in p for p in loaded_slim)
+    assert not any(str(site) in p for p in loaded)
+    print("pruned loaded", loaded_slim)
+    # what two runs of the original plugin compute alike must be computed alike by the pruned
+    # one, bit for bit; the rest (cuSOLVER's eigensolver may differ run to run) to rounding
+    same = sorted(k for k in original if np.array_equal(original[k], again[k]))
+    print("bit-reproducible across runs of the original:", same)
     for key in original:
-        if key != "loaded":
-            assert slim[key] == original[key], key
+        if key in same:
+            assert np.array_equal(slim[key], original[key]), key
+        else:
+            np.testing.assert_allclose(slim[key], original[key], rtol=1e-5,
+                                       atol=1e-5 * float(np.abs(original[key]).max()))

@@ -158,11 +158,11 @@ def test_cli_load_reports_and_explains(gpu: Device, kernels: dict[str, bytes], t
     bad.write_bytes(nvcc(tmp, "-cubin", f"-arch={other}", suffix=".cubin"))
     proc = subprocess.run([sys.executable, "-m", "fatbinkit", "load", str(bad)],
                           capture_output=True, text=True, env=env)
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # could not load: not a verdict
     assert "CUDA_ERROR_NO_BINARY_FOR_GPU" in proc.stderr and other in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "fatbinkit", "load", str(bad), "--preflight"],
                           capture_output=True, text=True, env=env)
-    assert proc.returncode == 1 and "refused before loading" in proc.stderr
+    assert proc.returncode == 3 and "refused before loading" in proc.stderr
 
 
 def test_cuda_core_interop(gpu: Device, kernels: dict[str, bytes]) -> None:
