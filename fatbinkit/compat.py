@@ -135,6 +135,7 @@ __all__ = [
     "image_from_entry",
     "image_from_ptx",
     "image_sets",
+    "input_host",
     "module_label",
     "module_outcome",
     "predict_load",
@@ -398,6 +399,14 @@ def host_of(head: bytes | bytearray | memoryview) -> str | None:
     if machine is not None:
         return None if machine == elf.EM_CUDA else LINUX
     return WINDOWS if is_pe(head) or is_coff_object(head) else None
+
+
+def input_host(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> str | None:
+    """:func:`host_of` a file (by its path) or of the bytes given."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return host_of(source[:4096])
+    with open(source, "rb") as f:
+        return host_of(f.read(4096))
 
 
 def sass_runs_on(image: Arch, device: Arch) -> bool:
@@ -1362,12 +1371,7 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     source = as_input(source, "image_sets() source")
     if codes is None:
         codes, entryless = scan_modules(source)
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        head = bytes(source[:4096])
-    else:
-        with open(source, "rb") as f:
-            head = f.read(4096)
-    host = host_of(head)
+    host = input_host(source)
     if budget is None:
         size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
                 else os.path.getsize(source))

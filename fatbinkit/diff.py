@@ -314,7 +314,7 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
                  known: Mapping[bytes, _Outline] | None = None) -> Library:
     """One binary's :class:`Library`: every SASS and PTX image read on every core, but those
     whose digest (:func:`_digest`) is in ``known``."""
-    from .compat import ImageSet, image_floors, module_label
+    from .compat import ImageSet, image_floors, input_host, module_label
 
     read = [it for it in binary.select() if it.code.entry.header.kind in (_SASS, _PTX)]
     digests = [_digest(it.code) for it in read]
@@ -322,6 +322,8 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
     found = iter(binary.map(_outline, todo, budget=binary.budget(max_decompressed),
                             desc="reading images"))
     outlines = [known[d] if known and d in known else next(found) for d in digests]
+    source = binary.data if binary.data is not None else binary.path
+    host = None if source is None else input_host(source)  # whose driver numbers apply
     summary = binary.summary()
     # per module (member, section or symbol, container; a bare image by its index): its index,
     # entry kernels, SASS and PTX archs, images
@@ -337,8 +339,8 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
         key = (c.member, c.source, c.container, i if c.container < 0 else -1)
         module, names, sass, ptx, images = modules.setdefault(
             key, (len(modules), set(), set(), set(), []))
-        if image.offset != c.offset:  # known from the other side: where it is in this file
-            image = replace(image, label=f"entry at {c.offset:#x}", offset=c.offset)
+        if image.offset != c.offset or image.host != host:  # known from the other side:
+            image = replace(image, label=f"entry at {c.offset:#x}", offset=c.offset, host=host)
         images.append(image)
         arch, is_sass = it.arch, it.kind == "sass"
         (sass if is_sass else ptx).add(arch)

@@ -83,11 +83,11 @@ def test_extract_names_cannot_escape(
 
 
 def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["ls", str(tmp_path / "missing")]) == 1
+    assert main(["ls", str(tmp_path / "missing")]) == 3
     assert capsys.readouterr().err.startswith("fatbinkit: error: cannot read")
     (tmp_path / "x.cubin").write_bytes(b"nope")
     assert main(["build", "-o", str(tmp_path / "o.fatbin"), "--cubin",
-                 f"sm_90={tmp_path / 'x.cubin'}"]) == 1
+                 f"sm_90={tmp_path / 'x.cubin'}"]) == 3
     assert f"{tmp_path / 'x.cubin'}: not a cubin" in capsys.readouterr().err
     assert not (tmp_path / "o.fatbin").exists()
     for usage in (["--cubin", "sm_90"], [], ["--compress", "gzip"]):  # exit 2: usage errors
