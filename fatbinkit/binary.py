@@ -528,7 +528,8 @@ class Binary:
                                   row.compression, row.ptx_versions, len(names),
                                   tuple(f"CUDA {dotted(tk)}" for tk in sorted(toolkits)))
             rows.append(row)
-        sets = _header_sets(items)
+        # a container with no entry is a module the runtime registers that loads nowhere
+        sets = _header_sets(items) + [() for _ in self.entryless]
         return Summary(str(self.path or "input"), len(sets), tuple(rows), _devices(sets))
 
     @_names_its_file

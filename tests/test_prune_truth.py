@@ -120,6 +120,19 @@ def test_a_module_left_with_no_image_is_still_judged(mixed: Path, tmp_path: Path
     assert "container 1 is an empty fatbin container" in g.violations[0].message
 
 
+def test_ls_summary_agrees_after_prune(mixed: Path, tmp_path: Path) -> None:
+    """``ls --summary``'s per-GPU line counts the container prune left with no image as a
+    module with no image for every GPU, as the original's sm_120a-only module is on sm_90."""
+    src, out = mixed / "libmix.so", tmp_path / "libmix.so"
+    prune(src, out, [Arch(90)], ptx="none")
+    before, after = (open_binary(p).summary() for p in (src, out))
+    assert before.modules == after.modules == 3
+    sm90 = [next(d for d in s.devices if d.device == "sm_90") for s in (before, after)]
+    assert (sm90[0].sass, sm90[0].jit, sm90[0].none) == (sm90[1].sass, sm90[1].jit,
+                                                         sm90[1].none)
+    assert sm90[1].none >= 1 and sm90[1].sass >= 1
+
+
 def test_an_empty_module_keeps_an_image(mixed: Path, tmp_path: Path) -> None:
     """The module nvcc -shared adds (sm_75 SASS, no kernel, no variable) is never loaded; where
     no kept arch loads it, it keeps its image, so check still counts it as empty (an empty
