@@ -137,7 +137,12 @@ class CompatibilityError(FatbinkitError):
 
 class EmptiedError(CompatibilityError):
     """Pruning would leave a library no image at all: no requested arch loads any of its
-    modules (``prune`` writes it only when allowed to empty it)."""
+    modules (``prune`` writes it only when allowed to empty it). ``reason`` says why, without
+    the advice (what a wheel's error lists per library)."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class CudaError(FatbinkitError):

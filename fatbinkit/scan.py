@@ -250,16 +250,22 @@ def _pairs(found: dict[bytes, tuple[int, int]], limit: int) -> list[tuple[str, i
     return pairs
 
 
+def _wanted(present: set[str], all: bool, fatbins: tuple[str, ...],
+            relocatable: tuple[str, ...]) -> set[str]:
+    """The sections read, as cuobjdump selects them: the fatbin sections, and the relocatable
+    device code's with ``all`` or where the file has no fatbin section."""
+    if all or present.isdisjoint(fatbins):
+        return {*fatbins, *relocatable}
+    return set(fatbins)
+
+
 def _scan_elf(view: memoryview, fd: int | None, all: bool,
               entryless: list[EntrylessContainer], base: int = 0) -> list[DeviceCode]:
     """Device code in a host ELF file, or in one at ``base`` in the file ``fd`` reads (an
     archive member): offsets are the file's; containers with no entry go to ``entryless``."""
     src = Reader(view, fd, base)
     sections = elf.sections(src)
-    present = {s.name for s in sections}
-    wanted = {FATBIN_SECTION}
-    if all or FATBIN_SECTION not in present:
-        wanted.add(RELFATBIN_SECTION)
+    wanted = _wanted({s.name for s in sections}, all, (FATBIN_SECTION,), (RELFATBIN_SECTION,))
     codes: list[DeviceCode] = []
     first = 0
     for sec in sections:
@@ -370,10 +376,8 @@ def _scan_pe(view: memoryview, fd: int | None, all: bool,
     :func:`_scan_elf` selects an ELF file's, in file order; then blobs between
     ``__X_start``/``__X_end`` symbols (fatbinkit's COFF embedding objects)."""
     image = pe.read(view)
-    fatbins = (PE_FATBIN_SECTION, FATBIN_SECTION)
-    wanted = set(fatbins)
-    if all or not any(s.name in fatbins for s in image.sections):
-        wanted.update((PE_RELFATBIN_SECTION, RELFATBIN_SECTION))
+    wanted = _wanted({s.name for s in image.sections}, all,
+                     (PE_FATBIN_SECTION, FATBIN_SECTION), (PE_RELFATBIN_SECTION, RELFATBIN_SECTION))
     codes: list[DeviceCode] = []
     first = 0
     for sec in image.sections:

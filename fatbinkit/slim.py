@@ -399,8 +399,8 @@ def _keep_kernels(modules: Sequence[_Module], budget: DecompressionBudget) -> No
     without their names, check and gate would no longer see those kernels. No kept arch picks
     these images (each pick is the best of all the module's images), so what loads is the same.
     Every image of a module that keeps one is read for its kernel names."""
-    todo = [m for m in modules if not set(_loadable(m.old.entries)) <= set(m.kept)
-            and not set(_loadable(m.old.entries)).isdisjoint(m.kept)]
+    todo = [m for m in modules
+            if (held := set(_loadable(m.old.entries))) - set(m.kept) and held & set(m.kept)]
     entries = [m.old.entries[i] for m in todo for i in _loadable(m.old.entries)]
     for e in entries:  # charged here, in order: the workers share no state
         if e.compression is not None:
@@ -845,15 +845,15 @@ def _finish(modules: list[_Module], req: _Request) -> tuple[ArchReport, ...]:
     had = [m for m in modules if _loadable(m.old.entries) and not m.empty]
     if req.devices and had and not req.allow_empty and not any(
             m.new is not None and _loadable(m.new.entries) for m in had):
-        held = sorted({_entry_label(e) for m in had for i in _loadable(m.old.entries)
-                       for e in (m.old.entries[i],)})
+        held = sorted({_entry_label(m.old.entries[i]) for m in had
+                       for i in _loadable(m.old.entries)})
         archs = ", ".join(d.sm for d in req.devices)
-        raise EmptiedError(
-            (f"--exact keeps no SASS for exactly {archs} in any" if req.exact else
-             f"no --for arch ({archs}) loads an image of any") +
-            f" of its {len(had)} module(s) (it holds {', '.join(held[:6])}"
-            f"{', ...' if len(held) > 6 else ''}): pruning would leave it no device code for "
-            "any GPU; nothing written (accept it with --allow-empty)")
+        why = ((f"--exact keeps no SASS for exactly {archs} in any" if req.exact else
+                f"no --for arch ({archs}) loads an image of any") +
+               f" of its {len(had)} module(s) (it holds {', '.join(held[:6])}"
+               f"{', ...' if len(held) > 6 else ''})")
+        raise EmptiedError(f"{why}: pruning would leave it no device code for any GPU; nothing "
+                           "written (accept it with --allow-empty)", reason=why)
     reports = _arch_reports(modules, req.devices or _file_devices(modules), req.budget)
     changed = [r for r in reports if r.changed]
     if changed and not req.exact:  # cannot happen by construction; the check proves it
@@ -1497,7 +1497,7 @@ def _slim_wheel(src: Path, out_dir: Path, target: Path, progress: bool,
                 try:
                     results[i] = fut.result()
                 except EmptiedError as e:
-                    emptied[i] = str(e).split(": pruning would", 1)[0]
+                    emptied[i] = e.reason
                 except FatbinkitError as e:
                     raise type(e)(f"{names[i]}: {e}") from e
         if emptied:

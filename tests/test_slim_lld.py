@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from fatbin_kernels import cuobjdump_extract, system_tool
 from gpu.lld_library import LINKS, compile_objects, link
-from test_slim import listed_archs, readelf_ok
+from test_slim import SYNTH_C, listed_archs, readelf_ok
 from thirdparty import JAX_CUDA12_LINALG, JAX_CUDA12_PRNG, JAX_CUDA12_SOLVER, fetch
 
 from fatbinkit.errors import UnsupportedError
@@ -324,15 +324,6 @@ def test_lld_relocatable_object_and_static_library(objects: list[Path], tmp_path
 
 
 # -- AArch64 --------------------------------------------------------------------------------------
-
-SYNTH_C = """
-__attribute__((section(".nv_fatbin"), aligned(8), used)) static const unsigned char fat0[] = {%s};
-__attribute__((section(".nv_fatbin"), aligned(8), used)) static const unsigned char fat1[] = {%s};
-struct wrapper { int magic; int version; const void *data; void *filename_or_fatbins; };
-__attribute__((section(".nvFatBinSegment"), used)) static struct wrapper wraps[2] = {
-    {0x466243b1, 1, fat0, 0}, {0x466243b1, 1, fat1, 0}};
-const void *fatbin_pointer(int i) { return wraps[i].data; }
-"""
 
 
 @pytest.mark.parametrize("relr", [False, True], ids=["rela", "relr"])
