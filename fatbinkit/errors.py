@@ -6,10 +6,12 @@ the numbers (offset, size, limit) needed to find the problem without a debugger.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import difflib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "UnsupportedError",
     "UnsupportedPtxVersionError",
     "naming",
+    "option",
+    "spelled_for_cli",
 ]
 
 
@@ -50,6 +54,37 @@ def naming(error: E, path: os.PathLike[str] | str) -> E:
     named = copy.copy(error)
     named.args = (f"{os.fspath(path)}: {error}", *error.args[1:])
     return named
+
+
+#: how :func:`option` spells an option: "python" (``allow_empty=True``) or "cli" (``--allow-empty``)
+_SPELLING: contextvars.ContextVar[str] = contextvars.ContextVar("fatbinkit_spelling",
+                                                                default="python")
+#: the command line's name for an option where it is not the keyword argument's, dashed
+_FLAGS = {"archs": "for", "require_archs": "require-arch", "require_sass": "require-sass-arch",
+          "max_size": "max-size"}
+
+
+def option(name: str, value: object = True) -> str:
+    """An option as the caller gave it, for an error message or a report's advice: the keyword
+    argument ``allow_empty=True`` when the API is called, the flag ``--allow-empty`` inside the
+    command line (:func:`spelled_for_cli`). ``value`` True is a flag without a value; an
+    upper-case string is a placeholder (``option("max_decompressed", "SIZE")``)."""
+    if _SPELLING.get() == "cli":
+        flag = "--" + _FLAGS.get(name, name.replace("_", "-"))
+        return flag if value is True else f"{flag} {value}"
+    shown = value if isinstance(value, str) and value.isupper() else repr(value)
+    return f"{name}={shown}"
+
+
+@contextlib.contextmanager
+def spelled_for_cli() -> Iterator[None]:
+    """Within the block (the command line's handlers), :func:`option` names flags. A context
+    variable: other threads, and other calls of the API, keep the Python spelling."""
+    token = _SPELLING.set("cli")
+    try:
+        yield
+    finally:
+        _SPELLING.reset(token)
 
 
 class InvalidArgumentError(FatbinkitError, ValueError):

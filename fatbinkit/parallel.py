@@ -38,8 +38,11 @@ if TYPE_CHECKING:
     from .formats.cubin import CubinFunction
 
 __all__ = [
+    "JOBS_ENV",
     "PARALLEL_MIN_BYTES",
     "PROGRESS_MIN_BYTES",
+    "as_jobs",
+    "cgroup_cpus",
     "charge",
     "default_jobs",
     "functions_of",
@@ -48,6 +51,10 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+
+#: the environment variable that sets every ``jobs=None`` (processes used): ``FATBINKIT_JOBS=1``
+#: runs everything in the calling process
+JOBS_ENV = "FATBINKIT_JOBS"
 
 #: below this many payload bytes (uncompressed) one process does the work: a pool costs ~50 ms
 PARALLEL_MIN_BYTES = 16 << 20
@@ -90,13 +97,78 @@ class _RemoteTraceback(Exception):
 
 
 def default_jobs() -> int:
-    """The cores this process may run on (its CPU affinity where the OS has one)."""
-    count = getattr(os, "process_cpu_count", None)  # Python 3.13
-    if count is not None:
-        return int(count() or 1)
+    """The processes a call with ``jobs=None`` uses: :data:`JOBS_ENV` when set (a whole number,
+    at least 1), else the cores this process may use: its CPU affinity, capped by a cgroup CPU
+    quota (a container limited to 2 CPUs on a 64-core host gets 2)."""
+    text = os.environ.get(JOBS_ENV, "").strip()
+    if text:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise InvalidArgumentError(f"{JOBS_ENV}={text!r} is not a number of processes "
+                                       "(a whole number, at least 1)")
+        return value
     if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0)) or 1
-    return os.cpu_count() or 1
+        cores = len(os.sched_getaffinity(0)) or 1
+    else:
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpus()
+    return max(1, min(cores, quota)) if quota is not None else cores
+
+
+def as_jobs(jobs: int | None) -> int:
+    """``jobs`` as a number of processes: None is :func:`default_jobs`; below 1, or not a
+    whole number, is an :class:`~fatbinkit.errors.InvalidArgumentError`."""
+    if jobs is None:
+        return default_jobs()
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InvalidArgumentError(f"jobs must be a whole number of processes, at least 1 "
+                                   f"(or None: every core this process may use), not {jobs!r}")
+    return jobs
+
+
+def cgroup_cpus(root: str = "/sys/fs/cgroup", own: str = "/proc/self/cgroup") -> int | None:
+    """The CPUs the cgroup CPU quota grants this process, rounded up (None: no quota, or no
+    cgroup file readable). cgroup v2: the lowest ``cpu.max`` from this process's group up to the
+    root; v1: ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` of its ``cpu`` group (the kernel's
+    Documentation/admin-guide/cgroup-v2.rst "cpu.max", cgroup-v1/cfs bandwidth)."""
+    try:
+        with open(own, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    limits: list[int] = []
+    for line in lines:
+        _, controllers, path = [*line.split(":", 2), "", ""][:3]
+        if controllers == "":  # v2: "0::/PATH"
+            where = path.strip("/")
+            while True:
+                text = _read(os.path.join(root, where, "cpu.max"))
+                parts = text.split() if text else []
+                if len(parts) == 2 and parts[0] != "max" and parts[0].isdigit() \
+                        and parts[1].isdigit() and int(parts[1]) > 0:
+                    limits.append(-(-int(parts[0]) // int(parts[1])))
+                if not where:
+                    break
+                where = os.path.dirname(where)
+        elif "cpu" in controllers.split(","):
+            base = os.path.join(root, controllers, path.strip("/"))
+            quota, period = (_read(os.path.join(base, f"cpu.cfs_{k}_us")) for k in
+                             ("quota", "period"))
+            if quota and period and quota.lstrip("-").isdigit() and period.isdigit() \
+                    and int(quota) > 0 and int(period) > 0:
+                limits.append(-(-int(quota) // int(period)))
+    return min(limits) if limits else None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read().strip()
+    except (OSError, ValueError):
+        return None
 
 
 def payload_bytes(codes: Sequence[DeviceCode]) -> int:
@@ -127,9 +199,7 @@ def map_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
     there is a single code, ``fork`` is not available, this is already a worker, or this is a
     daemonic process (a ``multiprocessing.Pool`` worker, which may not start processes).
     """
-    jobs = default_jobs() if jobs is None else jobs
-    if jobs < 1:
-        raise InvalidArgumentError(f"jobs must be at least 1, not {jobs}")
+    jobs = as_jobs(jobs)
     _reading_payloads(codes)
     size = payload_bytes(codes)
     jobs = min(jobs, len(codes))

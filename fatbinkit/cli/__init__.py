@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from ..errors import FatbinkitError
+from ..errors import FatbinkitError, spelled_for_cli
 from . import check, demo, diff, embed, fatbin, load, slim
 from .args import (
     EXIT_BROKEN_PIPE,
@@ -74,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        status: int = args.func(args)
+        with spelled_for_cli():  # advice in errors and reports names flags, not keywords
+            status: int = args.func(args)
     except UsageError as exc:
         args.parser.error(str(exc))  # exits 2
     except FatbinkitError as exc:

@@ -18,15 +18,17 @@ import errno
 import functools
 import os
 import struct
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ..errors import (
     DecompressionError,
     FormatError,
     InvalidArgumentError,
     TruncatedError,
+    option,
 )
 from ..infile import as_content
 from . import elf
@@ -539,6 +541,19 @@ class DecompressionBudget:
         self.limit = limit
         self.used = 0
         self._charged: set[int] = set()
+        self._lock = threading.Lock()  # one budget may be shared by threads
+
+    @classmethod
+    def of(cls, value: int | DecompressionBudget | None, size: int) -> DecompressionBudget:
+        """What an entry point's ``max_decompressed`` gives, for an input of ``size`` bytes:
+        None, the default (:meth:`for_input`); a number of bytes, a budget of its own for this
+        call; a budget, that budget, shared with the other calls given it."""
+        if isinstance(value, DecompressionBudget):
+            return value
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InvalidArgumentError(f"max_decompressed is a number of bytes, a "
+                                       f"DecompressionBudget or None, not {value!r}")
+        return cls.for_input(size, value)
 
     @classmethod
     def for_input(cls, size: int, limit: int | None = None) -> DecompressionBudget:
@@ -549,18 +564,26 @@ class DecompressionBudget:
         """Take ``size`` bytes from the budget before inflating them, or raise. ``key`` names
         what is inflated (``id()`` of a fatbin entry): charged once, however often it is read
         (a command that selects images by kernel reads them again to write them)."""
-        if key is not None and key in self._charged:
-            return
-        if self.used + size > self.limit:
-            raise DecompressionError(
-                f"inflating {size} more bytes would exceed this operation's decompression budget "
-                f"of {self.limit} bytes ({self.used} used); raise it if the input is trusted "
-                "(--max-decompressed, or DecompressionBudget)",
-                offset=offset,
-            )
-        self.used += size
-        if key is not None:
-            self._charged.add(key)
+        with self._lock:
+            if key is not None and key in self._charged:
+                return
+            if self.used + size > self.limit:
+                raise DecompressionError(
+                    f"inflating {size} more bytes would exceed this operation's decompression "
+                    f"budget of {self.limit} bytes ({self.used} used); raise it if the input is "
+                    f"trusted ({option('max_decompressed', 'SIZE')})",
+                    offset=offset,
+                )
+            self.used += size
+            if key is not None:
+                self._charged.add(key)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"DecompressionBudget(limit={self.limit}, used={self.used})"
