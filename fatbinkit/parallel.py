@@ -24,7 +24,6 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import os
-import sys
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import FatbinkitError, InvalidArgumentError
 from .formats.fatbin import DecompressionBudget, EntryKind
+from .progress import Progress, Reporter, reporter
 from .scan import DeviceCode
 
 if TYPE_CHECKING:
@@ -190,24 +190,36 @@ def charge(codes: Sequence[DeviceCode], budget: DecompressionBudget | None,
 
 
 def map_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
-              jobs: int | None = None, desc: str | None = None) -> list[R]:
-    """``[fn(c) for c in codes]``, on ``jobs`` processes (default :func:`default_jobs`).
+              jobs: int | None = None, progress: Progress = None,
+              desc: str = "reading images") -> list[R]:
+    """``[fn(c) for c in codes]``, on ``jobs`` processes (None: :func:`default_jobs`).
 
-    ``fn`` may be any callable (a lambda, a closure): workers inherit it by ``fork``. ``desc``
-    labels a progress bar shown on stderr when it is a terminal and the work is long. Runs in
-    this process when ``jobs`` is 1, the payloads total less than :data:`PARALLEL_MIN_BYTES`,
-    there is a single code, ``fork`` is not available, this is already a worker, or this is a
-    daemonic process (a ``multiprocessing.Pool`` worker, which may not start processes).
+    ``fn`` may be any callable (a lambda, a closure): workers inherit it by ``fork``.
+    ``progress`` (:mod:`fatbinkit.progress`) counts codes done, in chunks: ``True`` shows a bar
+    labelled ``desc`` on stderr when the work is long (:data:`PROGRESS_MIN_BYTES`), a callable
+    is told of every chunk. Runs in this process when ``jobs`` is 1, the payloads total less
+    than :data:`PARALLEL_MIN_BYTES`, there is a single code, ``fork`` is not available, this is
+    already a worker, or this is a daemonic process (a ``multiprocessing.Pool`` worker, which
+    may not start processes).
     """
     jobs = as_jobs(jobs)
     _reading_payloads(codes)
     size = payload_bytes(codes)
+    if progress is True and size < PROGRESS_MIN_BYTES:
+        progress = None  # about a second of work or less: no bar
     jobs = min(jobs, len(codes))
-    if (jobs <= 1 or size < PARALLEL_MIN_BYTES or _IN_WORKER
-            or multiprocessing.current_process().daemon  # a Pool worker may not have children
-            or "fork" not in multiprocessing.get_all_start_methods()):
-        return [fn(c) for c in codes]
-    return _pooled(fn, codes, jobs, desc if size >= PROGRESS_MIN_BYTES else None)
+    with reporter(progress, len(codes), "image", desc) as report:
+        if (jobs <= 1 or size < PARALLEL_MIN_BYTES or _IN_WORKER
+                or multiprocessing.current_process().daemon  # a Pool worker may not fork
+                or "fork" not in multiprocessing.get_all_start_methods()):
+            if not report.active:
+                return [fn(c) for c in codes]
+            out = []
+            for c in codes:
+                out.append(fn(c))
+                report.advance()
+            return out
+        return _pooled(fn, codes, jobs, report)
 
 
 def _reading_payloads(codes: Sequence[DeviceCode]) -> None:
@@ -222,20 +234,18 @@ def _reading_payloads(codes: Sequence[DeviceCode]) -> None:
 
 
 def _pooled(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], jobs: int,
-            desc: str | None) -> list[R]:
+            report: Reporter) -> list[R]:
     global _WORK
     step = max(1, -(-len(codes) // (jobs * CHUNKS_PER_JOB)))
     ranges = [(start, min(start + step, len(codes))) for start in range(0, len(codes), step)]
     results: list[list[R] | None] = [None] * len(ranges)
     failures: list[_Failure] = []
-    bar = None
     _WORK = (fn, codes)
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
                                initializer=_enter_worker)
     try:
         futures: dict[Future[list[R] | _Failure], int] = {
             pool.submit(_run, start, stop): i for i, (start, stop) in enumerate(ranges)}
-        bar = _bar(desc, len(codes))  # after the workers are forked: its thread is not copied
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -251,25 +261,13 @@ def _pooled(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], jobs: in
                             later.cancel()
                 else:
                     results[i] = out
-                    if bar is not None:
-                        bar.update(len(out))
+                    report.advance(len(out))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _WORK = None
-        if bar is not None:
-            bar.close()
     if failures:
         raise min(failures, key=lambda f: f.index).error()
     return [r for chunk in results if chunk is not None for r in chunk]
-
-
-def _bar(desc: str | None, total: int) -> Any:
-    """A tqdm progress bar on stderr, or None (no label, or stderr is not a terminal)."""
-    if desc is None or not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="entry", desc=desc, leave=False, file=sys.stderr)
 
 
 def _enter_worker() -> None:
@@ -293,7 +291,8 @@ def _run(start: int, stop: int) -> list[Any] | _Failure:
 
 
 def functions_of(codes: Sequence[DeviceCode], *, budget: DecompressionBudget | None = None,
-                 jobs: int | None = None) -> list[tuple[CubinFunction, ...]]:
+                 jobs: int | None = None, progress: Progress = None,
+                 ) -> list[tuple[CubinFunction, ...]]:
     """The functions of every cubin among ``codes`` (what ``cuobjdump -res-usage`` lists), one
     tuple per code in ``codes``' order, empty for codes that are not ELF (PTX, LTO-IR), each
     equal to ``Cubin.from_bytes(code.entry.data()).functions``; on ``jobs`` processes (default:
@@ -310,7 +309,8 @@ def functions_of(codes: Sequence[DeviceCode], *, budget: DecompressionBudget | N
     """
     elves = [c for c in codes if c.entry.header.kind == EntryKind.ELF]
     charge(elves, budget)
-    found = iter(map_codes(_functions, elves, jobs=jobs, desc="reading cubins"))
+    found = iter(map_codes(_functions, elves, jobs=jobs, progress=progress,
+                                desc="reading cubins"))
     return [next(found) if c.entry.header.kind == EntryKind.ELF else () for c in codes]
 
 
