@@ -37,7 +37,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import FormatError, UnsupportedError
+from ..errors import FormatError, UnsupportedError, option
 from . import elf
 
 __all__ = ["PAGE_SIZE", "Cut", "Layout", "Resize", "load_segment", "rewrite", "rewrite_object",
@@ -301,7 +301,8 @@ def _check_phdr_mapping(phdrs: Sequence[elf.ProgramHeader], hole: _Hole) -> None
     if seg.vaddr - seg.offset != loads[0].vaddr - loads[0].offset:
         raise UnsupportedError(
             "this file has PT_PHDR, and the program header table, which grows, can only go "
-            "into a segment that older kernels do not map it from: --same-size keeps the layout")
+            "into a segment that older kernels do not map it from: "
+            f"{option('same_size')} keeps the layout")
 
 
 def _mover(cuts: Sequence[_Hole]) -> Callable[[int], int]:
