@@ -52,6 +52,9 @@ JAX_WHEEL = "jax_cuda12_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"
 ARCHS = ("sm_75", "sm_90", "sm_120")
 KERNEL = "re:Kernel|init_curand"  # some of each library's kernels: a selection per library
 THREADS = 8
+# Python 3.12+ warns at each fork of a process that runs threads: expected here (fatbinkit.parallel)
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
 
 
 def _check(c: Check) -> tuple[Any, ...]:
@@ -161,15 +164,15 @@ def test_maps_on_threads_get_their_own_codes(monkeypatch: pytest.MonkeyPatch) ->
     """map_codes itself, on 8 threads at once, each over another library's codes: each call
     gets its own function's results over its own codes, in order."""
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
-    codes = {m.member: fatbinkit.open(fetch(m)).codes for m in LIBRARIES}
+    codes = {m.name: fatbinkit.open(fetch(m)).codes for m in LIBRARIES}
 
-    def one(member: str) -> bool:
-        mine = codes[member]
-        got = parallel.map_codes(lambda c: (member, c.offset), mine, jobs=2)
-        return got == [(member, c.offset) for c in mine]
+    def one(name: str) -> bool:
+        mine = codes[name]
+        got = parallel.map_codes(lambda c: (name, c.offset), mine, jobs=2)
+        return got == [(name, c.offset) for c in mine]
 
     with ThreadPoolExecutor(THREADS) as pool:
-        assert all(pool.map(one, [*codes] * 4))
+        assert list(pool.map(one, [*codes] * 4)) == [True] * len(codes) * 4
     assert parallel._WORK == {}
 
 
@@ -218,6 +221,9 @@ def test_binary_and_item_pickle(tmp_path: Path) -> None:
         assert isinstance(copy.code.entry.stored, bytes)
     code: DeviceCode = pickle.loads(pickle.dumps(binary.codes[0]))
     assert code == binary.codes[0]
+    budget = binary.budget()
+    budget.charge(100, 0)
+    assert repr(pickle.loads(pickle.dumps(budget))) == repr(budget)  # without its lock
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         assert pool.submit(_use, binary, items[:3]).result() == _use(binary, items[:3])
     # a file changed since: not read again as if it were the same
@@ -293,7 +299,9 @@ def test_a_binary_closed_by_another_thread_fails_clearly(monkeypatch: pytest.Mon
     with ThreadPoolExecutor(1) as pool:
         reading = pool.submit(binary.map, slow, binary.select())
         started.wait(10)
-        binary.close()
-        closed.set()
+        try:
+            binary.close()
+        finally:
+            closed.set()
         with pytest.raises(InvalidArgumentError, match="closed"):
             reading.result()
