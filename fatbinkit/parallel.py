@@ -22,11 +22,12 @@ cores to the calls' pools and use few threads.
 Forking while other threads run: on Python 3.12 and later ``os.fork`` warns
 (``DeprecationWarning``: a child of a multi-threaded process may deadlock on a lock another
 thread held at the fork). The results stay right and the workers do not deadlock: a worker
-takes no lock (it reads the registry without the registry's lock, which a child re-creates
-after a fork), runs only the work's function on inherited memory, and needs no module imported
-after the fork (the format modules the work uses are imported before it). A function given to
-:func:`map_codes` (or :meth:`fatbinkit.binary.Binary.map`) runs in such a child: it must not
-wait on a lock of the caller's either. The warning is left to the caller's warning filters.
+takes no lock another thread may hold: it reads the registry without the registry's lock
+(which any forked child re-creates), runs only the work's function on inherited memory, and
+imports nothing (the modules fatbinkit's own work uses are imported before the fork). A
+function given to :func:`map_codes` (or :meth:`fatbinkit.binary.Binary.map`) runs in such a
+child: it must not wait on a lock of the caller's either. The warning is left to the caller's
+warning filters (``tests/test_threads.py`` shows the filter that silences it).
 
 Errors: a :class:`~fatbinkit.errors.FatbinkitError` raised by the function in a worker is raised
 again in the caller with the same type, message and attributes (``offset``...). The error of the
@@ -96,9 +97,10 @@ _WORK: dict[int, tuple[Callable[[DeviceCode], Any], Sequence[DeviceCode]]] = {}
 _LOCK = threading.Lock()
 _TOKENS = itertools.count()
 _IN_WORKER = False
-#: modules the work of fatbinkit's own callers imports in workers: imported before a fork (a
-#: module another thread is importing at the fork is left locked in the child)
-_WORKER_MODULES = (".formats.cubin", ".formats.ptx")
+#: modules the work of fatbinkit's own callers imports in workers (reading cubins and PTX,
+#: demangling for a kernel filter): imported before a fork, once, rather than in every worker
+#: (and a module another thread is importing at the fork is left locked in the child)
+_WORKER_MODULES = (".formats.cubin", ".formats.ptx", ".compat", "cxxfilt")
 
 
 @dataclass(frozen=True)
