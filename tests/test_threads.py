@@ -19,6 +19,7 @@ import pickle
 import random
 import shutil
 import threading
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +27,6 @@ from typing import Any
 
 import pytest
 from thirdparty import (
-    CACHE,
     CUPY11_RANDOM,
     CUPY13_RANDOM,
     CUPY102_RANDOM,
@@ -48,7 +48,6 @@ from fatbinkit.scan import DeviceCode
 
 LIBRARIES = (JAX_CUDA12_PRNG, JAX_CUDA12_SOLVER, JAX_CUDA12_LINALG, CUPY102_RANDOM,
              CUPY13_RANDOM, CUPY11_RANDOM)
-JAX_WHEEL = "jax_cuda12_plugin-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl"
 ARCHS = ("sm_75", "sm_90", "sm_120")
 KERNEL = "re:Kernel|init_curand"  # some of each library's kernels: a selection per library
 THREADS = 8
@@ -101,7 +100,8 @@ def _read_in_a_process(tasks: list[Task]) -> list[object]:
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
     """Paths per entry point: the libraries (and a fatbin built from one's cubins, a file of
-    fatbinkit's making) for the per-binary readers, a wheel and a folder for collection."""
+    fatbinkit's making) for the per-binary readers; for collection, a wheel of the jax plugin's
+    three libraries and a folder of two others."""
     libraries = [fetch(m) for m in LIBRARIES]
     root = tmp_path_factory.mktemp("threads")
     cubins = [c.entry.data() for c in fatbinkit.open(libraries[3]).codes
@@ -113,8 +113,10 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
     folder.mkdir()
     for m in (CUPY102_RANDOM, JAX_CUDA12_PRNG):
         shutil.copy(fetch(m), folder / Path(m.member).name)
-    wheel = CACHE / "wheels" / JAX_WHEEL
-    assert wheel.is_file(), "fetch(JAX_CUDA12_PRNG) downloads it"
+    wheel = root / "threads-1.0-py3-none-manylinux_2_27_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for m in (JAX_CUDA12_PRNG, JAX_CUDA12_SOLVER, JAX_CUDA12_LINALG):
+            zf.write(fetch(m), m.member)
     files = [*libraries, built]
     return {name: [wheel, folder] if name == "collection" else
             files if name in ("functions", "summary", "select", "check", "bytes") else libraries
