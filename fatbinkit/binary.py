@@ -173,7 +173,9 @@ class KernelFilter:
 @dataclass(frozen=True)
 class Item:
     """One image of a listing: cuobjdump's ``number`` (per kind, from 1) and file ``name``,
-    and the :class:`~fatbinkit.scan.DeviceCode` found in the input."""
+    and the :class:`~fatbinkit.scan.DeviceCode` found in the input. It pickles with a copy of
+    its payload as stored (:meth:`~fatbinkit.scan.DeviceCode.__reduce__`): sent to another
+    process, it reads there as here, without its :class:`Binary`."""
 
     number: int
     name: str
@@ -408,15 +410,22 @@ def _names_its_file(method: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(method)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        binary = args[0] if args and isinstance(args[0], Binary) else None
+        if binary is not None and binary.closed:
+            raise binary._closed_error(f"{method.__name__}()")
         try:
             return method(*args, **kwargs)
         except InputError:
             raise  # "cannot read PATH: ..." names it already
         except FatbinkitError as e:
-            path = args[0].path if isinstance(args[0], Binary) else None
+            path = binary.path if binary is not None else None
             if path is None or str(e).startswith(f"{path}:"):
                 raise
             raise naming(e, path) from e
+        except ValueError as e:  # a payload view released by close() on another thread
+            if binary is not None and binary.closed:
+                raise binary._closed_error(f"{method.__name__}()") from e
+            raise
 
     return wrapper
 
@@ -446,6 +455,16 @@ class Binary:
     # containers with no entry at all (what prune leaves of a module no kept arch loads): the
     # runtime registers them, so check counts them as modules with no image
     entryless: tuple[EntrylessContainer, ...] = field(default=(), repr=False)
+    # the file's modification time when it was read (pickling reopens it only if unchanged)
+    _mtime_ns: int | None = field(default=None, init=False, repr=False, compare=False)
+    _closed: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.path is not None:  # scan has just read it: a file changed or gone since
+            with contextlib.suppress(OSError):  # then cannot be pickled (nor reopened)
+                st = os.stat(self.path)
+                if st.st_size == self.size:
+                    object.__setattr__(self, "_mtime_ns", st.st_mtime_ns)
 
     def __str__(self) -> str:
         kinds: dict[str, int] = {}
@@ -455,7 +474,64 @@ class Binary:
         if self.entryless:
             kinds["empty fatbin containers"] = len(self.entryless)
         what = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no device code"
-        return f"{self.path or 'input'}: {what}"
+        return f"{self.path or 'input'}: {what}{' (closed)' if self._closed else ''}"
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Release the input: the memory map of the file and its file descriptor (or the view
+        of the bytes given), by releasing every payload view this Binary holds (its codes'
+        ``entry.stored``, shared with the :class:`Item` objects it handed out). Afterwards its
+        reading methods raise :class:`~fatbinkit.errors.InvalidArgumentError`, its items keep
+        their header fields (``kind``, ``arch``, sizes, ``to_dict()``) but not their payload
+        (``entry.data()`` raises ``ValueError``), and it no longer pickles. Closing twice does
+        nothing. A view the caller made of a payload (a slice of ``entry.stored``) keeps the
+        mapping, and its descriptor, until that view is released or collected."""
+        if self._closed:
+            return
+        object.__setattr__(self, "_closed", True)
+        views = [c.entry.stored for c in self.codes if isinstance(c.entry.stored, memoryview)]
+        if self.data is not None:
+            views.append(self.data)
+        maps: dict[int, mmap.mmap] = {}
+        for view in views:
+            with contextlib.suppress(ValueError):  # released already
+                if isinstance(view.obj, mmap.mmap):
+                    maps[id(view.obj)] = view.obj
+            with contextlib.suppress(BufferError):  # exported further by the caller: kept
+                view.release()
+        for mapped in maps.values():
+            with contextlib.suppress(BufferError):  # a view the caller made: closed with it
+                mapped.close()
+
+    def __enter__(self) -> Binary:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A Binary read from a file pickles as its path and options: unpickling (in a worker
+        of a process pool, on this machine or one that shares the file) reads the file again,
+        which must have the size and modification time it had when this one read it
+        (else :class:`~fatbinkit.errors.InputError`). One read from bytes pickles its bytes."""
+        if self._closed:
+            raise self._closed_error("cannot pickle")
+        if self.path is not None:
+            if self._mtime_ns is None:
+                raise InputError(f"{self.path}: cannot pickle: the file changed or went away "
+                                 "while it was read")
+            return _reopen, (self.path, self.all, self.size, self._mtime_ns)
+        if self.data is None:
+            raise InvalidArgumentError("this Binary has neither a path nor bytes to pickle")
+        return _reread, (bytes(self.data), self.all, self.name)
+
+    def _closed_error(self, what: str) -> InvalidArgumentError:
+        return InvalidArgumentError(f"{self.path or self.name}: {what}: the Binary is closed "
+                                    "(fatbinkit.open reads the input again)")
 
     def budget(self, limit: int | None = None) -> DecompressionBudget:
         """A decompression budget for one operation on this input (``limit`` bytes, default
@@ -757,6 +833,21 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
         raise InputError(f"{path}: {e.strerror or e}") from e
     return Binary(path, size, codes, all, members=members, name=path.name,
                   entryless=entryless)
+
+
+def _reopen(path: Path, all: bool, size: int, mtime_ns: int) -> Binary:
+    """A pickled :class:`Binary` of a file: the file read again, if it is unchanged."""
+    binary = open(path, all=all)
+    if (binary.size, binary._mtime_ns) != (size, mtime_ns):
+        binary.close()
+        raise InputError(f"{path}: changed since the pickled Binary read it ({size} bytes then, "
+                         f"{binary.size} now, or modified since): open it again")
+    return binary
+
+
+def _reread(data: bytes, all: bool, name: str) -> Binary:
+    """A pickled :class:`Binary` of bytes."""
+    return open(data, all=all, name=name)
 
 
 def _objects(view: memoryview, path: Path | None) -> tuple[str, ...]:

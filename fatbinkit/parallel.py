@@ -1,10 +1,33 @@
 """Run a function over the device codes of one input on every core; results in input order.
 
 The codes (what :func:`fatbinkit.scan.scan` returns: entries whose payloads are views of the
-memory-mapped input, or of the bytes given) are not sent to the workers: they are left in a module
-global before a fork-context process pool starts, so each forked worker inherits them and is sent
-only ``(start, stop)`` ranges; only the results travel back (pickled). Small inputs, ``jobs=1``,
-platforms without ``fork`` and calls made inside a worker run in the calling process instead.
+memory-mapped input, or of the bytes given) are not sent to the workers: each call registers
+them, with the function, under a token of its own in a module registry before its fork-context
+process pool starts, so each forked worker inherits them and is sent only ``(token, start,
+stop)`` ranges; only the results travel back (pickled). Small inputs, ``jobs=1``, platforms
+without ``fork`` and calls made inside a worker run in the calling process instead.
+
+Threads and processes: every function of fatbinkit that reads images (``Binary.functions``,
+``summary(kernels=True)``, ``select(kernel=...)``, ``check``, :mod:`fatbinkit.diff`,
+:mod:`fatbinkit.gate`, :mod:`fatbinkit.collection`) may be called from several threads at once,
+and from several processes (a process pool of the caller's: its workers may themselves start
+pools, except daemonic ``multiprocessing.Pool`` workers, which run the work in place). Each call
+has its own pool and its own registry entry, so calls never see each other's work. The cost:
+every call that uses a pool forks its own workers (about 50 ms, and copy-on-write pages of the
+caller's memory), and calls from several threads fork one at a time (a lock is held while a
+pool's workers are forked, a few milliseconds); ``n`` threads each start ``jobs`` workers, so
+threads that each read a library may use ``jobs=1`` (or ``FATBINKIT_JOBS=1``), or leave the
+cores to the calls' pools and use few threads.
+
+Forking while other threads run: on Python 3.12 and later ``os.fork`` warns
+(``DeprecationWarning``: a child of a multi-threaded process may deadlock on a lock another
+thread held at the fork). The results stay right and the workers do not deadlock: a worker
+takes no lock another thread may hold: it reads the registry without the registry's lock
+(which any forked child re-creates), runs only the work's function on inherited memory, and
+imports nothing (the modules fatbinkit's own work uses are imported before the fork). A
+function given to :func:`map_codes` (or :meth:`fatbinkit.binary.Binary.map`) runs in such a
+child: it must not wait on a lock of the caller's either. The warning is left to the caller's
+warning filters (``tests/test_threads.py`` shows the filter that silences it).
 
 Errors: a :class:`~fatbinkit.errors.FatbinkitError` raised by the function in a worker is raised
 again in the caller with the same type, message and attributes (``offset``...). The error of the
@@ -21,9 +44,12 @@ enforces). A bomb is therefore refused before anything is inflated, serial or pa
 
 from __future__ import annotations
 
+import importlib
+import itertools
 import mmap
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -63,9 +89,18 @@ PROGRESS_MIN_BYTES = 256 << 20
 #: chunks per worker: small enough to balance uneven cubins, large enough to amortise a task
 CHUNKS_PER_JOB = 16
 
-# (function, codes) of the map in progress: set before the pool forks, read by the workers
-_WORK: tuple[Callable[[DeviceCode], Any], Sequence[DeviceCode]] | None = None
+# (function, codes) of each map in progress, by its token: registered before its pool forks and
+# removed once its workers are joined. Written under _LOCK (which is also held while a pool's
+# workers fork, so that no fork sees another thread between two writes); read by workers without
+# it: a lock another thread held at the fork stays held in the child forever.
+_WORK: dict[int, tuple[Callable[[DeviceCode], Any], Sequence[DeviceCode]]] = {}
+_LOCK = threading.Lock()
+_TOKENS = itertools.count()
 _IN_WORKER = False
+#: modules the work of fatbinkit's own callers imports in workers (reading cubins and PTX,
+#: demangling for a kernel filter): imported before a fork, once, rather than in every worker
+#: (and a module another thread is importing at the fork is left locked in the child)
+_WORKER_MODULES = (".formats.cubin", ".formats.ptx", ".compat", "cxxfilt")
 
 
 @dataclass(frozen=True)
@@ -235,17 +270,29 @@ def _reading_payloads(codes: Sequence[DeviceCode]) -> None:
 
 def _pooled(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], jobs: int,
             report: Reporter) -> list[R]:
-    global _WORK
     step = max(1, -(-len(codes) // (jobs * CHUNKS_PER_JOB)))
     ranges = [(start, min(start + step, len(codes))) for start in range(0, len(codes), step)]
     results: list[list[R] | None] = [None] * len(ranges)
     failures: list[_Failure] = []
-    _WORK = (fn, codes)
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_enter_worker)
+    for name in _WORKER_MODULES:
+        importlib.import_module(name, __package__)
+    with _LOCK:
+        token = next(_TOKENS)
+        _WORK[token] = (fn, codes)
+    pool = None
     try:
-        futures: dict[Future[list[R] | _Failure], int] = {
-            pool.submit(_run, start, stop): i for i, (start, stop) in enumerate(ranges)}
+        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_enter_worker)
+        # The workers fork inside submit: with the fork start method, ProcessPoolExecutor forks
+        # them all at the first submit (_start_executor_manager_thread calls _launch_processes,
+        # gh-90622; read in Lib/concurrent/futures/process.py of CPython 3.10.13, 3.11.7, 3.12.1
+        # and 3.13.0; 3.10 before that fix forks one per submit) and never later (a worker is
+        # replaced only under max_tasks_per_child, which fork refuses; a dead one breaks the
+        # pool). Every fork of this pool is therefore in this block, with this call's work
+        # registered, and its workers inherit it; the lock keeps other calls' forks out.
+        with _LOCK:
+            futures: dict[Future[list[R] | _Failure], int] = {
+                pool.submit(_run, token, start, stop): i for i, (start, stop) in enumerate(ranges)}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -263,8 +310,10 @@ def _pooled(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], jobs: in
                     results[i] = out
                     report.advance(len(out))
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        _WORK = None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        with _LOCK:
+            del _WORK[token]
     if failures:
         raise min(failures, key=lambda f: f.index).error()
     return [r for chunk in results if chunk is not None for r in chunk]
@@ -275,12 +324,25 @@ def _enter_worker() -> None:
     _IN_WORKER = True
 
 
-def _run(start: int, stop: int) -> list[Any] | _Failure:
-    """In a worker: the function over ``codes[start:stop]``, or the first FatbinkitError."""
+def _after_fork_in_child() -> None:
+    """Any child forked while a thread held the registry's lock (a worker, or a process the
+    caller forks) gets a free one: the thread that held it does not exist there."""
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _run(token: int, start: int, stop: int) -> list[Any] | _Failure:
+    """In a worker: the function over ``codes[start:stop]`` of the map ``token`` names, or the
+    first FatbinkitError. The registry is read without its lock (see ``_WORK``)."""
     import traceback
 
-    assert _WORK is not None, "map_codes workers are forked after the work is set"
-    fn, codes = _WORK
+    work = _WORK.get(token)
+    assert work is not None, "map_codes workers are forked after their work is registered"
+    fn, codes = work
     out = []
     for i in range(start, stop):
         try:

@@ -22,9 +22,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from .errors import FatbinkitError, FormatError, InputError, naming
+from .errors import FatbinkitError, FormatError, InputError, InvalidArgumentError, naming
 from .formats import elf, pe
 from .formats.arch import Arch
 from .formats.archive import ArMember, ar_members, is_archive
@@ -96,6 +96,28 @@ class DeviceCode:
         size = (f"{h.uncompressed_size} bytes ({codec}, {h.size} stored)" if codec else
                 f"{h.size} bytes")
         return f"{where}: {_entry_name(h)} at {self.offset:#x}, {size}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with a copy of its payload as stored (``bytes``; a view of a memory-mapped
+        file or of the caller's buffer cannot cross a process boundary): an image sent to
+        another process stands alone there, and reads as it reads here. An image of a closed
+        :class:`~fatbinkit.binary.Binary` has no payload left: an
+        :class:`~fatbinkit.errors.InvalidArgumentError`."""
+        e = self.entry
+        try:
+            stored = bytes(e.stored)
+        except ValueError as err:  # a view released by Binary.close()
+            raise InvalidArgumentError(f"cannot pickle {self}: the Binary it belongs to is "
+                                       "closed (pickle it, or its items, before closing)") from err
+        return _device_code, (self.source, self.container, e.header, e.extra, stored, e.offset,
+                              self.offset, self.member)
+
+
+def _device_code(source: str, container: int, header: EntryHeader, extra: bytes, stored: bytes,
+                 entry_offset: int, offset: int, member: str) -> DeviceCode:
+    """A pickled :class:`DeviceCode`, rebuilt (its entry checked again)."""
+    return DeviceCode(source, container, FatbinEntry(header, extra, stored, entry_offset), offset,
+                      member)
 
 
 @dataclass(frozen=True)
