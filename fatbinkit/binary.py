@@ -75,6 +75,7 @@ __all__ = [
 
 _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 _READ = (_ELF, _PTX)  # the kinds whose kernels are read
+_KINDS = {"sass": _ELF, "ptx": _PTX, "ltoir": int(EntryKind.LTOIR)}  # what ``kinds=`` names
 R = TypeVar("R")
 P = ParamSpec("P")
 
@@ -440,6 +441,16 @@ def _names_its_file(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def _as_kinds(kinds: Sequence[str] | str) -> tuple[str, ...]:
+    """``kinds=`` checked: some of ``sass``, ``ptx``, ``ltoir`` (a str is one kind)."""
+    given = (kinds,) if isinstance(kinds, str) else tuple(kinds) \
+        if isinstance(kinds, (list, tuple, set, frozenset)) else ()
+    if not given or any(k not in _KINDS for k in given):
+        raise InvalidArgumentError(f"kinds is some of {', '.join(map(repr, _KINDS))}, not "
+                                   f"{kinds!r}")
+    return given
+
+
 def _as_filters(values: Iterable[str | Arch | ArchFilter] | str | Arch | None,
                 ) -> tuple[ArchFilter, ...]:
     if values is None:
@@ -597,7 +608,7 @@ class Binary:
 
     @_names_its_file
     def map(self, fn: Callable[[DeviceCode], R], items: Sequence[Item], *,
-            kinds: Sequence[str] = ("sass", "ptx"),
+            kinds: Sequence[str] | str = ("sass", "ptx"),
             max_decompressed: int | DecompressionBudget | None = None,
             jobs: int | None = None, progress: Progress = None,
             desc: str = "reading images") -> list[R]:
@@ -607,14 +618,17 @@ class Binary:
         the ``kinds`` ``fn`` reads charged to ``max_decompressed`` first: ``fn`` reads
         ``code.entry.data()`` with no budget of its own."""
         budget = self._budget(max_decompressed, jobs, progress)
-        return self._read(fn, [it.code for it in items],
-                          [_ELF if k == "sass" else _PTX for k in kinds], budget, desc, jobs,
-                          progress)
+        if not callable(fn):
+            raise InvalidArgumentError(f"map() calls fn on each image's DeviceCode: {fn!r} is "
+                                       "not callable")
+        return self._read(fn, [it.code for it in items], [_KINDS[k] for k in _as_kinds(kinds)],
+                          budget, desc, jobs, progress)
 
     @_names_its_file
     def extract(self, directory: str | os.PathLike[str],
                 arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
-                kernel: str | KernelFilter | None = None, *, kinds: Sequence[str] = ("sass", "ptx"),
+                kernel: str | KernelFilter | None = None, *,
+                kinds: Sequence[str] | str = ("sass", "ptx"),
                 max_decompressed: int | DecompressionBudget | None = None,
                 jobs: int | None = None, progress: Progress = None,
                 batch: OutputBatch | None = None) -> list[Path]:
@@ -630,8 +644,9 @@ class Binary:
 
         out = as_path(directory, "output folder")
         spend = self._budget(max_decompressed, jobs, progress)
+        wanted = _as_kinds(kinds)
         items = [it for it in self.select(arch, kernel, max_decompressed=spend, jobs=jobs,
-                                          progress=progress) if it.kind in kinds]
+                                          progress=progress) if it.kind in wanted]
         try:
             created = not out.exists()
             out.mkdir(parents=True, exist_ok=True)

@@ -109,6 +109,20 @@ def test_bad_jobs_refused_where_nothing_is_read(lib: Binary) -> None:
             call()
 
 
+def test_kinds_and_fn_are_checked_at_the_call(lib: Binary, tmp_path: Path) -> None:
+    """``kinds`` is some of sass, ptx, ltoir (one str: one kind); anything else was a silent
+    empty extraction, or charged as PTX."""
+    assert {p.suffix for p in lib.extract(tmp_path / "ptx", kinds="ptx")} == {".ptx"}
+    for bad in ("elf", ["cubin"], [], 3):
+        with pytest.raises(InvalidArgumentError, match="kinds"):
+            lib.extract(tmp_path / "bad", kinds=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError, match="kinds"):
+            lib.map(_kind, lib.select(), kinds=bad)  # type: ignore[arg-type]
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(InvalidArgumentError, match="not callable"):
+        lib.map("len", lib.select())  # type: ignore[arg-type]
+
+
 def test_results_name_bytes_by_the_name_given(lib: Binary) -> None:
     assert lib.path is not None
     data = lib.path.read_bytes()
