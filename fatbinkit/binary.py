@@ -529,7 +529,7 @@ class Binary:
         """The listed images (cuobjdump's selection) that match ``arch`` (any of several) and
         hold a kernel matching ``kernel``, numbered and named as cuobjdump names them. The kernel
         filter reads each image (decompressing it, charged to ``max_decompressed``) on ``jobs``
-        processes, reporting to ``progress`` (see :mod:`fatbinkit`'s conventions)."""
+        processes, reporting to ``progress`` (the API's conventions: docs/api.md)."""
         budget = self._budget(max_decompressed, jobs, progress)
         filters = _as_filters(arch)
         codes = listed(self.codes, all=self.all)
