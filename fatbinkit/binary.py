@@ -32,11 +32,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from .driver import CudaVersion, DriverLike, as_cuda_version, as_device, dotted
-from .errors import FatbinkitError, InputError, InvalidArgumentError, OutputError, naming
+from .errors import (
+    FatbinkitError,
+    InputError,
+    InvalidArgumentError,
+    OutputError,
+    UnsupportedError,
+    naming,
+)
 from .formats.arch import Arch, ArchLike
 from .formats.fatbin import DecompressionBudget, EntryKind
 from .infile import as_path
 from .outfile import OutputBatch, atomic_files
+from .progress import Progress, reporter
 from .scan import (
     DeviceCode,
     EntrylessContainer,
@@ -67,6 +75,7 @@ __all__ = [
 
 _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 _READ = (_ELF, _PTX)  # the kinds whose kernels are read
+_KINDS = {"sass": _ELF, "ptx": _PTX, "ltoir": int(EntryKind.LTOIR)}  # what ``kinds=`` names
 R = TypeVar("R")
 P = ParamSpec("P")
 
@@ -227,6 +236,11 @@ class Item:
         label = {"sass": "ELF", "ptx": "PTX", "ltoir": "LTO"}.get(self.kind, self.kind)
         return f"{label} file {self.number:4d}: {self.name}"
 
+    def __repr__(self) -> str:
+        """What the listing says of it, and where it is: not the entry's header fields."""
+        return (f"Item(number={self.number}, name={self.name!r}, kind={self.kind!r}, "
+                f"arch={self.arch!r}, uncompressed={self.uncompressed}, code={self.code!r})")
+
 
 @dataclass(frozen=True)
 class ArchSummary:
@@ -339,6 +353,12 @@ class Summary:
             for device, same in sorted(devices.items(), key=lambda kv: Arch.parse(kv[0]).number))
         return cls(file, sum(s.modules for s in summaries), tuple(archs), merged)
 
+    def __repr__(self) -> str:
+        """Totals and row counts: the rows are in :meth:`lines` and :meth:`to_dict`."""
+        return (f"Summary(file={self.file!r}, modules={self.modules}, entries={self.entries}, "
+                f"stored={self.stored}, uncompressed={self.uncompressed}, "
+                f"archs=<{len(self.archs)} rows>, devices=<{len(self.devices)} GPU archs>)")
+
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "modules": self.modules, "entries": self.entries,
                 "stored": self.stored, "uncompressed": self.uncompressed,
@@ -430,6 +450,16 @@ def _names_its_file(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def _as_kinds(kinds: Sequence[str] | str) -> tuple[str, ...]:
+    """``kinds=`` checked: some of ``sass``, ``ptx``, ``ltoir`` (a str is one kind)."""
+    given = (kinds,) if isinstance(kinds, str) else tuple(kinds) \
+        if isinstance(kinds, (list, tuple, set, frozenset)) else ()
+    if not given or any(k not in _KINDS for k in given):
+        raise InvalidArgumentError(f"kinds is some of {', '.join(map(repr, _KINDS))}, not "
+                                   f"{kinds!r}")
+    return given
+
+
 def _as_filters(values: Iterable[str | Arch | ArchFilter] | str | Arch | None,
                 ) -> tuple[ArchFilter, ...]:
     if values is None:
@@ -474,7 +504,7 @@ class Binary:
         if self.entryless:
             kinds["empty fatbin containers"] = len(self.entryless)
         what = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no device code"
-        return f"{self.path or 'input'}: {what}{' (closed)' if self._closed else ''}"
+        return f"{self.file}: {what}{' (closed)' if self._closed else ''}"
 
     @property
     def closed(self) -> bool:
@@ -533,26 +563,50 @@ class Binary:
         return InvalidArgumentError(f"{self.path or self.name}: {what}: the Binary is closed "
                                     "(fatbinkit.open reads the input again)")
 
-    def budget(self, limit: int | None = None) -> DecompressionBudget:
-        """A decompression budget for one operation on this input (``limit`` bytes, default
-        :meth:`DecompressionBudget.for_input`)."""
-        return DecompressionBudget.for_input(self.size, limit)
+    def __repr__(self) -> str:
+        """Counts, not contents: short for libtorch's 20,000 images too."""
+        return (f"Binary(path={self.path!r}, name={self.name!r}, size={self.size}, "
+                f"codes={len(self.codes)}, entryless={len(self.entryless)}, "
+                f"members={len(self.members)}, all={self.all})")
+
+    @property
+    def file(self) -> str:
+        """How results name this input: its path, or for bytes the ``name`` given."""
+        return str(self.path) if self.path is not None else self.name
 
     def _read(self, fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode],
-              kinds: Collection[int], budget: DecompressionBudget | None, desc: str) -> list[R]:
-        """``fn`` over ``codes`` on every core, the payloads of ``kinds`` charged first."""
+              kinds: Collection[int], budget: DecompressionBudget, desc: str, jobs: int | None,
+              progress: Progress) -> list[R]:
+        """``fn`` over ``codes`` on ``jobs`` processes, the payloads of ``kinds`` charged
+        first."""
         from .parallel import charge, map_codes
 
-        charge(codes, budget or self.budget(), kinds)
-        return map_codes(fn, codes, desc=desc)
+        charge(codes, budget, kinds)
+        return map_codes(fn, codes, jobs=jobs, progress=progress, desc=desc)
+
+    def _budget(self, max_decompressed: int | DecompressionBudget | None, jobs: int | None,
+                progress: Progress) -> DecompressionBudget:
+        """The budget of one call, after the conventions' arguments are checked (at the call,
+        whether or not it reads images)."""
+        from .parallel import as_jobs
+
+        if jobs is not None:
+            as_jobs(jobs)
+        if progress is not None and not isinstance(progress, bool) and not callable(progress):
+            raise InvalidArgumentError(f"progress must be True, False, None or a callable "
+                                       f"taking a fatbinkit.progress.Step, not {progress!r}")
+        return DecompressionBudget.of(max_decompressed, self.size)
 
     @_names_its_file
     def select(self, arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
                kernel: str | KernelFilter | None = None, *,
-               budget: DecompressionBudget | None = None) -> tuple[Item, ...]:
+               max_decompressed: int | DecompressionBudget | None = None,
+               jobs: int | None = None, progress: Progress = None) -> tuple[Item, ...]:
         """The listed images (cuobjdump's selection) that match ``arch`` (any of several) and
         hold a kernel matching ``kernel``, numbered and named as cuobjdump names them. The kernel
-        filter reads each image (decompressing it; charged to ``budget``)."""
+        filter reads each image (decompressing it, charged to ``max_decompressed``) on ``jobs``
+        processes, reporting to ``progress`` (the API's conventions: docs/api.md)."""
+        budget = self._budget(max_decompressed, jobs, progress)
         filters = _as_filters(arch)
         codes = listed(self.codes, all=self.all)
         if filters:
@@ -561,7 +615,7 @@ class Binary:
         if kernel is not None:
             kf = kernel if isinstance(kernel, KernelFilter) else KernelFilter.parse(kernel)
             hits = self._read(lambda c: any(kf.matches(k) for k in _outline(c)[0]), codes,
-                              _READ, budget, "reading kernel names")
+                              _READ, budget, "reading kernel names", jobs, progress)
             codes = tuple(c for c, hit in zip(codes, hits, strict=True) if hit)
         names = extract_names(codes, self.name)
         counters: dict[int, int] = {}
@@ -574,10 +628,14 @@ class Binary:
 
     @_names_its_file
     def summary(self, *, kernels: bool = False,
-                budget: DecompressionBudget | None = None) -> Summary:
+                max_decompressed: int | DecompressionBudget | None = None,
+                jobs: int | None = None, progress: Progress = None) -> Summary:
         """Per (kind, arch): entries, bytes, codecs (headers only, fast); with ``kernels``, also
-        each arch's distinct kernels and the toolkits that built its cubins (reads every image).
-        Then, per GPU arch, how many modules load as SASS, by PTX JIT, or not at all."""
+        each arch's distinct kernels and the toolkits that built its cubins (reads every image,
+        on ``jobs`` processes, reporting to ``progress``). Then, per GPU arch, how many modules
+        load as SASS, by PTX JIT, or not at all. ``file`` is the path, or :attr:`name` for
+        bytes."""
+        budget = self._budget(max_decompressed, jobs, progress)
         items = self.select()
         groups: dict[tuple[int, int, str], list[DeviceCode]] = {}
         for it in items:
@@ -588,7 +646,8 @@ class Binary:
         if kernels:
             codes = [it.code for it in items]
             read = dict(zip(map(id, codes), self._read(_outline, codes, _READ, budget,
-                                                       "reading kernel names"), strict=True))
+                                                       "reading kernel names", jobs, progress),
+                            strict=True))
         for (kind, number, suffix), codes in sorted(groups.items()):
             arch = Arch(number, suffix)
             ptx = sorted({c.entry.code_version for c in codes}) if kind == _PTX else []
@@ -606,45 +665,64 @@ class Binary:
             rows.append(row)
         # a container with no entry is a module the runtime registers that loads nowhere
         sets = _header_sets(items) + [() for _ in self.entryless]
-        return Summary(str(self.path or "input"), len(sets), tuple(rows), _devices(sets))
+        return Summary(self.file, len(sets), tuple(rows), _devices(sets))
 
     @_names_its_file
     def functions(self, items: Sequence[Item] | None = None, *,
-                  budget: DecompressionBudget | None = None,
+                  max_decompressed: int | DecompressionBudget | None = None,
+                  jobs: int | None = None, progress: Progress = None,
                   ) -> list[tuple[CubinFunction, ...]]:
         """Per-function resources (:class:`fatbinkit.formats.cubin.CubinFunction`) of each SASS item
-        (``()`` for PTX), in order, read on every core: what ``cuobjdump -res-usage`` prints."""
+        (``()`` for PTX), in order, read on ``jobs`` processes: what ``cuobjdump -res-usage``
+        prints."""
         from .parallel import functions_of
 
+        budget = self._budget(max_decompressed, jobs, progress)
         chosen = self.select() if items is None else items
-        return functions_of([it.code for it in chosen], budget=budget or self.budget())
+        return functions_of([it.code for it in chosen], budget=budget, jobs=jobs,
+                            progress=progress)
 
     @_names_its_file
     def map(self, fn: Callable[[DeviceCode], R], items: Sequence[Item], *,
-            kinds: Sequence[str] = ("sass", "ptx"), budget: DecompressionBudget | None = None,
+            kinds: Sequence[str] | str = ("sass", "ptx"),
+            max_decompressed: int | DecompressionBudget | None = None,
+            jobs: int | None = None, progress: Progress = None,
             desc: str = "reading images") -> list[R]:
-        """``[fn(item.code) for item in items]`` on every core
-        (:func:`fatbinkit.parallel.map_codes`: ``fn`` may be a closure; workers are forked),
-        with the compressed payloads of the ``kinds`` ``fn`` reads charged to ``budget`` first:
-        ``fn`` reads ``code.entry.data()`` with no budget of its own."""
-        return self._read(fn, [it.code for it in items],
-                          [_ELF if k == "sass" else _PTX for k in kinds], budget, desc)
+        """``[fn(item.code) for item in items]`` on ``jobs`` processes
+        (:func:`fatbinkit.parallel.map_codes`: ``fn`` may be a closure; workers are forked;
+        ``progress`` counts images, a bar labelled ``desc``), with the compressed payloads of
+        the ``kinds`` ``fn`` reads charged to ``max_decompressed`` first: ``fn`` reads
+        ``code.entry.data()`` with no budget of its own."""
+        budget = self._budget(max_decompressed, jobs, progress)
+        if not callable(fn):
+            raise InvalidArgumentError(f"map() calls fn on each image's DeviceCode: {fn!r} is "
+                                       "not callable")
+        return self._read(fn, [it.code for it in items], [_KINDS[k] for k in _as_kinds(kinds)],
+                          budget, desc, jobs, progress)
 
     @_names_its_file
     def extract(self, directory: str | os.PathLike[str],
                 arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
-                kernel: str | KernelFilter | None = None, *, kinds: Sequence[str] = ("sass", "ptx"),
-                budget: DecompressionBudget | None = None,
+                kernel: str | KernelFilter | None = None, *,
+                kinds: Sequence[str] | str = ("sass", "ptx"),
+                max_decompressed: int | DecompressionBudget | None = None,
+                jobs: int | None = None, progress: Progress = None,
                 batch: OutputBatch | None = None) -> list[Path]:
         """Write the selected images into ``directory`` under cuobjdump's names (PTX without its
         trailing NULs, as cuobjdump writes it); all or nothing: a corrupt entry half-way leaves
         the folder as it was. Returns the paths written (a name written twice, as with cuobjdump
         for equal identifiers, once). With ``batch`` (:func:`fatbinkit.outfile.atomic_files`),
         the files are added to it and put in place when its block ends: many binaries written
-        all or nothing (:func:`fatbinkit.collection.extract`)."""
+        all or nothing (:func:`fatbinkit.collection.extract`). ``jobs`` read the images for
+        ``kernel``; ``progress`` counts that reading, then the images written (``True``: a bar
+        when there is much to write, as :func:`fatbinkit.parallel.map_codes`)."""
+        from .parallel import PROGRESS_MIN_BYTES, payload_bytes
+
         out = as_path(directory, "output folder")
-        spend = budget or self.budget()
-        items = [it for it in self.select(arch, kernel, budget=spend) if it.kind in kinds]
+        spend = self._budget(max_decompressed, jobs, progress)
+        wanted = _as_kinds(kinds)
+        items = [it for it in self.select(arch, kernel, max_decompressed=spend, jobs=jobs,
+                                          progress=progress) if it.kind in wanted]
         try:
             created = not out.exists()
             out.mkdir(parents=True, exist_ok=True)
@@ -654,6 +732,9 @@ class Binary:
         try:
             with contextlib.ExitStack() as stack:
                 into = batch if batch is not None else stack.enter_context(atomic_files())
+                report = stack.enter_context(reporter(
+                    None if progress is True and payload_bytes([it.code for it in items])
+                    < PROGRESS_MIN_BYTES else progress, len(items), "image", "writing images"))
                 for it in items:
                     if it.name in ("", ".", ".."):
                         raise OutputError(f"refusing to write outside the output folder: "
@@ -662,6 +743,7 @@ class Binary:
                     if it.code.entry.header.kind == _PTX:
                         data = data.rstrip(b"\0")
                     into.write(out / it.name, data)
+                    report.advance(1, it.name)
                 written = into.targets[before:]
         except BaseException:
             if batch is not None:
@@ -675,7 +757,8 @@ class Binary:
     @_names_its_file
     def check(self, archs: Iterable[ArchLike] | ArchLike, driver: DriverLike | None = None,
               kernel: str | KernelFilter | None = None, *, every_image: bool = False,
-              budget: DecompressionBudget | None = None,
+              max_decompressed: int | DecompressionBudget | None = None,
+              jobs: int | None = None, progress: Progress = None,
               sets: Sequence[ImageSet] | None = None) -> Check:
         """What the CUDA driver does with each module on each of ``archs`` (GPUs: a suffix is
         ignored) with ``driver`` (``"12.8"``, ``(12, 8)``, ``"570.124.06"``, ``12080``; None:
@@ -688,9 +771,11 @@ class Binary:
         decisions are the same, but kernels that only other archs' images hold are not looked
         for (:attr:`Check.every_image_read` says so). A kernel filter reads every image.
         ``sets``: the modules with every image read, when the caller has them
-        (:attr:`fatbinkit.diff.Library.sets`): nothing is read again."""
+        (:attr:`fatbinkit.diff.Library.sets`): nothing is read again. Images are read on
+        ``jobs`` processes, reporting to ``progress``, charged to ``max_decompressed``."""
         from .compat import ArchVerdict, image_sets
 
+        budget = self._budget(max_decompressed, jobs, progress)
         if isinstance(archs, (str, int, Arch)):
             archs = [archs]
         wanted = list(dict.fromkeys(Arch(d.number, future=d.future) for d in (
@@ -704,7 +789,7 @@ class Binary:
         assert source is not None
         every_image = every_image or kf is not None
         if sets is None:
-            sets = image_sets(source, budget=budget or self.budget(),
+            sets = image_sets(source, budget=budget, jobs=jobs, progress=progress,
                               devices=None if every_image else wanted,
                               codes=self.codes, entryless=self.entryless) \
                 if self.codes or self.entryless else ()
@@ -811,7 +896,10 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
     file (``.so``, ``.o``, executable) holding device code. The file is memory-mapped; images
     are read when asked for. A host ELF file without device code gives a :class:`Binary` with
     no ``codes`` (the CLI then says "does not contain device code", as cuobjdump does); input
-    that is none of these raises :class:`~fatbinkit.errors.FormatError`. ``name`` is the file
+    that is none of these raises :class:`~fatbinkit.errors.FormatError`; a wheel or a folder
+    (many binaries: :mod:`fatbinkit.collection` reads them) an
+    :class:`~fatbinkit.errors.UnsupportedError` that says so. A static library (``.a``) is one
+    input: its objects' device code, :attr:`Binary.members` its objects. ``name`` is the file
     name of bytes given (a wheel member's): images are named after it, as cuobjdump names them
     after the file it reads (``libfoo.1.sm_90.cubin``)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -821,6 +909,7 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
                       _objects(view, None) if any(c.member for c in codes) else (), name,
                       entryless)
     path = as_path(source, "input")
+    _one_binary(path)
     codes, entryless = scan_modules(path, all=all)
     try:
         size = path.stat().st_size
@@ -848,6 +937,19 @@ def _reopen(path: Path, all: bool, size: int, mtime_ns: int) -> Binary:
 def _reread(data: bytes, all: bool, name: str) -> Binary:
     """A pickled :class:`Binary` of bytes."""
     return open(data, all=all, name=name)
+
+
+def _one_binary(path: Path) -> None:
+    """Refuse a wheel or a folder (:func:`fatbinkit.collection.is_collection`), pointing to
+    the API that reads one."""
+    from .collection import is_collection
+
+    if is_collection(path):
+        what = "a folder" if path.is_dir() else "a wheel"
+        raise UnsupportedError(
+            f"{path}: {what} holds many binaries, and fatbinkit.open reads one: use "
+            "fatbinkit.collection (collection.binaries(path) opens each binary with device "
+            "code, collection.check checks them all)")
 
 
 def _objects(view: memoryview, path: Path | None) -> tuple[str, ...]:

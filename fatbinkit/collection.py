@@ -315,7 +315,7 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     or a file: :func:`binaries`), and the total per arch. A library with no kernel matching
     ``kernel`` is left out; one with no SASS or PTX the driver loads (LTO-IR only) goes to
     ``skipped``. ``max_decompressed`` bounds each library's inflated images as ``--max-
-    decompressed`` does (default: :meth:`~fatbinkit.binary.Binary.budget`). Libraries built
+    decompressed`` does (default: ``DecompressionBudget.for_input``). Libraries built
     once per CUDA version (:func:`alternatives`) count as the one build that serves each arch
     and driver (:class:`~fatbinkit.compat.TotalVerdict`)."""
     from .compat import TotalVerdict
@@ -324,7 +324,7 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     for m, binary in binaries(source, progress, skipped):
         with named(m):
             c = binary.check(archs, driver, kernel, every_image=every_image,
-                             budget=binary.budget(max_decompressed))
+                             max_decompressed=max_decompressed)
         if c.rows:
             checks.append(replace(c, file=m.name))
         elif kernel is None and skipped is not None:
@@ -367,7 +367,7 @@ def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],
                 with named(m):
                     made += _make_folders(sub)
                     found = binary.extract(sub, arch, kernel, kinds=kinds,
-                                           budget=binary.budget(max_decompressed), batch=batch)
+                                           max_decompressed=max_decompressed, batch=batch)
                 written += found
                 while not found and made and made[-1] == sub != out:  # nothing selected
                     try:

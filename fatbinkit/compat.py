@@ -99,6 +99,7 @@ from .formats.ptx import (
     min_driver_for_ptx_isa,
 )
 from .infile import as_content, as_input
+from .progress import Progress
 from .scan import DeviceCode, EntrylessContainer, scan_modules
 
 __all__ = [
@@ -1344,15 +1345,15 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
 
 def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
                budget: DecompressionBudget | None = None, *,
-               jobs: int | None = None,
+               jobs: int | None = None, progress: Progress = None,
                devices: Iterable[ArchLike] | None = None,
                codes: Sequence[DeviceCode] | None = None,
                entryless: Sequence[EntrylessContainer] = ()) -> tuple[ImageSet, ...]:
     """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
     ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself (a ``str`` is a path).
     Each image's :attr:`ImageInfo.host` is the input's OS (:func:`host_of`).
-    Images are read on ``jobs`` processes (default: every core;
-    :func:`fatbinkit.parallel.map_codes`). Decompression is charged to ``budget`` (default:
+    Images are read on ``jobs`` processes (default: every core; ``progress`` as
+    :func:`fatbinkit.parallel.map_codes` takes it). Decompression is charged to ``budget`` (default:
     :meth:`DecompressionBudget.for_input` of the input) up front, for every cubin and PTX read
     (:func:`fatbinkit.parallel.charge`).
 
@@ -1395,7 +1396,7 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     charge(chosen, budget)
     found = dict(zip(order, map_codes(
         lambda c: image_from_entry(c.entry, f"entry at {c.offset:#x}"), chosen, jobs=jobs,
-        desc="reading images"), strict=True))
+        progress=progress, desc="reading images"), strict=True))
     sets: list[ImageSet] = []
     for (member, src, c), members in groups.items():
         images = []

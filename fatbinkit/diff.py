@@ -274,8 +274,8 @@ class Snapshot:
         :class:`~fatbinkit.errors.FormatError` naming ``where``."""
         if not isinstance(doc, Mapping) or doc.get("format") != SNAPSHOT_FORMAT:
             raise FormatError(f"{where}: not a fatbinkit snapshot (expected \"format\": "
-                              f"\"{SNAPSHOT_FORMAT}\", as `fatbinkit gate --write-baseline` "
-                              "writes)")
+                              f"\"{SNAPSHOT_FORMAT}\", as Snapshot.to_dict() and `fatbinkit "
+                              "gate --write-baseline` write)")
         try:
             return cls(str(doc["source"]),
                        tuple(Library.from_dict(lib) for lib in doc["libraries"]))
@@ -319,7 +319,7 @@ def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
     read = [it for it in binary.select() if it.code.entry.header.kind in (_SASS, _PTX)]
     digests = [_digest(it.code) for it in read]
     todo = [it for it, d in zip(read, digests, strict=True) if not known or d not in known]
-    found = iter(binary.map(_outline, todo, budget=binary.budget(max_decompressed),
+    found = iter(binary.map(_outline, todo, max_decompressed=max_decompressed,
                             desc="reading images"))
     outlines = [known[d] if known and d in known else next(found) for d in digests]
     source = binary.data if binary.data is not None else binary.path

@@ -20,7 +20,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -82,7 +82,7 @@ class DeviceCode:
 
     source: str
     container: int
-    entry: FatbinEntry
+    entry: FatbinEntry = field(repr=False)  # its header tail may be long: str() says what it is
     offset: int
     member: str = ""  # the archive member (a static library's object) holding it
 

@@ -14,6 +14,7 @@ driver each arch needs instead. A thin layer over :meth:`fatbinkit.binary.Binary
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +95,7 @@ def _check(args: argparse.Namespace) -> int:
     binary = open_input(args, entryless=True)
     result = binary.check(args.arch or list(DEVICE_SUPPORT), args.driver, args.kernel,
                           every_image=args.strict or args.verbose,
-                          budget=binary.budget(args.max_decompressed))
+                          max_decompressed=args.max_decompressed, progress=sys.stderr.isatty())
     if not result.rows:
         if args.kernel is not None:
             raise FormatError(f"{args.file}: no kernel matches {args.kernel}")

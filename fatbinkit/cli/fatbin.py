@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..collection import is_collection
 from ..errors import FormatError
-from ..formats.fatbin import EntryKind
+from ..formats.fatbin import DecompressionBudget, EntryKind
 from ..outfile import atomic_path
 from .args import (
     UsageError,
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from ..collection import Member
     from ..errors import FatbinkitError
     from ..formats.cubin import Cubin, CubinFunction
-    from ..formats.fatbin import DecompressionBudget
     from ..scan import DeviceCode
 
 
@@ -233,15 +232,17 @@ def _ls(args: argparse.Namespace) -> int:
         else:
             print(f"{args.file}: {empty_containers(len(binary.entryless))}")
         return 0
-    budget = binary.budget(args.max_decompressed)
+    budget = DecompressionBudget.of(args.max_decompressed, binary.size)
     if args.summary:
-        summary = binary.summary(kernels=args.kernels, budget=budget)
+        summary = binary.summary(kernels=args.kernels, max_decompressed=budget,
+                                 progress=sys.stderr.isatty())
         if args.json:
             dump(summary.to_dict())
         else:
             sys.stdout.write("".join(f"{line}\n" for line in summary.lines()))
         return 0
-    items = binary.select(args.arch, args.kernel, budget=budget)
+    items = binary.select(args.arch, args.kernel, max_decompressed=budget,
+                          progress=sys.stderr.isatty())
     if args.sort or args.top:
         return _table(args, [(None, _rows(args, binary, items, budget))])
     if args.json:
@@ -260,7 +261,8 @@ def _rendered(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
     if not args.resources:
         return [""] * len(items)
     return binary.map(functools.partial(_render, args.json, args.demangle, args.kernel),
-                      items, kinds=("sass",), budget=budget, desc="reading cubins")
+                      items, kinds=("sass",), max_decompressed=budget,
+                      progress=sys.stderr.isatty(), desc="reading cubins")
 
 
 def _entries_json(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
@@ -315,12 +317,14 @@ def _ls_many(args: argparse.Namespace) -> int:
     try:
         for m, binary in binaries(args.file, progress, skipped, all=args.all):
             with named(m):
-                budget = binary.budget(args.max_decompressed)
+                budget = DecompressionBudget.of(args.max_decompressed, binary.size)
                 if args.summary:
                     summaries.append(dataclasses.replace(
-                        binary.summary(kernels=args.kernels, budget=budget), file=m.name))
+                        binary.summary(kernels=args.kernels, max_decompressed=budget,
+                                       progress=sys.stderr.isatty()), file=m.name))
                     continue
-                items = binary.select(args.arch, args.kernel, budget=budget)
+                items = binary.select(args.arch, args.kernel, max_decompressed=budget,
+                                      progress=sys.stderr.isatty())
                 if not items:
                     continue  # nothing matches --arch/--kernel here
                 if args.sort or args.top:
@@ -472,7 +476,8 @@ def _rows(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
                             shown(f.name, args.demangle)))
         return out
 
-    found = binary.map(rows_of, items, kinds=("sass",), budget=budget, desc="reading cubins")
+    found = binary.map(rows_of, items, kinds=("sass",), max_decompressed=budget,
+                       progress=sys.stderr.isatty(), desc="reading cubins")
     rows = [(value, name, it, row, shown_name)
             for it, fs in zip(items, found, strict=True) for value, name, row, shown_name in fs]
     if args.top:  # only the N largest can make the table (144,640 rows for libtorch_cuda.so)
@@ -544,7 +549,8 @@ def _extract(args: argparse.Namespace) -> int:
     else:
         binary = open_input(args)
         written = binary.extract(args.output, args.arch, args.kernel, kinds=kinds,
-                                 budget=binary.budget(args.max_decompressed))
+                                 max_decompressed=args.max_decompressed,
+                                 progress=sys.stderr.isatty())
     sys.stdout.write("".join(f"{path}\n" for path in written))
     return 0
 
