@@ -30,7 +30,10 @@ The rules, as NVIDIA documents them (paraphrased; the sources named where each i
   550.54.14 for ``--compress-mode=balance|size``), LZ4 is fatbinary's default since at least
   CUDA 10.0 (its ``--help``); ``a`` targets exist from CUDA 12.0 and ``f`` targets from 12.9
   (Programming Guide, "Feature Set Compiler Targets"; the 12.9 blog above), so an older driver
-  does not know them.
+  does not know them. A device whose last driver is older than what its images need (CUDA 13
+  images on Thor as sm_101, which CUDA 13 drivers call sm_110; CUDA 13.1 PTX on Volta, whose
+  last branch is R580 = CUDA 13.0) is loaded by no driver at all: its verdict fails even when
+  no driver is given (:attr:`ArchVerdict.driver_gap`).
 * **No fall back after the pick** (observed on an H200 with R580, 2026-12-01, docs/gpu.md): the
   driver selects the image by arch alone, then loads it; when that image fails (PTX ISA too
   new, an entry flag or ELF OSABI it does not know, a corrupt compressed payload) the load fails,
@@ -792,6 +795,10 @@ class ArchVerdict:
     (``entryless``, what ``prune`` leaves of a module no kept arch loads) is not empty: the
     runtime registers it and its kernels, unknown, load nowhere, so it is ``restricted`` (as the
     module it was, built for other GPUs, is in the original), named apart in ``entryless``.
+    When every driver that drives the device is older than the images need
+    (:attr:`driver_gap`), no driver loads them there: the verdict fails, with or without a
+    driver given. ``if verdict.ok:`` is the exit status of ``check``, :attr:`strict_ok` that of
+    ``check --strict``.
     """
 
     device: Arch
