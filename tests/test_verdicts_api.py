@@ -332,7 +332,7 @@ def test_collection_check_jobs_driver_and_a_shared_budget(folder: str) -> None:
     alone = [DecompressionBudget(1 << 40) for _ in range(2)]
     for budget, sub in zip(alone, ("a", "b"), strict=True):
         collection.check(Path(folder, sub), "sm_90", every_image=True, max_decompressed=budget)
-    assert shared.used == sum(b.used for b in alone)
-    if shared.used:  # compressed images: a budget too small stops the check, in API terms
-        with pytest.raises(DecompressionError, match="max_decompressed="):
-            collection.check(folder, "sm_90", every_image=True, max_decompressed=1)
+    assert shared.used == sum(b.used for b in alone) > 0  # CuPy's images are lz4
+    # a budget too small stops the check, the advice in API terms
+    with pytest.raises(DecompressionError, match="max_decompressed=SIZE"):
+        collection.check(folder, "sm_90", every_image=True, max_decompressed=1)
