@@ -1162,6 +1162,12 @@ class TotalVerdict:
     def modules(self) -> int:
         return sum(v.modules for _, v in self.units)
 
+    @property
+    def empty(self) -> tuple[str, ...]:
+        """The empty modules of every file (:attr:`ArchVerdict.empty`: never loaded, not
+        counted), each after its file's name."""
+        return tuple(f"{n}: {m}" for n, v in self.files for m in v.empty)
+
     def _floors(self) -> list[tuple[str, CudaVersion | None, bool]]:
         """``(file, floor, known)`` per file that counts, a group's its lowest build's."""
         groups = {self.serving(g): g for g, _ in self.alternatives}
@@ -1393,7 +1399,7 @@ class MinDriver:
     def empty(self) -> int:
         """The empty modules (no kernels, no variables: never loaded), left out of the
         verdicts."""
-        return self.modules - self.archs[0].verdict.modules if self.archs else 0
+        return len(self.archs[0].verdict.empty) if self.archs else 0
 
     def to_dict(self) -> dict[str, Any]:
         """``check --min-driver --json``: of a file, or (with :attr:`files`) of a wheel or

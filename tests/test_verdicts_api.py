@@ -288,6 +288,16 @@ def test_collection_min_driver_is_the_cli(folder: str, twins: str) -> None:
     assert twin.alternatives and twin["sm_90"].min_driver == (12, 0)
 
 
+def test_a_build_not_serving_is_not_called_empty(twins: str) -> None:
+    """The cuda13x build's module is not counted on sm_90 (the cuda12x build serves it): it is
+    not an empty module (no kernels, no variables) either, which the heads said."""
+    assert collection.min_driver(twins, "sm_90").empty == 0
+    assert collection.check(twins, "sm_90").verdicts[0].empty == ()
+    for args in (("--min-driver",), ("--arch", "sm_90")):
+        head = cli("check", twins, *args).stdout.splitlines()[0]
+        assert "2 module(s)" in head and "empty" not in head, head
+
+
 # --- 5. short reprs -----------------------------------------------------------------------------
 
 def test_reprs_stay_short_for_thousands_of_modules() -> None:

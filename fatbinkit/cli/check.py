@@ -192,7 +192,7 @@ def _in_group(group: str, name: str) -> str:
 def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
-    empty = _uncounted(total.modules, total.verdicts)
+    empty = len(total.verdicts[0].empty)
     print(f"{args.file}: {len(total.checks)} file(s) with device code, {total.modules} module(s)"
           + (f", {empty} of them empty (never loaded, not counted below)" if empty else "")
           + kernels + driver)
@@ -243,12 +243,6 @@ def _needs(v: ArchVerdict | TotalVerdict) -> str:
     return ArchMinDriver.of(v).needs
 
 
-def _uncounted(modules: int, verdicts: Sequence[ArchVerdict] | Sequence[TotalVerdict]) -> int:
-    """How many of ``modules`` the verdicts leave out (:attr:`ArchVerdict.modules` counts the
-    others; the same for every arch): the empty ones, which the reports name in their head."""
-    return modules - verdicts[0].modules if verdicts else 0
-
-
 def _cell(d: Decision) -> str:
     if d.image is None:
         return f"none: {(d.error or '').removeprefix('CUDA_ERROR_')}"
@@ -262,7 +256,7 @@ def _print(args: argparse.Namespace, result: Check) -> None:
     that cannot load or need PTX JIT (every module with --verbose)."""
     archs, rows, verdicts = result.archs, result.rows, result.verdicts
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
-    empty = _uncounted(len(rows), verdicts)
+    empty = len(verdicts[0].empty) if verdicts else 0
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
     print(f"{result.file}: {len(rows)} module(s)" + (f", {empty} of them empty (no kernels, no "
                                                       "variables: never loaded, not counted "
