@@ -56,7 +56,8 @@ from .scan import (
 )
 
 if TYPE_CHECKING:
-    from .compat import ArchVerdict, Decision, ImageInfo, ImageSet
+    from .collection import TotalCheck
+    from .compat import ArchVerdict, Decision, ImageInfo, ImageSet, MinDriver
     from .formats.cubin import CubinFunction
 
 __all__ = [
@@ -811,25 +812,112 @@ class Binary:
         return Check(str(self.path) if self.path else self.name, tuple(wanted), cuda,
                      tuple(rows), verdicts, unread == 0)
 
+    @_names_its_file
+    def min_driver(self, archs: Iterable[ArchLike] | ArchLike | None = None,
+                   kernel: str | KernelFilter | None = None, *, every_image: bool = False,
+                   jobs: int | None = None,
+                   max_decompressed: int | DecompressionBudget | None = None,
+                   progress: Progress = None) -> MinDriver:
+        """The lowest driver each of ``archs`` (default: every GPU arch NVIDIA lists,
+        :data:`fatbinkit.driver.DEVICE_SUPPORT`) needs for this file's images: ``check
+        --min-driver``; ``lib.min_driver()["sm_90"].min_driver`` is ``(12, 0)`` for a
+        library of CUDA 12 cubins. ``kernel``, ``every_image`` as for :meth:`check`; images
+        are read on ``jobs`` processes, inflating at most ``max_decompressed`` bytes
+        (``progress`` counts them)."""
+        from .compat import ArchMinDriver, MinDriver
+        from .driver import DEVICE_SUPPORT
 
-@dataclass(frozen=True)
+        wanted = list(DEVICE_SUPPORT) if archs is None else archs
+        kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
+            KernelFilter.parse(kernel)
+        c = self.check(wanted, None, kf, every_image=every_image, jobs=jobs,
+                       max_decompressed=max_decompressed, progress=progress)
+        return MinDriver(c.file, len(c.rows), tuple(ArchMinDriver.of(v) for v in c.verdicts))
+
+
+@dataclass(frozen=True, repr=False)
 class Check:
     """The result of :meth:`Binary.check`: ``rows`` are (module, [(kernel, [decision per
-    arch])]), ``verdicts`` one :class:`~fatbinkit.compat.ArchVerdict` per arch."""
+    arch])]), ``verdicts`` one :class:`~fatbinkit.compat.ArchVerdict` per arch. ``if
+    check.ok:`` is the exit status of ``check``, ``check.strict_ok`` that of ``check
+    --strict``."""
 
     file: str
     archs: tuple[Arch, ...]
     driver: CudaVersion | None
-    rows: tuple[tuple[ImageSet, list[tuple[str | None, list[Decision]]]], ...] = field(
-        repr=False)
+    rows: tuple[tuple[ImageSet, list[tuple[str | None, list[Decision]]]], ...]
     verdicts: tuple[ArchVerdict, ...]
     every_image_read: bool = True  # False: kernels only other archs' images hold not looked for
 
-    def ok(self, strict: bool = False) -> bool:
-        return all(v.ok(strict) for v in self.verdicts)
+    @property
+    def ok(self) -> bool:
+        """Every arch works or is partial (:attr:`fatbinkit.compat.ArchVerdict.ok`)."""
+        return all(v.ok for v in self.verdicts)
+
+    @property
+    def strict_ok(self) -> bool:
+        """Every arch works (:attr:`fatbinkit.compat.ArchVerdict.strict_ok`)."""
+        return all(v.strict_ok for v in self.verdicts)
+
+    def to_dict(self, strict: bool = False) -> dict[str, Any]:
+        """The ``check --json`` document (``check --strict --json`` with ``strict``: its
+        ``ok`` is :attr:`strict_ok`)."""
+        return {**_check_head(self, strict), "every_image_read": self.every_image_read,
+                "modules": [_module_dict(s, kernels, self.archs) for s, kernels in self.rows]}
 
     def __str__(self) -> str:
         return "\n".join(str(v) for v in self.verdicts)
+
+    def __repr__(self) -> str:
+        return f"Check({self.file!r}, modules={len(self.rows)}, {_verdicts_repr(self)})"
+
+
+def _check_head(check: Check | TotalCheck, strict: bool) -> dict[str, Any]:
+    """The keys a file's and a wheel's or folder's ``check --json`` share, in their order."""
+    return {
+        "file": check.file,
+        "driver": dotted(check.driver) if check.driver else None,
+        "driver_checked": check.driver is not None,
+        "strict": strict,
+        "archs": [a.sm for a in check.archs],
+        "ok": check.strict_ok if strict else check.ok,
+        "verdicts": {v.device.sm: v.to_dict() for v in check.verdicts},
+    }
+
+
+def _module_dict(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
+                 archs: Sequence[Arch]) -> dict[str, Any]:
+    """A module of the ``check --json`` document: where it was found (in the listing's words:
+    ``section`` or ``symbol``, and ``container``), its images and each kernel's decisions."""
+    section, symbol = source_keys(s.source)
+    return {
+        "module": s.label,
+        "section": section,
+        "symbol": symbol,
+        "container": s.container,
+        "raw": s.raw,
+        "empty": s.empty,
+        "images": [{"kind": i.kind,
+                    "arch": i.arch.compute if i.kind == "ptx" else i.arch.sm,
+                    "offset": i.offset,
+                    "ptx_version": dotted(i.ptx_version) if i.ptx_version else None,
+                    "toolkit": dotted(i.toolkit) if i.toolkit else None,
+                    "compression": i.compression,
+                    "read": i.kernels is not None or bool(i.unread)}
+                   for i in s.images],
+        "kernels": [{"name": k, "archs": {a.sm: d.to_dict()
+                                          for a, d in zip(archs, ds, strict=True)}}
+                    for k, ds in kernels],
+    }
+
+
+def _verdicts_repr(check: Check | TotalCheck) -> str:
+    """``driver='13.0', works: sm_80 sm_90, fails: sm_75``: the archs by status."""
+    by: dict[str, list[str]] = {}
+    for v in check.verdicts:
+        by.setdefault(v.status, []).append(v.device.sm)
+    driver = "None" if check.driver is None else repr(dotted(check.driver))
+    return ", ".join([f"driver={driver}", *(f"{k}: {' '.join(a)}" for k, a in by.items())])
 
 
 def _outline(code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:

@@ -26,12 +26,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     FatbinkitError,
     FormatError,
     InputError,
+    InvalidArgumentError,
     OutputError,
     UnsupportedError,
     naming,
@@ -40,12 +41,15 @@ from .infile import as_path
 
 if TYPE_CHECKING:
     from .binary import ArchFilter, Binary, Check, KernelFilter
-    from .compat import TotalVerdict
+    from .compat import MinDriver, TotalVerdict
     from .driver import CudaVersion, DriverLike
     from .formats.arch import Arch, ArchLike
+    from .formats.fatbin import DecompressionBudget
+    from .progress import Progress
 
 __all__ = ["MAX_MEMBER", "Member", "TotalCheck", "alternatives", "binaries", "check",
-           "cuda_build", "extract", "is_collection", "member_key", "members", "named"]
+           "cuda_build", "extract", "is_collection", "member_key", "members", "min_driver",
+           "named"]
 
 MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not inflated
 # ... and one that would inflate to more than this ratio of its compressed size (plus a floor), the
@@ -276,11 +280,13 @@ def binaries(source: str | os.PathLike[str],
                           ".nv_fatbin, __nv_relfatbin or an embedded fatbin, cubin or PTX)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TotalCheck:
     """:func:`check` of a wheel or folder: each library's :class:`~fatbinkit.binary.Check`
     (``file`` its path inside), and per arch the :class:`~fatbinkit.compat.TotalVerdict`;
-    ``alternatives`` the groups of builds per CUDA version (:func:`alternatives`)."""
+    ``alternatives`` the groups of builds per CUDA version (:func:`alternatives`). ``if
+    total.ok:`` is the exit status of ``check``, ``total.strict_ok`` that of ``check
+    --strict``."""
 
     file: str
     archs: tuple[Arch, ...]
@@ -299,38 +305,80 @@ class TotalCheck:
         """As :attr:`fatbinkit.binary.Check.every_image_read`, of every library."""
         return all(c.every_image_read for c in self.checks)
 
-    def ok(self, strict: bool = False) -> bool:
-        return all(v.ok(strict) for v in self.verdicts)
+    @property
+    def ok(self) -> bool:
+        """Every arch works or is partial (:attr:`fatbinkit.compat.TotalVerdict.ok`)."""
+        return all(v.ok for v in self.verdicts)
+
+    @property
+    def strict_ok(self) -> bool:
+        """Every arch works (:attr:`fatbinkit.compat.TotalVerdict.strict_ok`)."""
+        return all(v.strict_ok for v in self.verdicts)
+
+    def to_dict(self, strict: bool = False) -> dict[str, Any]:
+        """The ``check WHEEL-OR-FOLDER --json`` document (``--strict`` with ``strict``): the
+        total per arch, then each library's :meth:`~fatbinkit.binary.Check.to_dict`."""
+        from .binary import _check_head
+
+        return {**_check_head(self, strict), "every_image_read": self.every_image_read,
+                "alternatives": [{"group": g, "files": list(members)}
+                                 for g, members in self.alternatives],
+                "files": [c.to_dict(strict) for c in self.checks]}
 
     def __str__(self) -> str:
         return "\n".join(str(v) for v in self.verdicts)
 
+    def __repr__(self) -> str:
+        from .binary import _verdicts_repr
+
+        return (f"TotalCheck({self.file!r}, files={len(self.checks)}, modules={self.modules}, "
+                f"alternatives={len(self.alternatives)}, {_verdicts_repr(self)})")
+
 
 def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
           driver: DriverLike | None = None, kernel: str | KernelFilter | None = None, *,
-          every_image: bool = False, max_decompressed: int | None = None,
-          progress: Callable[[Member], None] | None = None,
+          every_image: bool = False, jobs: int | None = None, progress: Progress = None,
+          max_decompressed: int | DecompressionBudget | None = None,
           skipped: Callable[[Member, FatbinkitError], None] | None = None) -> TotalCheck:
     """:meth:`fatbinkit.binary.Binary.check` of each library of ``source`` (a wheel, a folder
     or a file: :func:`binaries`), and the total per arch. A library with no kernel matching
     ``kernel`` is left out; one with no SASS or PTX the driver loads (LTO-IR only) goes to
-    ``skipped``. ``max_decompressed`` bounds each library's inflated images as ``--max-
-    decompressed`` does (default: ``DecompressionBudget.for_input``). Libraries built
-    once per CUDA version (:func:`alternatives`) count as the one build that serves each arch
-    and driver (:class:`~fatbinkit.compat.TotalVerdict`)."""
+    ``skipped``. Each library's images are read on ``jobs`` processes (None:
+    :func:`fatbinkit.parallel.default_jobs`); ``progress`` (:mod:`fatbinkit.progress`) counts
+    the libraries read. ``max_decompressed`` bounds each library's inflated images (a number
+    of bytes; default: 64x the library + 256 MiB), or all of them together (a
+    :class:`~fatbinkit.formats.fatbin.DecompressionBudget`). Libraries built once per CUDA
+    version (:func:`alternatives`) count as the one build that serves each arch and driver
+    (:class:`~fatbinkit.compat.TotalVerdict`). ``archs``, ``driver``, ``kernel`` and ``jobs``
+    are checked before anything is read."""
+    from .binary import KernelFilter
     from .compat import TotalVerdict
+    from .driver import as_cuda_version, as_device
+    from .formats.arch import Arch
+    from .formats.fatbin import DecompressionBudget
+    from .parallel import as_jobs
 
+    if isinstance(archs, (str, int, Arch)):
+        archs = [archs]
+    devices = [as_device(a, "GPU arch") for a in archs]
+    if not devices:
+        raise InvalidArgumentError("check needs at least one GPU arch")
+    cuda = None if driver is None else as_cuda_version(driver)
+    kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
+        KernelFilter.parse(kernel)
+    jobs = as_jobs(jobs)
+    DecompressionBudget.of(max_decompressed, 0)  # refuses what is not a size or a budget
     checks: list[Check] = []
-    for m, binary in binaries(source, progress, skipped):
+    for m, binary in binaries(source, progress=progress, skipped=skipped):
         with named(m):
-            c = binary.check(archs, driver, kernel, every_image=every_image,
+            c = binary.check(devices, cuda, kf, every_image=every_image, jobs=jobs,
                              max_decompressed=max_decompressed)
         if c.rows:
             checks.append(replace(c, file=m.name))
-        elif kernel is None and skipped is not None:
+        elif kf is None and skipped is not None:
             skipped(m, FormatError("no SASS or PTX the driver loads"))
     if not checks:
-        what = "no kernel matches " + str(kernel) if kernel is not None else \
+        what = "no kernel matches " + str(kf) if kf is not None else \
             "does not contain device code the driver loads (no SASS or PTX)"
         raise FormatError(f"{os.fspath(source)}: {what}")
     first = checks[0]
@@ -338,6 +386,26 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     return TotalCheck(os.fspath(source), first.archs, first.driver, tuple(checks),
                       tuple(TotalVerdict.of([(c.file, c.verdicts[i]) for c in checks], groups)
                             for i in range(len(first.archs))), groups)
+
+
+def min_driver(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike | None = None,
+               kernel: str | KernelFilter | None = None, *, every_image: bool = False,
+               jobs: int | None = None, progress: Progress = None,
+               max_decompressed: int | DecompressionBudget | None = None,
+               skipped: Callable[[Member, FatbinkitError], None] | None = None) -> MinDriver:
+    """The lowest driver each of ``archs`` (default: every GPU arch NVIDIA lists,
+    :data:`fatbinkit.driver.DEVICE_SUPPORT`) needs for the libraries of ``source`` (a wheel, a
+    folder or a file): ``check --min-driver``, the library that needs it named
+    (:attr:`~fatbinkit.compat.ArchMinDriver.min_driver_file`). The other arguments as for
+    :func:`check`."""
+    from .compat import ArchMinDriver, MinDriver
+    from .driver import DEVICE_SUPPORT
+
+    total = check(source, list(DEVICE_SUPPORT) if archs is None else archs, None, kernel,
+                  every_image=every_image, jobs=jobs, progress=progress,
+                  max_decompressed=max_decompressed, skipped=skipped)
+    return MinDriver(total.file, total.modules, tuple(map(ArchMinDriver.of, total.verdicts)),
+                     tuple(c.file for c in total.checks), total.alternatives)
 
 
 def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],

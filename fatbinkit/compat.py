@@ -30,7 +30,10 @@ The rules, as NVIDIA documents them (paraphrased; the sources named where each i
   550.54.14 for ``--compress-mode=balance|size``), LZ4 is fatbinary's default since at least
   CUDA 10.0 (its ``--help``); ``a`` targets exist from CUDA 12.0 and ``f`` targets from 12.9
   (Programming Guide, "Feature Set Compiler Targets"; the 12.9 blog above), so an older driver
-  does not know them.
+  does not know them. A device whose last driver is older than what its images need (CUDA 13
+  images on Thor as sm_101, which CUDA 13 drivers call sm_110; CUDA 13.1 PTX on Volta, whose
+  last branch is R580 = CUDA 13.0) is loaded by no driver at all: its verdict fails even when
+  no driver is given (:attr:`ArchVerdict.driver_gap`).
 * **No fall back after the pick** (observed on an H200 with R580, 2026-12-01, docs/gpu.md): the
   driver selects the image by arch alone, then loads it; when that image fails (PTX ISA too
   new, an entry flag or ELF OSABI it does not know, a corrupt compressed payload) the load fails,
@@ -117,11 +120,13 @@ __all__ = [
     "SASS",
     "UNSUPPORTED_PTX",
     "VARIANT_MIN_CUDA",
+    "ArchMinDriver",
     "ArchVerdict",
     "Decision",
     "Floor",
     "ImageInfo",
     "ImageSet",
+    "MinDriver",
     "TotalVerdict",
     "Verdict",
     "decide",
@@ -189,7 +194,7 @@ class ImageInfo:
     arch: Arch
     ptx_version: tuple[int, int] | None = None
     label: str = ""
-    kernels: frozenset[str] | None = None
+    kernels: frozenset[str] | None = field(default=None, repr=False)  # thousands, at times
     target: Arch | None = None
     toolkit: CudaVersion | None = None
     abi_version: int | None = None
@@ -791,6 +796,10 @@ class ArchVerdict:
     (``entryless``, what ``prune`` leaves of a module no kept arch loads) is not empty: the
     runtime registers it and its kernels, unknown, load nowhere, so it is ``restricted`` (as the
     module it was, built for other GPUs, is in the original), named apart in ``entryless``.
+    When every driver that drives the device is older than the images need
+    (:attr:`driver_gap`), no driver loads them there: the verdict fails, with or without a
+    driver given. ``if verdict.ok:`` is the exit status of ``check``, :attr:`strict_ok` that of
+    ``check --strict``.
     """
 
     device: Arch
@@ -899,11 +908,18 @@ class ArchVerdict:
     @property
     def status(self) -> str:
         """``works``, ``partial`` (some modules restricted to other archs, or data-only modules
-        that cannot load) or ``fails``."""
-        if self.failed or not self.loading or not self.kernels_load:
+        that cannot load) or ``fails`` (a module cannot load, none with kernels loads, or no
+        driver can load the images on this device: :attr:`driver_gap`)."""
+        if self._coverage_fails or self.driver_gap is not None:
             return "fails"
         return ("partial" if self.restricted or self.data_only_failed or self.missing
                 else "works")
+
+    @property
+    def _coverage_fails(self) -> bool:
+        """Whether the modules fail the arch, whatever the driver: one the driver picks an image
+        for cannot load, or none with kernels loads."""
+        return bool(self.failed) or not self.loading or not self.kernels_load
 
     @property
     def max_driver(self) -> CudaVersion | None:
@@ -922,18 +938,34 @@ class ArchVerdict:
         return (f"{self.device.sm} GPUs are driven up to CUDA {dotted(last)} only ({note}), "
                 f"the images need CUDA {dotted(self.min_driver)}")
 
-    def ok(self, strict: bool = False) -> bool:
-        """Exit-status truth: fails never, partial only when not ``strict``."""
-        return self.status == "works" or (self.status == "partial" and not strict)
+    @property
+    def ok(self) -> bool:
+        """Exit-status truth: ``works`` or ``partial`` (``if verdict.ok:``)."""
+        return self.status != "fails"
+
+    @property
+    def strict_ok(self) -> bool:
+        """Exit-status truth with ``strict`` (``--strict``): ``works`` only."""
+        return self.status == "works"
 
     @property
     def reason(self) -> str:
-        """One line a user can act on."""
+        """One line a user can act on; when no driver can load the images on this device
+        (:attr:`driver_gap`), that first."""
+        gap = self.driver_gap
+        if gap is None:
+            return self._modules_reason
+        gap = f"no driver can load it on {self.device.sm}: {gap}"
+        return f"{self._modules_reason} (and {gap})" if self._coverage_fails else gap
+
+    @property
+    def _modules_reason(self) -> str:
+        """What the modules say: which cannot load, which hold no image for the arch."""
         n = self.modules
         if self.failed and len(self.failed) == n and len({d.reason for _, d in self.failed}) == 1:
             return f"no module can load: {self.failed[0][1].reason}"
         if self.failed and self.data_only_failed:
-            return replace(self, data_only_failed=()).reason + (
+            return replace(self, data_only_failed=())._modules_reason + (
                 f" (and {_count(len(self.data_only_failed), 'data-only module')})")
         if self.failed:
             reasons: dict[str, int] = {}
@@ -996,6 +1028,18 @@ class ArchVerdict:
         driver = f" with driver {dotted(self.driver)}" if self.driver else ""
         return f"{self.device.sm}{driver}: {self.status}: {self.reason}"
 
+    def __repr__(self) -> str:
+        """Counts, not the modules' names: short for a library of thousands of modules."""
+        return (f"ArchVerdict({self.device.sm}, driver={_driver_repr(self.driver)}, "
+                f"status={self.status!r}, modules={self.modules}, "
+                f"loading={len(self.loading)}, restricted={len(self.restricted)}, "
+                f"failed={len(self.failed)}, data_only_failed={len(self.data_only_failed)}, "
+                f"empty={len(self.empty)})")
+
+
+def _driver_repr(driver: CudaVersion | None) -> str:
+    return "None" if driver is None else repr(driver_name(driver))
+
 
 def _driver_numbers(release: Release | None, host: str | None) -> dict[str, Any]:
     """The JSON of a minimum driver's versions, each labelled by its OS: ``linux_driver``,
@@ -1056,8 +1100,7 @@ class TotalVerdict:
         verdicts = dict(self.files)
         loads = [(i, m) for i, m in enumerate(members) if verdicts[m].status != "fails"]
         if loads:
-            return max(loads, key=lambda p: (verdicts[p[1]].status == "works",
-                                             verdicts[p[1]].driver_gap is None, p[0]))[1]
+            return max(loads, key=lambda p: (verdicts[p[1]].status == "works", p[0]))[1]
         low = self.floor(group)
         return members[-1] if low is None else low[0]
 
@@ -1096,10 +1139,16 @@ class TotalVerdict:
             return "fails"
         return "partial" if self.named("partial") or self.named("other_gpus_only") else "works"
 
-    def ok(self, strict: bool = False) -> bool:
-        """Exit-status truth, as :meth:`ArchVerdict.ok`: fails never, partial only when not
-        ``strict``."""
-        return self.status == "works" or (self.status == "partial" and not strict)
+    @property
+    def ok(self) -> bool:
+        """Exit-status truth, as :attr:`ArchVerdict.ok`: ``works`` or ``partial``."""
+        return self.status != "fails"
+
+    @property
+    def strict_ok(self) -> bool:
+        """Exit-status truth with ``strict``, as :attr:`ArchVerdict.strict_ok`: ``works``
+        only."""
+        return self.status == "works"
 
     @property
     def counts(self) -> dict[str, int]:
@@ -1113,6 +1162,12 @@ class TotalVerdict:
     @property
     def modules(self) -> int:
         return sum(v.modules for _, v in self.units)
+
+    @property
+    def empty(self) -> tuple[str, ...]:
+        """The empty modules of every file (:attr:`ArchVerdict.empty`: never loaded, not
+        counted), each after its file's name."""
+        return tuple(f"{n}: {m}" for n, v in self.files for m in v.empty)
 
     def _floors(self) -> list[tuple[str, CudaVersion | None, bool]]:
         """``(file, floor, known)`` per file that counts, a group's its lowest build's."""
@@ -1236,6 +1291,145 @@ class TotalVerdict:
     def __str__(self) -> str:
         driver = f" with driver {dotted(self.driver)}" if self.driver else ""
         return f"{self.device.sm}{driver}: {self.status}: {self.reason}"
+
+    def __repr__(self) -> str:
+        """Counts, not the files' verdicts: short for a wheel of hundreds of libraries."""
+        return (f"TotalVerdict({self.device.sm}, driver={_driver_repr(self.driver)}, "
+                f"status={self.status!r}, files={len(self.files)}, "
+                f"alternatives={len(self.alternatives)}, modules={self.modules})")
+
+
+@dataclass(frozen=True)
+class ArchMinDriver:
+    """The lowest driver that loads a file's images on one GPU arch (of a wheel's or folder's
+    libraries: the highest any library needs, :attr:`min_driver_file` the one that needs it):
+    what ``check --min-driver`` prints per arch. Fields as on the :attr:`verdict` it is read
+    from (an :class:`ArchVerdict` or :class:`TotalVerdict` made with no driver): ``min_driver``
+    the CUDA version (None: no image is picked, or ``min_driver_known`` False: a floor newer
+    than the tables), ``min_release`` its driver versions, of which ``host``'s apply,
+    ``max_driver`` the last CUDA version that drives the device (None: still driven) and
+    ``driver_gap`` why no driver can load the images on it, if none can."""
+
+    device: Arch
+    min_driver: CudaVersion | None
+    min_driver_known: bool
+    min_release: Release | None
+    host: str | None
+    max_driver: CudaVersion | None
+    driver_gap: str | None
+    min_driver_file: str | None
+    verdict: ArchVerdict | TotalVerdict = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, verdict: ArchVerdict | TotalVerdict) -> ArchMinDriver:
+        """The minimum driver a verdict states."""
+        return cls(verdict.device, verdict.min_driver, verdict.min_driver_known,
+                   verdict.min_release, verdict.host, verdict.max_driver, verdict.driver_gap,
+                   verdict.min_driver_file if isinstance(verdict, TotalVerdict) else None,
+                   verdict)
+
+    @property
+    def needs(self) -> str:
+        """``needs CUDA 12.0 (Linux driver >= 525.60.13)``, with the device's last CUDA version
+        when it has one, ``needs no existing driver: ...`` for a :attr:`driver_gap`; empty when
+        no image is picked."""
+        if self.driver_gap:
+            return f"needs no existing driver: {self.driver_gap}"
+        if not self.min_driver_known:
+            return "needs an unknown driver (a floor newer than the tables)"
+        if self.min_driver is None:
+            return ""
+        upto = f", up to CUDA {dotted(self.max_driver)}" if self.max_driver else ""
+        return f"needs {cuda_name(self.min_driver, self.host, self.min_release)}{upto}"
+
+    @property
+    def covers(self) -> str:
+        """Which modules the minimum is for: ``every module``, ``3/5 modules (the others hold
+        no image for it)``, and for a wheel or folder the library that sets it when the
+        libraries need different drivers."""
+        v = self.verdict
+        picked = v.modules - v.counts["other_gpus"]
+        cover = ("every module" if picked == v.modules else
+                 f"{picked}/{v.modules} modules (the others hold no image for it)")
+        if isinstance(v, TotalVerdict) and v.min_driver_file and len(
+                {f.min_driver for _, f in v.files if f.min_driver}) > 1:
+            cover += f"; set by {v.min_driver_file}"  # the others need less
+        return cover
+
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict's JSON (``check --min-driver --json``'s per arch): its ``status`` is
+        arch coverage only, ``linux_driver``, ``windows_driver`` and ``host`` the driver
+        versions of the minimum."""
+        return self.verdict.to_dict()
+
+    @property
+    def text(self) -> str:
+        """``CUDA 12.0 (Linux driver >= 525.60.13): every module``, or ``no image``."""
+        needs = self.needs.removeprefix("needs ")
+        return f"{needs}: {self.covers}" if needs else "no image"
+
+    def __str__(self) -> str:
+        """``sm_90: CUDA 12.0 (Linux driver >= 525.60.13): every module``."""
+        return f"{self.device.sm}: {self.text}"
+
+
+@dataclass(frozen=True)
+class MinDriver:
+    """The lowest driver per GPU arch for a file (:meth:`fatbinkit.binary.Binary.min_driver`)
+    or a wheel's or folder's libraries (:func:`fatbinkit.collection.min_driver`): ``check
+    --min-driver``. ``modules`` counts every module, empty ones included (each arch's verdict
+    counts only the others); ``files`` the libraries judged (None: one file) and
+    ``alternatives`` their groups of builds per CUDA version. ``min_driver["sm_90"]`` is an
+    arch's :class:`ArchMinDriver`."""
+
+    file: str
+    modules: int
+    archs: tuple[ArchMinDriver, ...]
+    files: tuple[str, ...] | None = None
+    alternatives: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def __getitem__(self, arch: ArchLike) -> ArchMinDriver:
+        device = as_device(arch, "GPU arch")
+        found = next((a for a in self.archs if a.device.number == device.number), None)
+        if found is None:
+            raise NotFoundError.among("arch", device.sm, [a.device.sm for a in self.archs],
+                                      self.file)
+        return found
+
+    @property
+    def empty(self) -> int:
+        """The empty modules (no kernels, no variables: never loaded), left out of the
+        verdicts."""
+        return len(self.archs[0].verdict.empty) if self.archs else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """``check --min-driver --json``: of a file, or (with :attr:`files`) of a wheel or
+        folder."""
+        per_arch = {a.device.sm: a.to_dict() for a in self.archs}
+        if self.files is None:
+            return {"file": self.file, "modules": self.modules, "min_driver": per_arch}
+        return {"file": self.file, "files": list(self.files), "modules": self.modules,
+                "alternatives": [{"group": g, "files": list(members)}
+                                 for g, members in self.alternatives],
+                "min_driver": per_arch}
+
+    def __str__(self) -> str:
+        """What ``check --min-driver`` prints: a line per arch, then the warnings."""
+        empty = self.empty
+        lines = [f"{self.file}: minimum driver per GPU arch ({self.modules} module(s)"
+                 + (f" in {len(self.files)} file(s)" if self.files is not None else "")
+                 + (f"; {empty} empty ones, no kernels and no variables: never loaded, left "
+                    "out" if empty > 0 else "") + ")"]
+        width = max((len(a.device.sm) for a in self.archs), default=0) + 2
+        lines += [f"  {a.device.sm.ljust(width)}{a.text}" for a in self.archs]
+        lines += [f"warning: {w}" for w in dict.fromkeys(
+            w for a in self.archs for w in a.verdict.warnings)]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        files = "" if self.files is None else f", files={len(self.files)}"
+        return (f"MinDriver({self.file!r}, modules={self.modules}, "
+                f"archs={len(self.archs)}{files})")
 
 
 def _dotted_or_none(version: CudaVersion | None) -> str | None:

@@ -230,7 +230,7 @@ def test_one_image_per_module_and_file_verdicts() -> None:
     data = ImageSet("data", (ImageInfo(PTX, Arch(50), (8, 0), kernels=frozenset(),
                                        variables=True),))
     v = file_verdict([kern, data], Arch(90), (13, 0))
-    assert v.status == "fails" and not v.ok() and "no module with kernels" in v.reason
+    assert v.status == "fails" and not v.ok and "no module with kernels" in v.reason
     assert isinstance(v, ArchVerdict)
 
 

@@ -283,7 +283,7 @@ def test_open_takes_str_path_and_bytes(kernels_fatbin: Path) -> None:
         [(i.name, i.arch) for i in by_str.select()]
     assert [i.arch for i in by_bytes.select()] == [i.arch for i in by_path.select()]
     assert by_bytes.summary().to_dict()["archs"] == by_path.summary().to_dict()["archs"]
-    assert by_bytes.check(["sm_90"]).ok() and by_path.check(["sm_90"]).ok()
+    assert by_bytes.check(["sm_90"]).ok and by_path.check(["sm_90"]).ok
     assert str(by_path) == f"{kernels_fatbin}: 7 sass, 7 ptx"
     with pytest.raises(FatbinkitError, match="path"):
         fatbinkit.open(42)  # type: ignore[arg-type]

@@ -60,7 +60,7 @@ def verdicts(path: Path, archs: list[str]) -> dict[str, tuple[bool, bool]]:
     c = open_binary(path).check(archs, every_image=True)
     failing = {v.arch for v in gate([path], Rules(require_archs=tuple(
         Arch.parse(a) for a in archs))).violations}
-    return {v.device.sm: (v.ok(strict=True), v.device.sm not in failing) for v in c.verdicts}
+    return {v.device.sm: (v.strict_ok, v.device.sm not in failing) for v in c.verdicts}
 
 
 def wrappers(path: Path) -> int:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..collection import is_collection
-from ..driver import DEVICE_SUPPORT, cuda_name, dotted
+from ..driver import cuda_name, dotted
 from ..errors import FormatError
 from ..formats.arch import Arch
 from .args import add_budget, arch, driver, examples, kernel_filter
@@ -93,27 +93,34 @@ def _check(args: argparse.Namespace) -> int:
     if is_collection(args.file):
         return _check_many(args)
     binary = open_input(args, entryless=True)
-    result = binary.check(args.arch or list(DEVICE_SUPPORT), args.driver, args.kernel,
-                          every_image=args.strict or args.verbose,
-                          max_decompressed=args.max_decompressed, progress=sys.stderr.isatty())
-    if not result.rows:
-        if args.kernel is not None:
-            raise FormatError(f"{args.file}: no kernel matches {args.kernel}")
-        raise FormatError(f"{args.file}: does not contain device code the driver loads "
-                          "(no SASS or PTX)")
+    every_image = args.strict or args.verbose
     if args.min_driver:
+        least = binary.min_driver(args.arch, args.kernel, every_image=every_image,
+                                  max_decompressed=args.max_decompressed)
+        _judged_some(args, least.modules)
         if args.json:
-            dump({"file": str(args.file), "modules": len(result.rows),
-                  "min_driver": {v.device.sm: _min_driver_dict(v) for v in result.verdicts}})
+            dump(least.to_dict())
         else:
-            _print_min_driver(args.file, len(result.rows), result.verdicts)
+            print(least)
         return 0
-    ok = result.ok(args.strict)
+    result = binary.check(args.arch, args.driver, args.kernel, every_image=every_image,
+                          max_decompressed=args.max_decompressed, progress=sys.stderr.isatty())
+    _judged_some(args, len(result.rows))
     if args.json:
-        dump(_json(args, result, ok))
+        dump(result.to_dict(args.strict))
     else:
         _print(args, result)
-    return 0 if ok else 1
+    return 0 if (result.strict_ok if args.strict else result.ok) else 1
+
+
+def _judged_some(args: argparse.Namespace, modules: int) -> None:
+    """A file with no module to judge is an error: no kernel matches, or no SASS or PTX."""
+    if modules:
+        return
+    if args.kernel is not None:
+        raise FormatError(f"{args.file}: no kernel matches {args.kernel}")
+    raise FormatError(f"{args.file}: does not contain device code the driver loads "
+                      "(no SASS or PTX)")
 
 
 def _check_many(args: argparse.Namespace) -> int:
@@ -122,48 +129,53 @@ def _check_many(args: argparse.Namespace) -> int:
     each library's own report; ``--min-driver`` the highest floor per arch and the library that
     sets it. A library built once per CUDA version counts as the build that serves each arch
     (and driver), which the text and JSON name with the group's lowest driver."""
-    from ..collection import check
+    from ..collection import check, min_driver
+    from ..compat import TotalVerdict
 
+    every_image = args.strict or args.verbose
+    if args.min_driver:
+        try:
+            least = min_driver(args.file, args.arch, args.kernel, every_image=every_image,
+                               max_decompressed=args.max_decompressed, progress=progress,
+                               skipped=skipped)
+        finally:
+            progress_done()
+        if args.json:
+            dump(least.to_dict())
+        else:
+            print(least)
+            _print_alternatives(least.alternatives, [
+                a.verdict for a in least.archs if isinstance(a.verdict, TotalVerdict)],
+                serving=False)
+        return 0
     try:
-        total = check(args.file, args.arch or list(DEVICE_SUPPORT), args.driver, args.kernel,
-                      every_image=args.strict or args.verbose,
+        total = check(args.file, args.arch, args.driver, args.kernel, every_image=every_image,
                       max_decompressed=args.max_decompressed, progress=progress,
                       skipped=skipped)
     finally:
         progress_done()
-    groups = [{"group": g, "files": list(members)} for g, members in total.alternatives]
-    if args.min_driver:
-        if args.json:
-            dump({"file": str(args.file), "files": [c.file for c in total.checks],
-                  "modules": total.modules, "alternatives": groups,
-                  "min_driver": {v.device.sm: _min_driver_dict(v) for v in total.verdicts}})
-        else:
-            _print_min_driver(args.file, total.modules, total.verdicts, len(total.checks))
-            _print_alternatives(total, serving=False)
-        return 0
-    ok = total.ok(args.strict)
     if args.json:
-        dump({**_json(args, total, ok), "alternatives": groups, "files": [
-            {**_json(args, c, c.ok(args.strict)), "file": c.file} for c in total.checks]})
+        dump(total.to_dict(args.strict))
     else:
         _print_many(args, total)
-    return 0 if ok else 1
+    return 0 if (total.strict_ok if args.strict else total.ok) else 1
 
 
-def _print_alternatives(total: TotalCheck, serving: bool = True) -> None:
+def _print_alternatives(alternatives: Sequence[tuple[str, Sequence[str]]],
+                        verdicts: Sequence[TotalVerdict], serving: bool = True) -> None:
     """Each group of builds per CUDA version: per arch the build that serves it (with
     ``serving``) and the lowest driver a build needs, with that build."""
-    if not total.alternatives:
+    if not alternatives:
         return
     from ..collection import cuda_build
 
     print("\nalternatives (one library built per CUDA version; the package loads one):")
-    width = max(len(v.device.sm) for v in total.verdicts) + 2
-    for group, members in total.alternatives:
+    width = max(len(v.device.sm) for v in verdicts) + 2
+    for group, members in alternatives:
         builds = [b for b in map(cuda_build, members) if b is not None]  # each names one
         print(f"  {group}: {len(members)} builds (CUDA "
               + ", ".join(f"{a}.{'x' if b < 0 else b}" for a, b in builds) + ")")
-        for v in total.verdicts:
+        for v in verdicts:
             low = v.floor(group)
             lowest = ("no build's driver floor known" if low is None else
                       f"lowest driver {cuda_name(low[1])}: {_in_group(group, low[0])}")
@@ -181,14 +193,14 @@ def _in_group(group: str, name: str) -> str:
 def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
-    empty = _uncounted(total.modules, total.verdicts)
+    empty = len(total.verdicts[0].empty)
     print(f"{args.file}: {len(total.checks)} file(s) with device code, {total.modules} module(s)"
           + (f", {empty} of them empty (never loaded, not counted below)" if empty else "")
           + kernels + driver)
     if not args.driver:
         print(NOT_CHECKED)
     _print_verdicts(args, total.verdicts)
-    _print_alternatives(total)
+    _print_alternatives(total.alternatives, total.verdicts)
     width = max(len(c.file) for c in total.checks) + 2
     counted = [{n for n, _ in t.units} for t in total.verdicts]  # per arch: not an idle build
     cells = [[_file_cell(v, args.strict) if c.file in counted[i] else
@@ -226,106 +238,10 @@ def _file_cell(v: ArchVerdict, strict: bool) -> str:
 
 def _needs(v: ArchVerdict | TotalVerdict) -> str:
     """``needs CUDA 12.0 (driver >= 525.60.13)``, with the device's last driver when it has one;
-    empty when no image is picked."""
-    if v.driver_gap:
-        return f"needs no existing driver: {v.driver_gap}"
-    if not v.min_driver_known:
-        return "needs an unknown driver (a floor newer than the tables)"
-    if v.min_driver is None:
-        return ""
-    upto = f", up to CUDA {dotted(v.max_driver)}" if v.max_driver else ""
-    return f"needs {cuda_name(v.min_driver, v.host, v.min_release)}{upto}"
+    empty when no image is picked (:attr:`fatbinkit.compat.ArchMinDriver.needs`)."""
+    from ..compat import ArchMinDriver
 
-
-def _min_driver_dict(v: ArchVerdict | TotalVerdict) -> dict[str, Any]:
-    """The verdict without a driver (``status`` is arch coverage only), with the driver
-    versions that provide the minimum (``linux_driver``, ``windows_driver``, ``host``)."""
-    return v.to_dict()
-
-
-def _uncounted(modules: int, verdicts: Sequence[ArchVerdict] | Sequence[TotalVerdict]) -> int:
-    """How many of ``modules`` the verdicts leave out (:attr:`ArchVerdict.modules` counts the
-    others; the same for every arch): the empty ones, which the reports name in their head."""
-    return modules - verdicts[0].modules if verdicts else 0
-
-
-def _print_min_driver(file: Path, modules: int,
-                      verdicts: Sequence[ArchVerdict] | Sequence[TotalVerdict],
-                      files: int | None = None) -> None:
-    from ..compat import TotalVerdict
-
-    empty = _uncounted(modules, verdicts)
-    print(f"{file}: minimum driver per GPU arch ({modules} module(s)"
-          + (f" in {files} file(s)" if files is not None else "")
-          + (f"; {empty} empty ones, no kernels and no variables: never loaded, left out"
-             if empty > 0 else "") + ")")
-    width = max(len(v.device.sm) for v in verdicts) + 2
-    for v in verdicts:
-        needs = _needs(v).removeprefix("needs ")
-        if not needs:
-            print(f"  {v.device.sm.ljust(width)}no image")
-            continue
-        picked = v.modules - v.counts["other_gpus"]
-        cover = ("every module" if picked == v.modules else
-                 f"{picked}/{v.modules} modules (the others hold no image for it)")
-        if isinstance(v, TotalVerdict) and v.min_driver_file and len(
-                {f.min_driver for _, f in v.files if f.min_driver}) > 1:
-            cover += f"; set by {v.min_driver_file}"  # the others need less
-        print(f"  {v.device.sm.ljust(width)}{needs}: {cover}")
-    for w in dict.fromkeys(w for v in verdicts for w in v.warnings):
-        print(f"warning: {w}")
-
-
-def _json(args: argparse.Namespace, result: Check | TotalCheck, ok: bool) -> dict[str, Any]:
-    """The JSON document of one file's check; of a wheel or folder, its head (the caller adds
-    each file's)."""
-    from ..collection import TotalCheck
-
-    archs = result.archs
-    head = {
-        "file": str(args.file),
-        "driver": dotted(args.driver) if args.driver else None,
-        "driver_checked": args.driver is not None,
-        "strict": args.strict,
-        "archs": [a.sm for a in archs],
-        "ok": ok,
-        "verdicts": {v.device.sm: v.to_dict() for v in result.verdicts},
-    }
-    if isinstance(result, TotalCheck):
-        return {**head, "every_image_read": result.every_image_read}
-    return {
-        **head,
-        "every_image_read": result.every_image_read,
-        "modules": [
-            {
-                "module": s.label,
-                **_source(s),
-                "raw": s.raw,
-                "empty": s.empty,
-                "images": [{"kind": i.kind,
-                            "arch": i.arch.compute if i.kind == "ptx" else i.arch.sm,
-                            "offset": i.offset,
-                            "ptx_version": dotted(i.ptx_version) if i.ptx_version else None,
-                            "toolkit": dotted(i.toolkit) if i.toolkit else None,
-                            "compression": i.compression,
-                            "read": i.kernels is not None or bool(i.unread)}
-                           for i in s.images],
-                "kernels": [{"name": k, "archs": {a.sm: d.to_dict() for a, d in
-                                                  zip(archs, ds, strict=True)}}
-                            for k, ds in kernels],
-            }
-            for s, kernels in result.rows
-        ],
-    }
-
-
-def _source(s: ImageSet) -> dict[str, Any]:
-    """Where a module was found, in the listing's words: ``section`` or ``symbol``, and
-    ``container``."""
-    from ..scan import source_keys
-
-    section, symbol = source_keys(s.source)
-    return {"section": section, "symbol": symbol, "container": s.container}
+    return ArchMinDriver.of(v).needs
 
 
 def _cell(d: Decision) -> str:
@@ -341,7 +257,7 @@ def _print(args: argparse.Namespace, result: Check) -> None:
     that cannot load or need PTX JIT (every module with --verbose)."""
     archs, rows, verdicts = result.archs, result.rows, result.verdicts
     driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
-    empty = _uncounted(len(rows), verdicts)
+    empty = len(verdicts[0].empty) if verdicts else 0
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
     print(f"{result.file}: {len(rows)} module(s)" + (f", {empty} of them empty (no kernels, no "
                                                       "variables: never loaded, not counted "
@@ -379,7 +295,7 @@ def _print_verdicts(args: argparse.Namespace,
     print("verdict" + (" (--strict)" if args.strict else "") + ":")
     width = max(len(v.device.sm) for v in verdicts) + 2
     for v in verdicts:
-        status = v.status.upper() if not v.ok(args.strict) else v.status
+        status = v.status if (v.strict_ok if args.strict else v.ok) else v.status.upper()
         n = v.counts
         counts = f"{n['sass']} SASS, {n['jit']} PTX JIT, {n['cannot']} cannot load" + (
             f", {n['other_gpus']} for other GPUs only" if n["other_gpus"] else "")

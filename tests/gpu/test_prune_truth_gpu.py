@@ -92,5 +92,5 @@ def test_empty_container_fails_as_the_module_did(gpu: Device, built: Path, tmp_p
     assert _run(built, built / "libmix.so", eager) == _run(built, out, eager) == want
     before, after = (open_binary(p).check([dev], every_image=True).verdicts[0]
                      for p in (built / "libmix.so", out))
-    assert (before.status, before.ok(strict=True)) == (after.status, after.ok(strict=True)) \
+    assert (before.status, before.strict_ok) == (after.status, after.strict_ok) \
         == ("partial", False)
