@@ -302,7 +302,7 @@ class Snapshot:
                 f"kernels={n})")
 
 
-def _short(text: str, most: int = 120) -> str:
+def _short(text: str, most: int = 100) -> str:
     """``text`` cut to ``most`` characters, for a repr that stays short."""
     return text if len(text) <= most else f"{text[:most - 3]}..."
 

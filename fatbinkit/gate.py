@@ -26,6 +26,7 @@ from .diff import (
     Diff,
     Library,
     Snapshot,
+    _short,
     diff,
     read_library,
 )
@@ -90,22 +91,23 @@ def _version(version: CudaVersion) -> str:
     return version.text if isinstance(version, Driver) else dotted(version)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class SizeLimit:
     """``max_size``: device code bytes (stored, as in the file) of one library, for the images
     matching ``arch`` (None: all of them; a str is read by
     :meth:`fatbinkit.binary.ArchFilter.parse`: ``sm_90`` SASS and PTX of SM 9.0)."""
 
     limit: int
-    arch: ArchFilter | None = None
+    arch: ArchFilter | None
 
-    def __post_init__(self) -> None:
-        _count(self.limit, "max_size", "SIZE", 0)
-        if isinstance(self.arch, (str, Arch)):
-            object.__setattr__(self, "arch", ArchFilter.parse(self.arch))
-        elif self.arch is not None and not isinstance(self.arch, ArchFilter):
+    def __init__(self, limit: int, arch: ArchFilter | Arch | str | None = None) -> None:
+        object.__setattr__(self, "limit", _count(limit, "max_size", "SIZE", 0))
+        if isinstance(arch, (str, Arch)):
+            arch = ArchFilter.parse(arch)
+        elif arch is not None and not isinstance(arch, ArchFilter):
             raise InvalidArgumentError(f"a SizeLimit's arch is an ArchFilter, a name like "
-                                       f"'sm_90' or None, not {self.arch!r}")
+                                       f"'sm_90' or None, not {arch!r}")
+        object.__setattr__(self, "arch", arch)
 
     def __str__(self) -> str:
         return f"{self.arch}={self.limit}" if self.arch else str(self.limit)
@@ -329,10 +331,13 @@ class Gate:
         """Counts, not contents: cuBLAS's gate holds 10^5 kernel images."""
         rules = sorted({v.rule for v in self.violations})
         shown = ", ".join(rules[:4]) + (", ..." if len(rules) > 4 else "")
+        snap = self.snapshot
+        changes = "" if self.changes is None else \
+            f", changes={len(self.changes.changed)}, regressions={self.changes.regressions}"
         return (f"Gate(ok={self.ok}, violations={len(self.violations)}"
                 f"{f' ({shown})' if rules else ''}, notes={len(self.notes)}, "
-                f"snapshot={self.snapshot!r}"
-                f"{'' if self.changes is None else ', changes=' + repr(self.changes)})")
+                f"inputs={_short(snap.source)!r}, libraries={len(snap.libraries)}, "
+                f"kernels={sum(len(lib.kernels) for lib in snap.libraries)}{changes})")
 
 
 def gate(inputs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], rules: Rules, *,

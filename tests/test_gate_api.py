@@ -11,6 +11,8 @@ the variables' module alone, and ``ptx.fatbin`` PTX for compute_80 only.
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -148,6 +150,8 @@ def test_rules_are_validated_and_normalised() -> None:
                        "'sm_80', 'sm_86'), driver='12.8', max_min_driver='12.8', max_size=("
                        "SizeLimit(200), SizeLimit(64, 'sm_90')), tolerance=('registers=8',))")
     assert eval(repr(r)) == r  # the keywords make the rules again
+    assert pickle.loads(pickle.dumps(r)) == r
+    assert dataclasses.replace(r, no_spills=True) == Rules(**{**vars(r), "no_spills": True})
     assert repr(Rules()) == "Rules()" and str(Rules()) == "no rules"
     assert str(Rules(driver="580.65.06", require_archs=90)) == \
         "--require-arch sm_90 --driver 580.65.06"
@@ -237,16 +241,18 @@ def test_reprs_stay_short() -> None:
                               ("CUDA 12.8",), "12.8"),),
                   tuple(ModuleArchs(i, (f"k{i}",), ("sm_90",), ()) for i in range(200)), ())
     snap = Snapshot("big.whl", (lib,))
+    long = Snapshot(" ".join(f"dist/pkg{n}-1.0-py3-none-any.whl" for n in range(50)), (lib,))
     violations = tuple(Violation("max-registers", "big.whl", lib.name, k.kernel, k.arch, 64, 32,
                                  "64 registers > 32") for k in kernels)
-    changes = Diff("old.whl", "big.whl", ((lib.name, lib.name),), (), (), kernels, kernels,
+    changes = Diff(long.source, long.source, ((lib.name, lib.name),), (), (), kernels, kernels,
                    tuple(FieldChange(lib.name, k.kernel, k.arch, 0, "registers", 32, 64)
                          for k in kernels), 0)
-    g = Gate(snap, violations, ("note: x",), changes)
-    for obj in (lib, snap, changes, g):
+    g = Gate(long, violations, ("note: x",), changes)
+    for obj in (lib, snap, long, changes, g):
         assert len(repr(obj)) < 400, repr(obj)[:1000]
     assert repr(snap) == "Snapshot(source='big.whl', libraries=1, kernels=20000)"
     assert repr(g).startswith("Gate(ok=False, violations=20000 (max-registers), notes=1, ")
+    assert repr(g).endswith(", libraries=1, kernels=20000, changes=20000, regressions=20000)")
     assert "kernels=20000, archs=1, modules=200" in repr(lib)
     assert "changed=20000" in repr(changes)
 
@@ -294,3 +300,22 @@ def test_command_line_progress_line_takes_steps(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr("sys.stderr", err)
     progress(Step(2, 7, "file", "torch/lib/\nlibx.so"))
     assert err.getvalue() == "\rread 2/7 files: torch/lib/?libx.so\x1b[K"
+
+
+def test_ratchet_names_the_figure(built: Path, tmp_path: Path) -> None:
+    """A library of the baseline gone, and a library that lost an arch: each violation names
+    what the ratchet found, from the closed set."""
+    for side, names in (("old", ("libkernels.so", "libtables.so")), ("new", ("libkernels.so",))):
+        (tmp_path / side).mkdir()
+        for name in names:
+            (tmp_path / side / name).write_bytes((built / name).read_bytes())
+    (tmp_path / "new" / "libtables.so").write_bytes((built / "ptx.fatbin").read_bytes())
+    g = gate(tmp_path / "new", Rules(), baseline=snapshot(tmp_path / "old"))
+    assert {v.rule for v in g.violations} == {"baseline:lost-coverage"}  # SASS gone: PTX now
+    assert ("baseline:lost-coverage", "libtables.so", "sm_80") in {
+        (v.rule, v.library, v.arch) for v in g.violations}
+    (tmp_path / "new" / "libtables.so").unlink()
+    g = gate(tmp_path / "new", Rules(), baseline=snapshot(tmp_path / "old"))
+    assert [(v.rule, v.library) for v in g.violations] == [
+        ("baseline:library-gone", "libtables.so")]
+    assert {v.rule for v in g.violations} <= set(RULES)
