@@ -6,7 +6,8 @@ keyword).
 
 Libraries built by nvcc here: ``libdata.so`` holds a module of variables only (no kernel) built
 for sm_80 beside a kernel module for sm_80 and sm_90 (as cuRAND ships its tables), ``libtables.so``
-the variables' module alone, and ``ptx.fatbin`` PTX for compute_80 only.
+the variables' module alone, ``ptx.fatbin`` PTX for compute_80 only and ``sm100.fatbin`` SASS
+for sm_100 only.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "k.cu").write_text(KERNELS)
     run([NVCC, "-fatbin", "-gencode", "arch=compute_80,code=compute_80", root / "k.cu", "-o",
          root / "ptx.fatbin"])
+    run([NVCC, "-fatbin", "-gencode", "arch=compute_100,code=sm_100", root / "k.cu", "-o",
+         root / "sm100.fatbin"])
     return root
 
 
@@ -104,6 +107,20 @@ def test_a_module_of_variables_only_is_judged(built: Path) -> None:
     only = gate([built / "libtables.so"], Rules(require_archs=(Arch(80), Arch(90))))
     assert failing(only, "require-arch") == {"sm_90"}
     assert gate([built / "libkernels.so"], Rules(require_archs=(Arch(80), Arch(90)))).ok
+
+
+def test_images_no_driver_of_the_gpu_loads(built: Path) -> None:
+    """sm_100 SASS runs on sm_101 by the arch rules, but the CUDA 13 cubins need a 13.0 driver
+    and sm_101 GPUs are driven up to CUDA 12.9 (CUDA 13 calls them sm_110): the verdict's
+    driver_gap, a violation of both rules (once per library and arch)."""
+    path = built / "sm100.fatbin"
+    (verdict,) = fatbinkit.open(path).check("sm_101").verdicts
+    assert verdict.driver_gap is not None
+    g = gate(path, Rules(require_archs=["sm_100", "sm_101", "sm_103"], require_sass="sm_101"))
+    assert [(v.rule, v.kernel, v.arch, v.value, v.limit) for v in g.violations] == [
+        ("require-arch", None, "sm_101", "13.0", "12.9"),
+        ("require-sass-arch", None, "sm_101", "13.0", "12.9")]
+    assert g.violations[0].message == verdict.driver_gap
 
 
 def test_require_sass_refuses_ptx_jit(built: Path) -> None:
