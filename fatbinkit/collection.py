@@ -228,25 +228,29 @@ def _wheel(path: Path) -> Iterator[Member]:
                 yield Member(info.filename, path, None, info.file_size)
 
 
-def binaries(source: str | os.PathLike[str],
-             progress: Callable[[Member], None] | None = None,
+def binaries(source: str | os.PathLike[str], progress: Progress = None,
              skipped: Callable[[Member, FatbinkitError], None] | None = None, *,
-             all: bool = False) -> Iterator[tuple[Member, Binary]]:
+             all: bool = False, jobs: int | None = None) -> Iterator[tuple[Member, Binary]]:
     """Each member of ``source`` (:func:`fatbinkit.collection.members`) that holds device code,
     opened, in name order; a source with none is a :class:`~fatbinkit.errors.FormatError`
-    naming it. A wheel's next members, one per core, are inflated on threads while this one is
-    read (zlib releases the GIL): inflating overlaps itself and the reading. In a wheel or
-    folder, an ELF file fatbinkit does not read (32-bit, big-endian:
+    naming it. A wheel's next members, ``jobs`` of them (None:
+    :func:`fatbinkit.parallel.default_jobs`), are inflated on threads while this one is read
+    (zlib releases the GIL): inflating overlaps itself and the reading. In a wheel or folder,
+    an ELF file fatbinkit does not read (32-bit, big-endian:
     :class:`~fatbinkit.errors.UnsupportedError`) goes to ``skipped`` when given, instead of
-    stopping the walk; any other error stops it, naming the file. ``all`` as in
+    stopping the walk; any other error stops it, naming the file. ``progress``
+    (:mod:`fatbinkit.progress`): a step per member, named by its path inside, once the caller
+    is done with it (or it is passed over: no device code, skipped). ``all`` as in
     :func:`fatbinkit.binary.open` (``cuobjdump -all``)."""
     from .binary import open as open_binary
-    from .parallel import default_jobs
+    from .parallel import as_jobs
+    from .progress import reporter
 
+    depth = as_jobs(jobs)  # wheel members being inflated at once, each on a thread
     found = members(source)
     count = 0
-    depth = default_jobs()  # wheel members being inflated at once, each on a thread
     with contextlib.ExitStack() as stack:
+        report = stack.enter_context(reporter(progress, len(found), "file", "reading files"))
         wheel = None  # opened once: torch's member list takes 0.09 s to read
         if any(m.path is None for m in found):
             with _zip_errors(str(found[0].origin), "not a readable wheel (zip)"):
@@ -258,23 +262,23 @@ def binaries(source: str | os.PathLike[str],
             if i + depth < len(found):
                 nxt = found[i + depth]
                 ahead.append(pool.submit(nxt.read, wheel) if nxt.path is None else None)
-            if progress is not None:
-                progress(m)
             with named(m):
                 pending = ahead[i]
                 ahead[i] = None  # the bytes are the Binary's from here on
                 data = pending.result() if pending is not None else m.path
                 assert data is not None  # every wheel member's read was submitted
+                binary: Binary | None
                 try:
                     binary = open_binary(data, all=all, name=m.name.rpartition("/")[2])
                 except UnsupportedError as e:
                     if skipped is None or (len(found) == 1 and m.origin == m.path):
                         raise
                     skipped(m, e)
-                    continue
-            if binary.codes or binary.entryless:
+                    binary = None
+            if binary is not None and (binary.codes or binary.entryless):
                 count += 1
                 yield m, binary
+            report.advance(1, m.name)
     if not count:
         raise FormatError(f"{os.fspath(source)}: does not contain device code (no library with "
                           ".nv_fatbin, __nv_relfatbin or an embedded fatbin, cubin or PTX)")
@@ -411,8 +415,8 @@ def min_driver(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchL
 def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],
             arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
             kernel: str | KernelFilter | None = None, *, kinds: Sequence[str] = ("sass", "ptx"),
-            all: bool = False, max_decompressed: int | None = None,
-            progress: Callable[[Member], None] | None = None,
+            all: bool = False, max_decompressed: int | DecompressionBudget | None = None,
+            jobs: int | None = None, progress: Progress = None,
             skipped: Callable[[Member, FatbinkitError], None] | None = None) -> list[Path]:
     """:meth:`fatbinkit.binary.Binary.extract` of each library of ``source`` (a wheel, a
     folder: :func:`binaries`) into its own folder, ``directory/<its path inside>/``
@@ -421,7 +425,8 @@ def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],
     (created, as for one file, when it did not exist). A library none of whose images are
     selected gets no folder. A wheel member whose path would leave ``directory`` (absolute,
     ``..``) or holds a control character is refused. ``all`` as ``cuobjdump -all``
-    (``__nv_relfatbin`` sections too)."""
+    (``__nv_relfatbin`` sections too). ``jobs``, ``progress`` (libraries done) and
+    ``max_decompressed`` as for :func:`check`."""
     from .outfile import atomic_files
 
     out = as_path(directory, "output folder")
@@ -430,12 +435,13 @@ def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],
     try:
         made += _make_folders(out)
         with atomic_files() as batch:
-            for m, binary in binaries(source, progress, skipped, all=all):
+            for m, binary in binaries(source, progress, skipped, all=all, jobs=jobs):
                 sub = out.joinpath(*_inside(m))
                 with named(m):
                     made += _make_folders(sub)
                     found = binary.extract(sub, arch, kernel, kinds=kinds,
-                                           max_decompressed=max_decompressed, batch=batch)
+                                           max_decompressed=max_decompressed, jobs=jobs,
+                                           batch=batch)
                 written += found
                 while not found and made and made[-1] == sub != out:  # nothing selected
                     try:

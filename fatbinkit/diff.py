@@ -32,7 +32,9 @@ from .collection import Member, binaries, member_key, named
 from .driver import as_cuda_version, dotted
 from .errors import FatbinkitError, FormatError, InvalidArgumentError
 from .formats.arch import Arch
-from .formats.fatbin import EntryKind
+from .formats.fatbin import DecompressionBudget, EntryKind
+from .parallel import as_jobs
+from .progress import Progress
 
 if TYPE_CHECKING:
     from .compat import ImageInfo, ImageSet
@@ -187,6 +189,12 @@ class Library:
     def coverage(self, kind: str) -> frozenset[str]:
         return frozenset(a.arch for a in self.archs if a.kind == kind)
 
+    def __repr__(self) -> str:
+        """Counts, not contents (cuBLAS has 10^5 kernel images)."""
+        return (f"Library(name={_short(self.name)!r}, kernels={len(self.kernels)}, "
+                f"archs={len(self.archs)}, modules={len(self.modules)}, "
+                f"devices={len(self.devices)})")
+
     def __str__(self) -> str:
         """``libfoo.so: 12 kernel images in 3 modules; sm_80, sm_90, compute_90``."""
         archs = ", ".join(a.arch for a in self.archs)
@@ -287,39 +295,64 @@ class Snapshot:
         n = sum(len(lib.kernels) for lib in self.libraries)
         return f"{self.source}: {len(self.libraries)} libraries, {n} kernel images"
 
+    def __repr__(self) -> str:
+        """Counts, not contents."""
+        n = sum(len(lib.kernels) for lib in self.libraries)
+        return (f"Snapshot(source={_short(self.source)!r}, libraries={len(self.libraries)}, "
+                f"kernels={n})")
 
-def snapshot(source: str | os.PathLike[str], *, max_decompressed: int | None = None,
-             progress: Callable[[Member], None] | None = None,
+
+def _short(text: str, most: int = 100) -> str:
+    """``text`` cut to ``most`` characters, for a repr that stays short."""
+    return text if len(text) <= most else f"{text[:most - 3]}..."
+
+
+def snapshot(source: str | os.PathLike[str], *,
+             max_decompressed: int | DecompressionBudget | None = None,
+             jobs: int | None = None, progress: Progress = None,
              like: Snapshot | None = None,
              skipped: Callable[[Member, FatbinkitError], None] | None = None) -> Snapshot:
     """Read ``source`` (a file, a wheel or a folder; :func:`fatbinkit.collection.members`) into
-    a :class:`Snapshot`: each binary with device code in turn, its images on every core.
-    Binaries of a wheel or folder without device code are left out; an input with none at all
-    is a :class:`~fatbinkit.errors.FormatError` naming it. ``max_decompressed`` bounds what one
-    binary may inflate (default :meth:`fatbinkit.formats.fatbin.DecompressionBudget.for_input`).
+    a :class:`Snapshot`: each binary with device code in turn, its images on ``jobs``
+    processes (None: :func:`fatbinkit.parallel.default_jobs`). Binaries of a wheel or folder
+    without device code are left out; an input with none at all is a
+    :class:`~fatbinkit.errors.FormatError` naming it. ``max_decompressed`` bounds what each
+    binary may inflate (bytes; default
+    :meth:`fatbinkit.formats.fatbin.DecompressionBudget.for_input`), or is one
+    :class:`~fatbinkit.formats.fatbin.DecompressionBudget` shared by every binary (and any
+    other call given it). ``progress`` (:mod:`fatbinkit.progress`): one step per file of
+    ``source``.
 
     ``like``: a snapshot read earlier in this process (the old side of a diff). An image whose
     stored bytes (BLAKE2b) and entry header equal one of its images is not inflated or parsed
     again: its functions are that image's (a fifth of libtorch_cuda.so's images from 2.13.0 to
     2.14.1). ``skipped``: see :func:`fatbinkit.collection.binaries`."""
+    if like is not None and not isinstance(like, Snapshot):
+        raise InvalidArgumentError(f"like is a Snapshot read earlier, or None, not "
+                                   f"{type(like).__name__}")
+    DecompressionBudget.of(max_decompressed, 0)  # a wrong type is refused before reading
+    as_jobs(jobs)
     known = {} if like is None else {d: o for lib in like.libraries for d, o in lib.read.items()}
     libraries = []
-    for m, binary in binaries(source, progress, skipped):
+    for m, binary in binaries(source, progress, skipped, jobs=jobs):
         with named(m):
-            libraries.append(read_library(binary, m.name, max_decompressed, known))
+            libraries.append(read_library(binary, m.name, max_decompressed, known, jobs=jobs))
     return Snapshot(os.fspath(source), tuple(libraries))
 
 
-def read_library(binary: Binary, name: str, max_decompressed: int | None = None,
-                 known: Mapping[bytes, _Outline] | None = None) -> Library:
-    """One binary's :class:`Library`: every SASS and PTX image read on every core, but those
-    whose digest (:func:`_digest`) is in ``known``."""
+def read_library(binary: Binary, name: str,
+                 max_decompressed: int | DecompressionBudget | None = None,
+                 known: Mapping[bytes, _Outline] | None = None, *,
+                 jobs: int | None = None) -> Library:
+    """One binary's :class:`Library`: every SASS and PTX image read on ``jobs`` processes, but
+    those whose digest (:func:`_digest`) is in ``known``; ``max_decompressed`` as
+    :func:`snapshot` takes it."""
     from .compat import ImageSet, image_floors, input_host, module_label
 
     read = [it for it in binary.select() if it.code.entry.header.kind in (_SASS, _PTX)]
     digests = [_digest(it.code) for it in read]
     todo = [it for it, d in zip(read, digests, strict=True) if not known or d not in known]
-    found = iter(binary.map(_outline, todo, max_decompressed=max_decompressed,
+    found = iter(binary.map(_outline, todo, max_decompressed=max_decompressed, jobs=jobs,
                             desc="reading images"))
     outlines = [known[d] if known and d in known else next(found) for d in digests]
     source = binary.data if binary.data is not None else binary.path
@@ -587,6 +620,13 @@ class Diff:
     devices: tuple[DeviceChange, ...] = ()
     archs: tuple[ArchChange, ...] = ()
     lost: frozenset[tuple[str, str, str]] = field(default=frozenset(), repr=False)
+
+    def __repr__(self) -> str:
+        """Counts, not contents (a libtorch diff has 10^5 changes)."""
+        return (f"Diff(old={_short(self.old)!r}, new={_short(self.new)!r}, "
+                f"libraries={len(self.libraries)}, added={len(self.added)}, "
+                f"removed={len(self.removed)}, changed={len(self.changed)}, "
+                f"unchanged={self.unchanged}, regressions={self.regressions})")
 
     def is_lost_arch(self, k: KernelImage) -> bool:
         """Whether a removed kernel image is an entry kernel the new build no longer has for

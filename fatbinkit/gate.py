@@ -1,21 +1,23 @@
 """``fatbinkit gate``: rules a build's kernels must meet, and a ratchet on a baseline, for CI.
 
 Absolute rules (:class:`Rules`) judge each library of the inputs: registers, spills, the archs
-every kernel must load on (decided by :meth:`fatbinkit.binary.Binary.check`, so SASS for an older
-arch of the same major or a PTX floor counts, as the driver would take them), the highest minimum
-driver an arch's images may need, and device code size per arch or in total. The ratchet compares
-the inputs with a baseline snapshot (:mod:`fatbinkit.diff`): a kernel whose registers, spills,
-stack, local or shared memory rise beyond a tolerance, a kernel that loses an arch, a library
-that loses an arch or disappears, fail. Every :class:`Violation` names the file, library,
+every module must load on (decided as :meth:`fatbinkit.binary.Binary.check` decides, so SASS for
+an older arch of the same major or a PTX floor counts, as the driver would take them; a library
+passes for an arch exactly when its verdict there is ``works``), the archs every kernel must
+have SASS for (no PTX JIT), the highest minimum driver an arch's images may need, and device
+code size per arch or in total. The ratchet compares the inputs with a baseline snapshot
+(:mod:`fatbinkit.diff`): a kernel whose registers, spills, stack, local or shared memory rise
+beyond a tolerance, a kernel that loses an arch, a library that loses an arch or disappears,
+fail. Every :class:`Violation` names the rule (one of :data:`RULES`), the file, library,
 kernel, arch, value and limit.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .binary import ArchFilter, _size, demangle
 from .collection import Member, binaries, named
@@ -24,38 +26,114 @@ from .diff import (
     Diff,
     Library,
     Snapshot,
+    _short,
     diff,
     read_library,
 )
-from .driver import CudaVersion, as_cuda_version, dotted
-from .errors import FatbinkitError, InvalidArgumentError
-from .formats.arch import Arch
-from .formats.fatbin import EntryKind
+from .driver import CudaVersion, Driver, DriverLike, as_cuda_version, as_device, dotted
+from .errors import FatbinkitError, InvalidArgumentError, option
+from .formats.arch import Arch, ArchLike
+from .formats.fatbin import DecompressionBudget, EntryKind
+from .parallel import as_jobs
+from .progress import Progress
 
-__all__ = ["Gate", "Rules", "SizeLimit", "Tolerance", "Violation", "escape", "gate",
+if TYPE_CHECKING:
+    from .binary import Check
+
+__all__ = ["RULES", "Gate", "Rules", "SizeLimit", "Tolerance", "Violation", "escape", "gate",
            "parse_tolerances"]
 
+#: every :attr:`Violation.rule`: the absolute rules, named as their command-line flags, then
+#: the ratchet's ``baseline:FIGURE``: a field that rose (the ``--tolerance`` names), a kernel
+#: that lost an arch, a library with no SASS or PTX for an arch any more, a library gone
+RULES = ("max-registers", "no-spills", "require-arch", "require-sass-arch", "max-min-driver",
+         "max-size", *(f"baseline:{f}" for f in WORSE_WHEN_HIGHER), "baseline:lost-arch",
+         "baseline:lost-coverage", "baseline:library-gone")
 
-@dataclass(frozen=True)
+
+def _count(value: object, name: str, placeholder: str, least: int) -> int:
+    """``value`` as a whole number from ``least`` up, else an error naming the keyword."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidArgumentError(f"{option(name, placeholder)}: {placeholder} is a whole "
+                                   f"number from {least} up, not {value!r}")
+    return value
+
+
+def _values(value: object, single: tuple[type, ...], name: str) -> list[Any]:
+    """``value`` as a list: one of ``single``, or an iterable of values (not a mapping)."""
+    if isinstance(value, single):
+        return [value]
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(f"{name} is one value or a sequence of them, not "
+                                   f"{type(value).__name__} {value!r}")
+    return list(value)
+
+
+def _archs(value: object, name: str) -> tuple[Arch, ...]:
+    """GPU archs (:func:`fatbinkit.driver.as_device`: a suffix is ignored), in order, once."""
+    out: dict[Arch, None] = {}
+    for v in _values(value, (str, int, Arch), name):
+        d = as_device(v, name)
+        out.setdefault(Arch(d.number, future=d.future))
+    return tuple(out)
+
+
+def _driver(value: object, name: str) -> CudaVersion | None:
+    return None if value is None else as_cuda_version(value, name)
+
+
+def _sm(arch: Arch) -> str:
+    return f"future:{arch.sm}" if arch.future else arch.sm
+
+
+def _version(version: CudaVersion) -> str:
+    """A driver as it was given: ``580.65.06`` for a driver version, ``12.8`` for CUDA's."""
+    return version.text if isinstance(version, Driver) else dotted(version)
+
+
+@dataclass(frozen=True, init=False)
 class SizeLimit:
-    """``--max-size``: device code bytes (stored, as in the file) of one library, for the images
-    matching ``arch`` (None: all of them)."""
+    """``max_size``: device code bytes (stored, as in the file) of one library, for the images
+    matching ``arch`` (None: all of them; a str is read by
+    :meth:`fatbinkit.binary.ArchFilter.parse`: ``sm_90`` SASS and PTX of SM 9.0)."""
 
     limit: int
-    arch: ArchFilter | None = None
+    arch: ArchFilter | None
+
+    def __init__(self, limit: int, arch: ArchFilter | Arch | str | None = None) -> None:
+        object.__setattr__(self, "limit", _count(limit, "max_size", "SIZE", 0))
+        if isinstance(arch, (str, Arch)):
+            arch = ArchFilter.parse(arch)
+        elif arch is not None and not isinstance(arch, ArchFilter):
+            raise InvalidArgumentError(f"a SizeLimit's arch is an ArchFilter, a name like "
+                                       f"'sm_90' or None, not {arch!r}")
+        object.__setattr__(self, "arch", arch)
 
     def __str__(self) -> str:
         return f"{self.arch}={self.limit}" if self.arch else str(self.limit)
+
+    def __repr__(self) -> str:
+        return f"SizeLimit({self.limit}{'' if self.arch is None else f', {str(self.arch)!r}'})"
 
 
 @dataclass(frozen=True)
 class Tolerance:
     """How much a ratcheted figure may rise over the baseline: ``amount`` units, or with
-    ``percent`` that percentage of the baseline value."""
+    ``percent`` that percentage of the baseline value. ``field`` is one of
+    :data:`fatbinkit.diff.WORSE_WHEN_HIGHER`."""
 
     field: str
     amount: int
     percent: bool = False
+
+    def __post_init__(self) -> None:
+        if self.field not in WORSE_WHEN_HIGHER:
+            raise InvalidArgumentError(f"no tolerance for {self.field!r}: the ratchet holds "
+                                       f"{', '.join(WORSE_WHEN_HIGHER)}")
+        _count(self.amount, "tolerance", "N", 0)
+        if not isinstance(self.percent, bool):
+            raise InvalidArgumentError(f"a Tolerance's percent is True or False, not "
+                                       f"{self.percent!r}")
 
     def allows(self, old: int, new: int) -> bool:
         rise = new - old
@@ -65,40 +143,117 @@ class Tolerance:
         return f"{self.field}={self.amount}{'%' if self.percent else ''}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Rules:
-    """What the gate checks; every rule is off by default."""
+    """What the gate checks; every rule is off by default. The constructor takes what a caller
+    has and keeps it normalised (anything else is an
+    :class:`~fatbinkit.errors.InvalidArgumentError` naming the keyword):
 
-    max_registers: int | None = None
-    no_spills: bool = False
-    require_archs: tuple[Arch, ...] = ()
-    driver: CudaVersion | None = None  # the driver --require-arch decides with (None: no floors)
-    max_min_driver: CudaVersion | None = None
-    max_size: tuple[SizeLimit, ...] = ()
-    tolerance: tuple[Tolerance, ...] = ()
+    - ``max_registers``: a whole number from 1, or None;
+    - ``no_spills``: a bool;
+    - ``require_archs``: GPUs every module must load on (SASS, or PTX the driver JITs), as
+      :meth:`fatbinkit.binary.Binary.check` decides; ``require_sass``: GPUs every kernel must
+      have SASS for, which the GPU runs without JIT. Each an arch (``"sm_90"``, ``90``, an
+      :class:`~fatbinkit.formats.arch.Arch`; ``"future:sm_130"``) or several, kept as a tuple
+      of :class:`~fatbinkit.formats.arch.Arch` without suffix (a GPU has none);
+    - ``driver`` (with ``require_archs`` or ``require_sass``: whose floors apply; None: none)
+      and ``max_min_driver``: a :data:`fatbinkit.driver.DriverLike` (``"12.8"``,
+      ``"580.65.06"``, ``(12, 8)``, ``12080``), kept as a CUDA version;
+    - ``max_size``: :class:`SizeLimit`\\ s (an int is a limit on all device code);
+    - ``tolerance``: :class:`Tolerance`\\ s, or their ``"registers=8"``/``"stack=10%"`` text.
 
-    def __post_init__(self) -> None:
-        for t in self.tolerance:
-            if t.field not in WORSE_WHEN_HIGHER:
-                raise InvalidArgumentError(f"no tolerance for {t.field!r}: the ratchet holds "
-                                           f"{', '.join(WORSE_WHEN_HIGHER)}")
+    ``str()`` is the command line that gives these rules (``--max-registers 128
+    --require-arch sm_90``), ``repr()`` the keywords that make them again.
+    """
+
+    max_registers: int | None
+    no_spills: bool
+    require_archs: tuple[Arch, ...]
+    driver: CudaVersion | None
+    max_min_driver: CudaVersion | None
+    max_size: tuple[SizeLimit, ...]
+    tolerance: tuple[Tolerance, ...]
+    require_sass: tuple[Arch, ...]
+
+    def __init__(self, max_registers: int | None = None, no_spills: bool = False,
+                 require_archs: Iterable[ArchLike] | ArchLike = (),
+                 driver: DriverLike | None = None, max_min_driver: DriverLike | None = None,
+                 max_size: Iterable[SizeLimit | int] | SizeLimit | int = (),
+                 tolerance: Iterable[Tolerance | str] | Tolerance | str = (),
+                 require_sass: Iterable[ArchLike] | ArchLike = ()) -> None:
+        if max_registers is not None:
+            _count(max_registers, "max_registers", "N", 1)
+        if not isinstance(no_spills, bool):
+            raise InvalidArgumentError(f"no_spills is True or False, not {no_spills!r}")
+        sizes = tuple(s if isinstance(s, SizeLimit) else SizeLimit(_count(s, "max_size", "SIZE",
+                                                                           0))
+                      for s in _values(max_size, (SizeLimit, int), "max_size"))
+        tolerances: list[Tolerance] = []
+        for t in _values(tolerance, (Tolerance, str), "tolerance"):
+            if isinstance(t, str):
+                tolerances += parse_tolerances([t])
+            elif isinstance(t, Tolerance):
+                tolerances.append(t)
+            else:
+                raise InvalidArgumentError(f"tolerance is a Tolerance or text like "
+                                           f"'registers=8', not {t!r}")
+        fields = {"max_registers": max_registers, "no_spills": no_spills,
+                  "require_archs": _archs(require_archs, "require_archs"),
+                  "driver": _driver(driver, "driver"),
+                  "max_min_driver": _driver(max_min_driver, "max_min_driver"),
+                  "max_size": sizes, "tolerance": tuple(tolerances),
+                  "require_sass": _archs(require_sass, "require_sass")}
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+        if self.driver is not None and not self.loads:
+            raise InvalidArgumentError(f"{option('driver', 'VERSION')} goes with "
+                                       f"{option('require_archs', 'ARCH')} or "
+                                       f"{option('require_sass', 'ARCH')}: the driver whose "
+                                       "floors decide what loads")
+
+    @property
+    def loads(self) -> tuple[Arch, ...]:
+        """The archs a rule on what loads names (``require_archs``, then ``require_sass``)."""
+        return tuple(dict.fromkeys((*self.require_archs, *self.require_sass)))
 
     @property
     def any(self) -> bool:
-        return bool(self.max_registers is not None or self.no_spills or self.require_archs or
+        """Whether an absolute rule is given (tolerances only temper the ratchet)."""
+        return bool(self.max_registers is not None or self.no_spills or self.loads or
                     self.max_min_driver is not None or self.max_size)
 
     def __str__(self) -> str:
         """The rules as the command line gives them: ``--max-registers 128 --no-spills``."""
         parts = ([f"--max-registers {self.max_registers}"] if self.max_registers is not None
                  else []) + (["--no-spills"] if self.no_spills else [])
-        parts += [f"--require-arch {a.sm}" for a in self.require_archs]
-        parts += [f"--driver {dotted(self.driver)}"] if self.driver else []
-        parts += ([f"--max-min-driver {dotted(self.max_min_driver)}"] if self.max_min_driver
+        parts += [f"--require-arch {_sm(a)}" for a in self.require_archs]
+        parts += [f"--require-sass-arch {_sm(a)}" for a in self.require_sass]
+        parts += [f"--driver {_version(self.driver)}"] if self.driver else []
+        parts += ([f"--max-min-driver {_version(self.max_min_driver)}"] if self.max_min_driver
                   else [])
         parts += [f"--max-size {s}" for s in self.max_size]
         parts += [f"--tolerance {t}" for t in self.tolerance]
         return " ".join(parts) or "no rules"
+
+    def __repr__(self) -> str:
+        """The keywords that make these rules again: ``Rules(max_registers=128,
+        require_archs=('sm_90',), driver='12.8')`` (the rules left off are off)."""
+        parts = [f"max_registers={self.max_registers}"] if self.max_registers is not None \
+            else []
+        parts += ["no_spills=True"] if self.no_spills else []
+        for name in ("require_archs", "require_sass"):
+            archs: tuple[Arch, ...] = getattr(self, name)
+            if archs:
+                parts.append(f"{name}={tuple(_sm(a) for a in archs)!r}")
+        for name in ("driver", "max_min_driver"):
+            version: CudaVersion | None = getattr(self, name)
+            if version is not None:
+                parts.append(f"{name}={_version(version)!r}")
+        if self.max_size:
+            parts.append(f"max_size={self.max_size!r}")
+        if self.tolerance:
+            parts.append(f"tolerance={tuple(str(t) for t in self.tolerance)!r}")
+        return f"Rules({', '.join(parts)})"
 
     def allowed(self, fieldname: str, old: int, new: int) -> bool:
         t = next((t for t in self.tolerance if t.field == fieldname), None)
@@ -107,7 +262,7 @@ class Rules:
 
 @dataclass(frozen=True)
 class Violation:
-    """One rule one kernel (or one library's arch) breaks."""
+    """One rule (:data:`RULES`) one kernel, module or library's arch breaks."""
 
     rule: str
     file: str
@@ -172,31 +327,71 @@ class Gate:
                 f"{kernels} kernel images in {len(self.snapshot.libraries)} libraries checked")
         return "\n".join([*(str(v) for v in self.violations), *self.notes, head])
 
+    def __repr__(self) -> str:
+        """Counts, not contents: cuBLAS's gate holds 10^5 kernel images."""
+        rules = sorted({v.rule for v in self.violations})
+        shown = ", ".join(rules[:4]) + (", ..." if len(rules) > 4 else "")
+        snap = self.snapshot
+        changes = "" if self.changes is None else \
+            f", changes={len(self.changes.changed)}, regressions={self.changes.regressions}"
+        return (f"Gate(ok={self.ok}, violations={len(self.violations)}"
+                f"{f' ({shown})' if rules else ''}, notes={len(self.notes)}, "
+                f"inputs={_short(snap.source)!r}, libraries={len(snap.libraries)}, "
+                f"kernels={sum(len(lib.kernels) for lib in snap.libraries)}{changes})")
 
-def gate(inputs: Sequence[str | os.PathLike[str]], rules: Rules, *,
-         baseline: Snapshot | None = None, max_decompressed: int | None = None,
-         progress: Callable[[Member], None] | None = None,
+
+def gate(inputs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], rules: Rules, *,
+         baseline: Snapshot | None = None,
+         max_decompressed: int | DecompressionBudget | None = None, jobs: int | None = None,
+         progress: Progress = None,
          skipped: Callable[[Member, FatbinkitError], None] | None = None) -> Gate:
-    """Read every input (files, wheels, folders) and judge it by ``rules`` and, with
-    ``baseline``, by the ratchet. The snapshot of all inputs together is
-    :attr:`Gate.snapshot`."""
-    if not inputs:
+    """Read every input (files, wheels, folders; one path or several) and judge it by
+    ``rules`` and, with ``baseline``, by the ratchet. The snapshot of all inputs together is
+    :attr:`Gate.snapshot`. ``rules`` without a rule and no ``baseline`` is refused (nothing
+    would be checked: :func:`fatbinkit.diff.snapshot` reads a baseline).
+
+    ``max_decompressed``: what each library may inflate (bytes; default
+    :meth:`~fatbinkit.formats.fatbin.DecompressionBudget.for_input`), or one
+    :class:`~fatbinkit.formats.fatbin.DecompressionBudget` shared by all; ``jobs``: processes
+    reading images (None: :func:`fatbinkit.parallel.default_jobs`); ``progress``
+    (:mod:`fatbinkit.progress`): one step per file of each input; ``skipped``: see
+    :func:`fatbinkit.collection.binaries`."""
+    sources = [inputs] if isinstance(inputs, (str, os.PathLike)) else \
+        _values(inputs, (), "inputs")
+    if not sources:
         raise InvalidArgumentError("gate needs at least one input")
+    if not isinstance(rules, Rules):
+        raise InvalidArgumentError(f"rules is a fatbinkit.gate.Rules, not "
+                                   f"{type(rules).__name__}")
+    if baseline is not None and not isinstance(baseline, Snapshot):
+        raise InvalidArgumentError(f"baseline is a fatbinkit.diff.Snapshot (Snapshot.from_dict "
+                                   f"of a baseline file) or None, not {type(baseline).__name__}")
+    if not rules.any and baseline is None:
+        raise InvalidArgumentError(
+            f"no rule to check: give a rule ({option('max_registers', 'N')}, "
+            f"{option('no_spills')}, {option('require_archs', 'ARCH')}, "
+            f"{option('require_sass', 'ARCH')}, {option('max_min_driver', 'VERSION')}, "
+            f"{option('max_size', 'SIZE')}) or a {option('baseline', 'BASE')}")
+    if rules.tolerance and baseline is None:
+        raise InvalidArgumentError(f"{option('tolerance', 'FIELD=N')} goes with "
+                                   f"{option('baseline', 'BASE')}")
+    DecompressionBudget.of(max_decompressed, 0)  # a wrong type is refused before reading
+    as_jobs(jobs)
     violations: list[Violation] = []
     notes: list[str] = []
     libraries: list[Library] = []
     files: dict[str, str] = {}  # library -> input, for the ratchet (names are unique there)
-    for source in inputs:
-        for m, binary in binaries(source, progress, skipped):
+    for source in sources:
+        for m, binary in binaries(source, progress, skipped, jobs=jobs):
             with named(m):
-                lib = read_library(binary, m.name, max_decompressed)
+                lib = read_library(binary, m.name, max_decompressed, jobs=jobs)
                 libraries.append(lib)
                 files[lib.name] = os.fspath(source)
                 violations += _absolute(lib, os.fspath(source), rules, notes)
-                if rules.require_archs:
-                    check = binary.check(rules.require_archs, rules.driver, sets=lib.sets)
-                    violations += _require(check, lib, os.fspath(source), rules)
-    snap = Snapshot(" ".join(os.fspath(s) for s in inputs), tuple(libraries))
+                if rules.loads:
+                    check = binary.check(rules.loads, rules.driver, sets=lib.sets)
+                    violations += _require(check, lib, os.fspath(source), rules, notes)
+    snap = Snapshot(" ".join(os.fspath(s) for s in sources), tuple(libraries))
     changes = None
     if baseline is not None:
         changes = diff(baseline, snap)
@@ -224,8 +419,8 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
                                      "loaded"))
     if unknown:
         notes.append(f"note: {lib.name}: {unknown} kernel images come from cubins that do not "
-                     "record spills (built by ptxas before CUDA 12.6): --no-spills could not "
-                     "judge them")
+                     "record spills (built by ptxas before CUDA 12.6): "
+                     f"{option('no_spills')} could not judge them")
     if rules.max_min_driver is not None:
         limit = dotted(rules.max_min_driver)
         for a in lib.archs:
@@ -249,54 +444,84 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
     return out
 
 
-def _require(check: Any, lib: Library, file: str, rules: Rules) -> list[Violation]:
-    """Each kernel that a required arch cannot load (with ``rules.driver``'s floors), and each
-    container with no entry at all (its kernels, which the runtime still registers, are
-    unknown and load on no GPU: what ``prune`` leaves of a module no kept arch loads)."""
+def _require(check: Check, lib: Library, file: str, rules: Rules,
+             notes: list[str]) -> list[Violation]:
+    """What ``require_archs`` and ``require_sass`` find in one library's
+    :meth:`~fatbinkit.binary.Binary.check`: per arch, each kernel the arch cannot load (with
+    ``rules.driver``'s floors), each module with no kernels (variables only) that does not load
+    on it, each container with no entry at all (its kernels, which the runtime still registers,
+    are unknown and load on no GPU: what ``prune`` leaves of a module no kept arch loads), and
+    images no driver for that GPU loads (:attr:`~fatbinkit.compat.ArchVerdict.driver_gap`). So
+    an arch fails exactly when the check's verdict for it is not ``works``; modules with no
+    kernels and no variables are not judged (never loaded), as the check does. For
+    ``require_sass`` a kernel (or module with no kernels) the GPU loads by PTX JIT fails too."""
+    if not check.rows:
+        notes.append(f"note: {lib.name}: no SASS or PTX the driver loads (LTO-IR only, as "
+                     f"`fatbinkit check` leaves it out): {option('require_archs', 'ARCH')} "
+                     "could not judge it")
+        return []
     out: list[Violation] = []
-    for module, kernels in check.rows:
-        if module.entryless:
-            out += [Violation("require-arch", file, lib.name, None, d.device.sm, d.error,
-                              "loads", f"{module.label} is an empty fatbin container (no "
-                              f"entries: its images were removed, e.g. by prune): its kernels "
-                              f"do not load on {d.device.sm} and are unknown")
-                    for d in kernels[0][1]]
-            continue
-        for name, decisions in kernels:
-            if name is None:
+    judge_empty = all(s.empty for s, _ in check.rows)  # a library of empty modules only
+    for i, (device, verdict) in enumerate(zip(check.archs, check.verdicts, strict=True)):
+        sm = device.sm
+        named_rules = [r for r, archs in (("require-arch", rules.require_archs),
+                                          ("require-sass-arch", rules.require_sass))
+                       if device in archs]
+        gap = verdict.driver_gap
+        if gap is not None:
+            out += [Violation(r, file, lib.name, None, sm, dotted(verdict.min_driver or (0, 0)),
+                              dotted(verdict.max_driver or (0, 0)), gap) for r in named_rules]
+        for module, kernels in check.rows:
+            if module.empty and not judge_empty:
                 continue
-            for d in decisions:
+            if module.entryless:
+                d = kernels[0][1][i]
+                out += [Violation(r, file, lib.name, None, sm, d.error, "loads",
+                                  f"{module.label} is an empty fatbin container (no entries: "
+                                  f"its images were removed, e.g. by prune): its kernels do not "
+                                  f"load on {sm} and are unknown") for r in named_rules]
+                continue
+            for name, decisions in kernels:
+                d = decisions[i]
+                what = "" if name is not None else \
+                    f"{module.label}, a module with no kernels (variables only), "
                 if not d.loadable:
                     why = str(d.floor) if d.floor else d.reason
-                    out.append(Violation("require-arch", file, lib.name, name, d.device.sm,
-                                         d.error, "loads",
-                                         f"does not load on {d.device.sm}: {d.error} ({why})"))
+                    out += [Violation(r, file, lib.name, name, sm, d.error, "loads",
+                                      f"{what}does not load on {sm}: {d.error} ({why})")
+                            for r in named_rules]
+                elif d.how != "sass" and "require-sass-arch" in named_rules:
+                    image = d.image.name if d.image is not None else "PTX"
+                    out.append(Violation("require-sass-arch", file, lib.name, name, sm, d.how,
+                                         "sass", f"{what}loads on {sm} by PTX JIT only "
+                                         f"({image}): no SASS runs on it"))
     return out
 
 
 def _ratchet(changes: Diff, files: Mapping[str, str], rules: Rules) -> list[Violation]:
+    """The baseline's violations, each named ``baseline:FIGURE`` (:data:`RULES`)."""
     out: list[Violation] = []
     for c in changes.changed:
         if c.field not in WORSE_WHEN_HIGHER or c.new is None:
             continue
         old = c.old or 0
         if not rules.allowed(c.field, old, c.new):
-            out.append(Violation("baseline", files.get(c.library, c.library), c.library,
-                                 c.kernel, c.arch, c.new, old,
+            out.append(Violation(f"baseline:{c.field}", files.get(c.library, c.library),
+                                 c.library, c.kernel, c.arch, c.new, old,
                                  f"{c.field} {old} -> {c.new} ({c.new - old:+d}) over the "
                                  "baseline"))
     for k in changes.removed:
         if changes.is_lost_arch(k):
-            out.append(Violation("baseline", files.get(k.library, k.library), k.library,
-                                 k.kernel, k.arch, None, k.arch,
+            out.append(Violation("baseline:lost-arch", files.get(k.library, k.library),
+                                 k.library, k.kernel, k.arch, None, k.arch,
                                  f"lost its {k.arch} image (kept for other archs)"))
     for cov in changes.coverage:
         if cov.regression:
-            out.append(Violation("baseline", files.get(cov.library, cov.library), cov.library,
-                                 None, cov.arch, None, cov.arch,
+            out.append(Violation("baseline:lost-coverage", files.get(cov.library, cov.library),
+                                 cov.library, None, cov.arch, None, cov.arch,
                                  f"no {cov.kind.upper()} for {cov.arch} any more"))
     for name in changes.libraries_removed:
-        out.append(Violation("baseline", name, name, None, None, None, name,
+        out.append(Violation("baseline:library-gone", name, name, None, None, None, name,
                              "library with device code in the baseline is gone"))
     return out
 
@@ -304,7 +529,9 @@ def _ratchet(changes: Diff, files: Mapping[str, str], rules: Rules) -> list[Viol
 def parse_tolerances(specs: Iterable[str]) -> tuple[Tolerance, ...]:
     """``registers=8``, ``stack=10%``: :class:`Tolerance` values (for the CLI and callers)."""
     out = []
-    for spec in specs:
+    for spec in _values(specs, (str,), "tolerance"):
+        if not isinstance(spec, str):
+            raise InvalidArgumentError(f"a tolerance is text like 'registers=8', not {spec!r}")
         name, sep, value = spec.partition("=")
         percent = value.endswith("%")
         number = value[:-1] if percent else value

@@ -226,9 +226,11 @@ def test_baseline_ratchet(libs: tuple[Lib, Lib], tmp_path: Path) -> None:
     proc = gate(v2.path, "--baseline", base)
     assert proc.returncode == 1
     text = proc.stdout
-    assert "regs (sm_90): registers" in text and "spiller (sm_90): spill_stores 0 ->" in text
-    assert "stable (sm_80): lost its sm_80 image" in text
-    assert "no SASS for sm_80 any more" in text
+    assert "regs (sm_90): registers" in text and "[baseline:registers]" in text
+    assert "spiller (sm_90): spill_stores 0 ->" in text and "[baseline:spill_stores]" in text
+    assert "stable (sm_80): lost its sm_80 image (kept for other archs) [baseline:lost-arch]" \
+        in text
+    assert "no SASS for sm_80 any more [baseline:lost-coverage]" in text
     assert "renamed_v1" not in text  # removed or renamed kernels are not regressions
     # a tolerance lets the register rise pass; the spills and the lost arch still fail
     rise = next(k.registers for k in _kernels(v2.path) if k.kernel == "regs") - next(
@@ -239,11 +241,13 @@ def test_baseline_ratchet(libs: tuple[Lib, Lib], tmp_path: Path) -> None:
     # GitHub annotations, one per violation
     gh = gate(v2.path, "--baseline", base, "--format", "github")
     errors = [line for line in gh.stdout.splitlines() if line.startswith("::error ")]
-    assert errors and len(errors) == text.count("[baseline]")
-    assert all(line.startswith(f"::error file={v2.path},title=fatbinkit gate%3A baseline::")
+    assert errors and len(errors) == text.count("[baseline:")
+    assert all(line.startswith(f"::error file={v2.path},title=fatbinkit gate%3A baseline%3A")
                for line in errors)
     doc = json.loads(gate(v2.path, "--baseline", base, "--format", "json").stdout)
-    assert not doc["ok"] and {v["rule"] for v in doc["violations"]} == {"baseline"}
+    assert not doc["ok"] and {v["rule"] for v in doc["violations"]} == {
+        "baseline:registers", "baseline:stack", "baseline:spill_stores", "baseline:spill_loads",
+        "baseline:lost-arch", "baseline:lost-coverage"}
     assert {"file", "library", "kernel", "arch", "value", "limit"} <= set(doc["violations"][0])
 
 
@@ -343,7 +347,7 @@ def test_json_documents_validate_against_the_schema(libs: tuple[Lib, Lib],
                 "--max-min-driver", "12.0", "--max-registers", "8", "--format", "json")
     doc = json.loads(proc.stdout)
     validate(doc, "gate")
-    assert {v["rule"] for v in doc["violations"]} == {
+    assert {v["rule"].partition(":")[0] for v in doc["violations"]} == {
         "baseline", "require-arch", "max-size", "max-min-driver", "max-registers"}
 
 

@@ -42,7 +42,7 @@ from fatbinkit.binary import Binary, Check, Item
 from fatbinkit.diff import snapshot
 from fatbinkit.errors import InputError, InvalidArgumentError
 from fatbinkit.formats.cubin import cubin_arch
-from fatbinkit.formats.fatbin import EntryKind, build_fatbin, make_entry
+from fatbinkit.formats.fatbin import DecompressionBudget, EntryKind, build_fatbin, make_entry
 from fatbinkit.gate import Rules, gate
 from fatbinkit.scan import DeviceCode
 
@@ -223,7 +223,7 @@ def test_binary_and_item_pickle(tmp_path: Path) -> None:
         assert isinstance(copy.code.entry.stored, bytes)
     code: DeviceCode = pickle.loads(pickle.dumps(binary.codes[0]))
     assert code == binary.codes[0]
-    budget = binary.budget()
+    budget = DecompressionBudget.of(None, binary.size)
     budget.charge(100, 0)
     assert repr(pickle.loads(pickle.dumps(budget))) == repr(budget)  # without its lock
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:

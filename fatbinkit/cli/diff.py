@@ -89,10 +89,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-spills", action="store_true",
                    help="no kernel spills registers to local memory (as ptxas -v reports)")
     p.add_argument("--require-arch", action="append", type=arch, default=[], metavar="ARCH",
-                   help="every kernel loads on a GPU of ARCH (SASS it runs, or PTX it JITs, as "
-                   "`fatbinkit check` decides); repeat for several")
+                   help="every module loads on a GPU of ARCH (SASS it runs, or PTX it JITs): "
+                   "fails where `fatbinkit check --strict` does; repeat for several")
+    p.add_argument("--require-sass-arch", action="append", type=arch, default=[],
+                   metavar="ARCH",
+                   help="every kernel has SASS a GPU of ARCH runs (for ARCH, or an older arch of "
+                   "its major): no PTX JIT; repeat for several")
     p.add_argument("--driver", type=driver, metavar="VERSION",
-                   help="with --require-arch: the driver (13.0, 580.65.06) whose floors apply")
+                   help="with --require-arch or --require-sass-arch: the driver (13.0, "
+                   "580.65.06) whose floors apply")
     p.add_argument("--max-min-driver", type=driver, metavar="VERSION",
                    help="no arch's images need a driver newer than VERSION (CUDA 12.8 or a "
                    "driver version)")
@@ -158,23 +163,22 @@ def _diff(args: argparse.Namespace) -> int:
 
 @without_cyclic_gc
 def _gate(args: argparse.Namespace) -> int:
-    from ..diff import Snapshot
-    from ..gate import Rules, escape, gate, parse_tolerances
+    from ..diff import Snapshot, snapshot
+    from ..gate import Gate, Rules, escape, gate
 
-    if args.driver and not args.require_arch:
-        raise UsageError("--driver goes with --require-arch")
     if args.tolerance and not args.baseline:
         raise UsageError("--tolerance goes with --baseline")
     try:
-        rules = Rules(args.max_registers, args.no_spills, tuple(args.require_arch), args.driver,
-                      args.max_min_driver, tuple(args.max_size),
-                      parse_tolerances(args.tolerance))
+        rules = Rules(max_registers=args.max_registers, no_spills=args.no_spills,
+                      require_archs=args.require_arch, require_sass=args.require_sass_arch,
+                      driver=args.driver, max_min_driver=args.max_min_driver,
+                      max_size=args.max_size, tolerance=args.tolerance)
     except InvalidArgumentError as e:
         raise UsageError(str(e)) from e
     if not (rules.any or args.baseline or args.write_baseline):
         raise UsageError("nothing to check: give a rule (--max-registers, --no-spills, "
-                         "--require-arch, --max-min-driver, --max-size), --baseline or "
-                         "--write-baseline")
+                         "--require-arch, --require-sass-arch, --max-min-driver, --max-size), "
+                         "--baseline or --write-baseline")
     baseline = None
     if args.baseline:
         from ..errors import FormatError, InputError
@@ -187,9 +191,15 @@ def _gate(args: argparse.Namespace) -> int:
             raise FormatError(f"{args.baseline}: not JSON: {e}") from e
         baseline = Snapshot.from_dict(doc, str(args.baseline))
     try:
-        result = gate(args.files, rules, baseline=baseline,
-                      max_decompressed=args.max_decompressed, progress=progress,
-                      skipped=skipped)
+        if rules.any or baseline is not None:
+            result = gate(args.files, rules, baseline=baseline,
+                          max_decompressed=args.max_decompressed, progress=progress,
+                          skipped=skipped)
+        else:  # --write-baseline alone: a snapshot, nothing judged
+            result = Gate(Snapshot(" ".join(map(str, args.files)), tuple(
+                lib for f in args.files for lib in snapshot(
+                    f, max_decompressed=args.max_decompressed, progress=progress,
+                    skipped=skipped).libraries)), ())
     finally:
         progress_done()
     if args.write_baseline:

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from ..collection import Member
     from ..errors import FatbinkitError
     from ..formats.cubin import Cubin, CubinFunction
+    from ..formats.fatbin import DecompressionBudget
+    from ..progress import Step
     from ..scan import DeviceCode
 
 
@@ -356,11 +358,13 @@ def _ls_many(args: argparse.Namespace) -> int:
     return 0
 
 
-def progress(member: Member) -> None:
-    """A line on a terminal as each binary of a wheel or folder is read."""
+def progress(step: Step) -> None:
+    """A line on a terminal as each binary of a wheel or folder is read (a
+    :class:`fatbinkit.progress.Step` per file)."""
     if sys.stderr.isatty():
-        name = "".join(c if c.isprintable() else "?" for c in member.name)  # from the zip
-        sys.stderr.write(f"\rreading {name} ({member.size >> 20} MiB)\x1b[K")
+        name = "".join(c if c.isprintable() else "?" for c in step.name)  # from the zip
+        of = f"/{step.total}" if step.total is not None else ""
+        sys.stderr.write(f"\rread {step.done}{of} files: {name}\x1b[K")
         sys.stderr.flush()
 
 
