@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from fatbin_kernels import cuobjdump_list, system_tool
-from thirdparty import CUPY12_RANDOM, fetch
+from thirdparty import CUPY12_RANDOM, CUPY13_RANDOM_WIN, fetch
 
 from fatbinkit import slim as slim_module
 from fatbinkit.cli import main
@@ -283,16 +283,19 @@ def test_bad_keywords_name_themselves(built: Path, tmp_path: Path) -> None:
 # -- "succeeds when nothing is kept": EmptiedError on every path -------------------------------
 
 
-@pytest.mark.parametrize("name", ["libk.so", "k.o", "k.fatbin", "libk.a", "wheel", "libp.so"])
+@pytest.mark.parametrize("name", ["libk.so", "k.o", "k.fatbin", "libk.a", "wheel", "pyd",
+                                  "libp.so"])
 def test_nothing_kept_is_refused_everywhere(built: Path, tmp_path: Path, name: str,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    """sm_70 loads nothing of k.cu (SASS sm_80, sm_90, PTX compute_90): refused on every path,
+    """sm_70 loads nothing of k.cu (SASS sm_80, sm_90, PTX compute_90) nor of CuPy 13's
+    Windows .pyd (SASS sm_75 and up; no PTX kept): refused on every path,
     bytes or file, nothing written, the advice in Python terms (``allow_empty=True``) from the
     API and as a flag from the CLI; allowed with it. libp.so (SASS sm_90 and its PTX) pruned for
     sm_80 keeps the PTX (``ptx="keep"``), which sm_80 cannot JIT: written before, refused now."""
-    src = built / ("demo-1.0-py3-none-linux_x86_64.whl" if name == "wheel" else name)
+    src = (fetch(CUPY13_RANDOM_WIN) if name == "pyd" else
+           built / ("demo-1.0-py3-none-linux_x86_64.whl" if name == "wheel" else name))
     arch, ptx = ("sm_80", "keep") if name == "libp.so" else ("sm_70", "none")
-    out = tmp_path / ("dist" if name == "wheel" else name)
+    out = tmp_path / ("dist" if name == "wheel" else src.name)
     with pytest.raises(EmptiedError) as e:
         prune(src, out, archs=[arch], ptx=ptx)  # type: ignore[call-overload]
     message = str(e.value)
