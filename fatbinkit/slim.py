@@ -13,13 +13,14 @@ of exactly the archs given, as ``nvprune -arch`` does, and the report names what
 So that ``check`` and ``gate`` judge the output as the input, a module of no kernel and no
 variable keeps one image, and images no kept arch loads stay where they hold kernels the kept
 ones lack; a module no kept arch loads becomes a container with no entry (the runtime still
-registers it), counted in the report; a library left with no image at all is refused unless
-``allow_empty``. Every compressed payload copied is inflated once: a corrupt one is refused.
+registers it), counted in the report; a library left with no image at all, or none any arch
+kept loads, is refused unless ``allow_empty``. Every compressed payload copied is inflated
+once: a corrupt one is refused.
 
-**Recompression** re-encodes every kept entry (``none``, ``lz4``, ``zstd`` at a level), on all
-cores (the codecs release the GIL), keeping an entry uncompressed where compressing does not make
-it smaller. zstd entries need a CUDA 12.4 driver where LZ4 ones load on any: the report gives each
-arch's minimum driver before and after, and a rise is refused unless allowed.
+**Recompression** re-encodes every kept entry (``none``, ``lz4``, ``zstd`` at a level), on
+``jobs`` threads (the codecs release the GIL), keeping an entry uncompressed where compressing
+does not make it smaller. zstd entries need a CUDA 12.4 driver where LZ4 ones load on any: the
+report gives each arch's minimum driver before and after, and a rise is refused unless allowed.
 
 **The file**: in a linked ELF file the CUDA runtime finds each container only through the
 ``__fatbinwrap`` record in ``.nvFatBinSegment`` whose data pointer is a ``RELATIVE`` relocation.
@@ -36,6 +37,12 @@ follows its container. A non-PIE executable has no relocations for absolute addr
 wrapper records are the only references nvcc's registration code makes. The output is read back
 and checked before it replaces the target. A wheel's libraries are slimmed in parallel and the
 wheel written again with its ``RECORD`` (:mod:`fatbinkit.wheel`).
+
+**The API**: every entry point takes a path or bytes and writes a file or, with no output,
+returns the output's bytes in its report (``report.data``; ``report.output`` is the file
+written); an output that is the input file (the same path, a link to it) is refused before
+anything is read. The keywords are named and typed: ``jobs``, ``progress`` and
+``max_decompressed`` as everywhere in fatbinkit.
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeAlias, overload
 
 from .compat import PTX, SASS, ImageInfo, decide, image_from_entry
 from .driver import CudaVersion, as_device, dotted
@@ -62,13 +69,14 @@ from .errors import (
     InvalidArgumentError,
     OutputError,
     UnsupportedError,
+    option,
+    spelled_for_cli,
 )
 from .formats import elf, elf_edit, pe
 from .formats.arch import Arch, ArchLike
-from .formats.archive import is_archive_file
+from .formats.archive import is_archive, is_archive_file
 from .formats.cubin import cubin_toolkit
 from .formats.fatbin import (
-    COMPRESSIONS,
     DecompressionBudget,
     EntryFlags,
     EntryKind,
@@ -80,8 +88,10 @@ from .formats.fatbin import (
     is_fatbin,
     iter_containers,
 )
-from .infile import FilePath, as_path, open_input
+from .infile import Content, FilePath, as_input, as_path, open_input
 from .outfile import atomic_path
+from .parallel import as_jobs
+from .progress import Progress, reporter
 from .scan import FATBIN_SECTION, PE_FATBIN_SECTION, PE_RELFATBIN_SECTION, RELFATBIN_SECTION
 
 __all__ = [
@@ -90,6 +100,8 @@ __all__ = [
     "WRAPPER_MAGIC",
     "WRAPPER_SECTION",
     "ArchReport",
+    "Codec",
+    "PtxPolicy",
     "SlimReport",
     "WheelReport",
     "has_device_code",
@@ -100,8 +112,13 @@ __all__ = [
     "slim_wheel",
 ]
 
-PTX_POLICIES = ("keep", "floor", "none")
-CODECS = ("none", *COMPRESSIONS)
+#: what ``ptx=`` takes: every PTX, the one plain PTX newer GPUs JIT (the floor), or none beyond
+#: what the archs kept load
+PtxPolicy: TypeAlias = Literal["keep", "floor", "none"]
+#: what ``codec=`` takes
+Codec: TypeAlias = Literal["none", "lz4", "zstd"]
+PTX_POLICIES: tuple[PtxPolicy, ...] = ("keep", "floor", "none")
+CODECS: tuple[Codec, ...] = ("none", "lz4", "zstd")  # fatbin.COMPRESSIONS, and "none"
 WRAPPER_SECTION = ".nvFatBinSegment"
 WRAPPER_MAGIC = 0x466243B1
 #: ``{u32 magic, i32 version, u64 data pointer, u64 filename_or_fatbins}``
@@ -117,6 +134,7 @@ _PE_WRAPPER_SECTION = ".nvFatBi"  # .nvFatBinSegment in a PE image's eight-byte 
 #: section names hold them (and whole, as an object's long names keep them)
 _PE_SECTIONS = (PE_FATBIN_SECTION, PE_RELFATBIN_SECTION, *_SECTIONS)
 _MODULE_SIGNATURE = b"~Module signature appended~\n"  # what Linux's sign-file appends
+_ZIP_MAGIC = b"PK\x03\x04"
 
 
 @dataclass(frozen=True)
@@ -142,6 +160,12 @@ class ArchReport:
     @property
     def same(self) -> bool:
         return not self.changed
+
+    def __repr__(self) -> str:
+        return (f"ArchReport(device={self.device.sm!r}, modules={self.modules}, "
+                f"sass={self.sass}, ptx={self.ptx}, changed=<{len(self.changed)}>, "
+                f"lost=<{len(self.lost)}>, min_driver_before={self.min_driver_before}, "
+                f"min_driver_after={self.min_driver_after})")
 
     @property
     def driver_raised(self) -> bool:
@@ -197,6 +221,15 @@ class SlimReport:
     level: int | None = None  # the compression level asked for (None: the codec's default)
     stored_as: tuple[tuple[str, int], ...] = ()  # recompression: what happened to the entries
     for_kernels: int = 0  # images no kept arch loads, kept for kernels the others lack
+    output: Path | None = None  # the file written (None: the output is ``data``)
+    data: bytes | None = field(default=None, repr=False)  # the output, when no file was given
+
+    def __repr__(self) -> str:
+        data = "" if self.data is None else f", data=<{len(self.data):,} bytes>"
+        return (f"SlimReport(input_size={self.input_size}, output_size={self.output_size}, "
+                f"modules={self.modules}, entries={self.entries_before}->{self.entries_after}, "
+                f"archs={[a.device.sm for a in self.archs]}, codec={self.codec!r}, "
+                f"emptied={self.emptied}, output={self.output!r}{data})")
 
     @property
     def saved(self) -> int:
@@ -241,16 +274,17 @@ class SlimReport:
         if self.dropped:
             lines.append("dropped: " + ", ".join(f"{k} x{n}" for k, n in self.dropped))
         if self.for_kernels:
-            lines.append(f"kept {self.for_kernels} image(s) no --for arch loads: they hold "
+            lines.append(f"kept {self.for_kernels} image(s) no {_asked()} loads: they hold "
                          "kernels the loaded images lack (which fail there with "
                          "CUDA_ERROR_NOT_FOUND, as before; check and gate still see them)")
         if self.emptied:
             lines.append(f"warning: NO IMAGE LEFT: none of the {self.no_image} modules holds an "
-                         "image for any GPU (allowed by --allow-empty); the runtime still "
+                         f"image for any GPU (allowed by {option('allow_empty')}); the "
+                         "runtime still "
                          "registers them and their kernels load nowhere")
         elif self.no_image:
             lines.append(f"warning: {self.no_image} of {self.modules} modules left with no image "
-                         "(no --for arch loads them): the runtime still registers them and "
+                         f"(no {_asked()} loads them): the runtime still registers them and "
                          "their kernels load on no GPU (check counts them as built for other "
                          "GPUs, as in the input)")
         if self.unreferenced:
@@ -391,7 +425,7 @@ def _kernel_names(entry: FatbinEntry) -> frozenset[str]:
     return frozenset() if img is None or img.kernels is None else img.kernels
 
 
-def _keep_kernels(modules: Sequence[_Module], budget: DecompressionBudget) -> None:
+def _keep_kernels(modules: Sequence[_Module], budget: DecompressionBudget, jobs: int) -> None:
     """Where the images pruning keeps lack kernels that dropped images of the module hold
     (cuFFT 11 builds its bf16 kernels for sm_80 and up only), the smallest dropped images that
     hold them stay too. The runtime registers every kernel of a module, and a device whose image
@@ -405,7 +439,7 @@ def _keep_kernels(modules: Sequence[_Module], budget: DecompressionBudget) -> No
     for e in entries:  # charged here, in order: the workers share no state
         if e.compression is not None:
             budget.charge(e.data_size, e.offset, id(e))
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
         names = dict(zip(map(id, entries), pool.map(_kernel_names, entries), strict=True))
     for m in todo:
         images = _loadable(m.old.entries)
@@ -455,7 +489,8 @@ class _Request:
     same_size: bool
     allow_newer_driver: bool
     budget: DecompressionBudget
-    progress: bool
+    progress: Progress
+    jobs: int
     exact: bool = False
     strip_signature: bool = False
     allow_empty: bool = False
@@ -468,21 +503,20 @@ def _plan(modules: list[_Module], req: _Request) -> None:
         if keeps:
             _keep_empty(m, req.budget)
     if keeps:
-        _keep_kernels(modules, req.budget)
+        _keep_kernels(modules, req.budget, req.jobs)
     work = [m.old.entries[i] for m in modules for i in m.kept]
     # every compressed image kept is inflated (recoded, or checked): charged here, in order,
     # as the workers share no state
     for e in work:
         if e.compression is not None and e.header.kind in (_ELF, _PTX):
             req.budget.charge(e.data_size, e.offset, id(e))
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        results = pool.map(lambda e: _checked_recode(e, req.codec, req.level), work)
-        if req.progress and req.codec is not None:
-            from tqdm import tqdm
-
-            results = tqdm(results, total=len(work), unit="entry", leave=False,
-                           desc=f"recompressing as {req.codec}")
-        recoded = list(results)
+    with ThreadPoolExecutor(max_workers=req.jobs) as pool, \
+            reporter(req.progress if req.codec is not None else None, len(work), "entry",
+                     f"recompressing as {req.codec}") as report:
+        recoded = []
+        for new in pool.map(lambda e: _checked_recode(e, req.codec, req.level), work):
+            recoded.append(new)
+            report.advance()
     at = 0
     for m in modules:
         entries = tuple(recoded[at : at + len(m.kept)])
@@ -520,7 +554,7 @@ def _later(a: CudaVersion | None, b: CudaVersion | None) -> CudaVersion | None:
 
 
 def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
-                  budget: DecompressionBudget) -> tuple[ArchReport, ...]:
+                  budget: DecompressionBudget, jobs: int) -> tuple[ArchReport, ...]:
     # (module, old pick, new pick) per device, then each picked entry's image read once, on
     # all cores (decompression releases the GIL)
     picks: dict[Arch, list[tuple[_Module, int | None, int | None]]] = {d: [] for d in devices}
@@ -536,7 +570,7 @@ def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
         if e.compression is not None:
             budget.charge(e.data_size, e.offset)
     unlimited = DecompressionBudget(1 << 62)
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
         full = dict(zip(wanted, pool.map(lambda e: _floor_image(e, unlimited),
                                          wanted.values()), strict=True))
     reports = []
@@ -770,68 +804,219 @@ def _modules_of(view: memoryview, base: int, size: int, section: str,
     return out
 
 
-def _check_options(archs: Sequence[ArchLike] | None, ptx: str, codec: str | None,
-                   level: int | None) -> list[Arch]:
+def _check_progress(progress: object) -> None:
+    if progress is not None and not isinstance(progress, bool) and not callable(progress):
+        raise InvalidArgumentError(f"progress must be True, False, None or a callable taking a "
+                                   f"fatbinkit.progress.Step, not {progress!r}")
+
+
+def _options(archs: Sequence[ArchLike] | None, ptx: str, codec: str | None, level: int | None,
+             *, same_size: bool, allow_newer_driver: bool, exact: bool, strip_signature: bool,
+             allow_empty: bool, jobs: int | None) -> _Options:
+    """The keyword arguments of a public entry point, checked: bad ones are an
+    :class:`~fatbinkit.errors.InvalidArgumentError` naming the keyword, before any file is
+    opened."""
     if ptx not in PTX_POLICIES:
-        raise InvalidArgumentError(f"PTX policy {ptx!r} is not one of {PTX_POLICIES}")
+        raise InvalidArgumentError(f"ptx={ptx!r} is not one of {PTX_POLICIES}")
     if codec is not None and codec not in CODECS:
-        raise InvalidArgumentError(f"codec {codec!r} is not one of {CODECS}")
+        raise InvalidArgumentError(f"codec={codec!r} is not one of {CODECS} (or None: as stored)")
+    if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
+        raise InvalidArgumentError(f"level is a whole number (or None), not {level!r}")
     if level is not None and codec in (None, "none"):
-        raise InvalidArgumentError("a compression level needs --codec lz4 or zstd")
+        raise InvalidArgumentError(f"a compression level needs {option('codec', 'lz4')} or "
+                                   f"{option('codec', 'zstd')}")
     if level is not None:
         assert codec is not None
         compress(codec, b"", level)  # validates the level
+    flags = {"same_size": same_size, "allow_newer_driver": allow_newer_driver, "exact": exact,
+             "strip_signature": strip_signature, "allow_empty": allow_empty}
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(f"{name} is True or False, not {value!r}")
     if isinstance(archs, (str, Arch)):
         raise InvalidArgumentError(f"archs is a list of archs, not one {archs!r}: give [{archs!r}]")
-    return list(dict.fromkeys(as_device(a, "archs") for a in archs or ()))  # GPUs that exist
+    devices = tuple(dict.fromkeys(as_device(a, "archs") for a in archs or ()))  # GPUs that exist
+    return _Options(devices, ptx, codec, level, same_size, allow_newer_driver, exact,
+                    strip_signature, allow_empty, as_jobs(jobs))
 
 
-def slim(source: FilePath, output: FilePath, *,
-         archs: Sequence[ArchLike] | None = None, ptx: str = "keep", codec: str | None = None,
-         level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
-         budget: DecompressionBudget | None = None, progress: bool = False,
-         exact: bool = False, strip_signature: bool = False,
-         allow_empty: bool = False) -> SlimReport:
+def _target(value: object, what: str) -> Path | None:
+    return None if value is None else as_path(value, what)
+
+
+def _not_the_input(source: Path | Content, output: Path | None) -> None:
+    """Refuse, before anything is read or written, an output that is the input file: the same
+    path, or the same file under another name (a symbolic or a hard link: one device and inode,
+    :func:`os.path.samefile`). Writing there would replace the input with the output."""
+    if output is None or not isinstance(source, Path):
+        return
+    try:
+        same = output.exists() and os.path.samefile(source, output)
+    except OSError:  # the input is missing or unreadable: opening it says so
+        same = False
+    if same:
+        how = "" if output.absolute() == source.absolute() else \
+            f" ({source} under another name: a link)"
+        raise InvalidArgumentError(f"the output {output} is the input{how}: write a new file")
+
+
+@contextlib.contextmanager
+def _opened(source: Path | Content) -> Iterator[_Input]:
+    """The input, a path (memory-mapped) or bytes, for the slimming functions."""
+    if not isinstance(source, Path):
+        yield _Input("the input", memoryview(source).cast("B"), None, 0o666)
+        return
+    with open_input(source) as file:
+        fd = file.fileno()
+        st = os.fstat(fd)
+        yield _Input(os.fspath(source), _map(fd, st.st_size), source, st.st_mode & 0o777)
+
+
+@dataclass(frozen=True)
+class _Input:
+    """A file to slim: ``name`` for messages, its bytes, its path (None: given as bytes) and
+    permissions (what the output gets)."""
+
+    name: str
+    view: memoryview
+    path: Path | None
+    mode: int
+
+    @contextlib.contextmanager
+    def file(self) -> Iterator[Path]:
+        """The input as a file (the ELF editors read one): its path, or a temporary copy."""
+        if self.path is not None:
+            yield self.path
+            return
+        with tempfile.TemporaryDirectory(prefix="fatbinkit-") as work:
+            path = Path(work, "input")
+            path.write_bytes(self.view)
+            yield path
+
+
+@dataclass
+class _Output:
+    """Where a slimmed file goes: ``path`` (replaced atomically, with permissions ``mode``),
+    or, where there is none, ``data``."""
+
+    path: Path | None
+    mode: int = 0o666
+    data: bytes | None = None
+
+    def write(self, data: bytes | bytearray) -> None:
+        if self.path is None:
+            self.data = bytes(data)
+            return
+        with atomic_path(self.path, self.mode) as tmp:
+            tmp.write_bytes(data)
+
+    @contextlib.contextmanager
+    def file(self) -> Iterator[Path]:
+        """An empty file to write the output into; it replaces ``path`` (or is read into
+        ``data``) when the block succeeds."""
+        if self.path is not None:
+            with atomic_path(self.path, self.mode) as tmp:
+                yield tmp
+            return
+        with tempfile.TemporaryDirectory(prefix="fatbinkit-") as work:
+            tmp = Path(work, "output")
+            tmp.touch()
+            yield tmp
+            self.data = tmp.read_bytes()
+
+
+def slim(source: FilePath | Content, output: FilePath | None = None, *,
+         archs: Sequence[ArchLike] | None = None, ptx: PtxPolicy = "keep",
+         codec: Codec | None = None, level: int | None = None, same_size: bool = False,
+         allow_newer_driver: bool = False, exact: bool = False, strip_signature: bool = False,
+         allow_empty: bool = False, max_decompressed: int | DecompressionBudget | None = None,
+         progress: Progress = None, jobs: int | None = None) -> SlimReport:
     """Prune (``archs``) and/or recompress (``codec``) the fatbins of ``source`` into ``output``.
 
-    ``source`` is a shared library, an executable or a raw fatbin file. Raises
+    ``source`` is a shared library, an executable, a relocatable object, a Windows DLL/EXE or a
+    raw fatbin file: its path or its bytes. ``output`` is the file written (atomically: it is
+    the whole output or untouched), or None: the output is :attr:`SlimReport.data`. An output
+    that is the input file (the same path, a symbolic or a hard link to it) is an
+    :class:`~fatbinkit.errors.InvalidArgumentError`, before anything is read. Raises
     :class:`CompatibilityError` (nothing written) when a requested arch would load a different
     image than before, or, without ``allow_newer_driver``, when an arch would need a newer
     driver; :class:`UnsupportedError` for what cannot be rewritten safely (see the module).
-    ``progress`` shows a progress bar (on stderr) while entries are recompressed. ``exact``
-    keeps the SASS of exactly ``archs`` (as ``nvprune -arch`` does) instead of what their devices
-    load; the report then names the modules and kernels that no longer load on them.
-    Pruning that would leave no image in any module (no ``archs`` loads one) raises
-    :class:`~fatbinkit.errors.EmptiedError`, nothing written, unless ``allow_empty``. Every
-    compressed image copied as stored is inflated once to its recorded size: a corrupt payload
-    is a :class:`~fatbinkit.errors.DecompressionError`, nothing written. With ``level``, entries
+    ``exact`` keeps the SASS of exactly ``archs`` (as ``nvprune -arch`` does) instead of what
+    their devices load; the report then names the modules and kernels that no longer load on
+    them. Pruning after which no ``archs`` loads an image of any module (the file is left no
+    image, or only PTX none of them JITs) raises :class:`~fatbinkit.errors.EmptiedError`,
+    nothing written, unless ``allow_empty``. Every compressed image copied as stored is
+    inflated once to its recorded size: a corrupt payload is a
+    :class:`~fatbinkit.errors.DecompressionError`, nothing written. With ``level``, entries
     already stored as ``codec`` are encoded anew at that level; without, they stay as stored
     (:attr:`SlimReport.stored_as` says what happened to each).
+
+    ``max_decompressed`` caps the bytes inflated (None: 64 times the input plus 256 MiB; a
+    :class:`~fatbinkit.formats.fatbin.DecompressionBudget`: shared with other calls);
+    ``progress`` (:mod:`fatbinkit.progress`) counts the entries recompressed; ``jobs`` threads
+    encode and read them (None: :func:`fatbinkit.parallel.default_jobs`).
     """
-    source, output = as_path(source, "slim() source"), as_path(output, "slim() output")
-    devices = _check_options(archs, ptx, codec, level)
-    if not devices and codec is None:
+    src = as_input(source, "slim() source")
+    out = _target(output, "slim() output")
+    opts = _options(archs, ptx, codec, level, same_size=same_size,
+                    allow_newer_driver=allow_newer_driver, exact=exact,
+                    strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs)
+    if not opts.devices and opts.codec is None:
         raise InvalidArgumentError("nothing to do: give archs to keep, a codec, or both")
-    with open_input(source) as file:
-        fd = file.fileno()
-        total = os.fstat(fd).st_size
-        if budget is None:
-            budget = DecompressionBudget.for_input(total)
-        view = _map(fd, total)
-        mode = os.fstat(fd).st_mode & 0o777
-        req = _Request(devices, ptx, codec, level, same_size, allow_newer_driver, budget,
-                       progress, exact, strip_signature, allow_empty)
-        if is_fatbin(view):
-            return _slim_raw(view, output, req, mode)
-        machine = elf.machine(view)
-        if machine is None and (pe.is_pe(view) or pe.is_coff_object(view)):
-            return _slim_pe(source, view, output, req, mode)
-        if machine is None:
-            raise FormatError(f"{os.fspath(source)}: not a fatbin, ELF or PE file", offset=0)
-        if machine == elf.EM_CUDA:
-            raise UnsupportedError(f"{os.fspath(source)} is a cubin: nothing to prune in one "
-                                   "image")
-        return _slim_elf(source, view, output, req, mode)
+    _check_progress(progress)
+    _not_the_input(src, out)
+    return _slim_one(src, out, opts, max_decompressed, progress)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What the caller of a public entry point asked for, checked (:func:`_options`); sent to a
+    wheel's worker processes."""
+
+    devices: tuple[Arch, ...]
+    ptx: str
+    codec: str | None
+    level: int | None
+    same_size: bool
+    allow_newer_driver: bool
+    exact: bool
+    strip_signature: bool
+    allow_empty: bool
+    jobs: int
+
+
+def _slim_one(source: Path | Content, output: Path | None, opts: _Options,
+              max_decompressed: int | DecompressionBudget | None,
+              progress: Progress) -> SlimReport:
+    with _opened(source) as src:
+        budget = DecompressionBudget.of(max_decompressed, len(src.view))
+        return _slim(src, _Output(output, src.mode), opts, budget, progress)
+
+
+def _slim(src: _Input, out: _Output, opts: _Options, budget: DecompressionBudget,
+          progress: Progress) -> SlimReport:
+    req = _Request(list(opts.devices), opts.ptx, opts.codec, opts.level, opts.same_size,
+                   opts.allow_newer_driver, budget, progress, opts.jobs, opts.exact,
+                   opts.strip_signature, opts.allow_empty)
+    view = src.view
+    machine = elf.machine(view)
+    if is_fatbin(view):
+        report = _slim_raw(src, out, req)
+    elif machine is None and (pe.is_pe(view) or pe.is_coff_object(view)):
+        report = _slim_pe(src, out, req)
+    elif machine is None:
+        if is_archive(view):
+            raise UnsupportedError(f"{src.name} is a static library (an ar archive): "
+                                   "slim_archive() slims its objects")
+        if bytes(view[:4]) == _ZIP_MAGIC:
+            raise UnsupportedError(f"{src.name} is a zip file: slim_wheel() slims the "
+                                   "libraries of a wheel")
+        raise FormatError(f"{src.name}: not a fatbin, ELF or PE file", offset=0)
+    elif machine == elf.EM_CUDA:
+        raise UnsupportedError(f"{src.name} is a cubin: nothing to prune in one image")
+    else:
+        report = _slim_elf(src, out, req)
+    return dataclasses.replace(report, output=out.path, data=out.data)
 
 
 def _map(fd: int, size: int) -> memoryview:
@@ -844,17 +1029,23 @@ def _finish(modules: list[_Module], req: _Request) -> tuple[ArchReport, ...]:
     codec = req.codec
     had = [m for m in modules if _loadable(m.old.entries) and not m.empty]
     if req.devices and had and not req.allow_empty and not any(
-            m.new is not None and _loadable(m.new.entries) for m in had):
+            i is not None for m in had
+            for i in _picks(m.new.entries if m.new else (), req.devices).values()):
         held = sorted({_entry_label(m.old.entries[i]) for m in had
                        for i in _loadable(m.old.entries)})
         archs = ", ".join(d.sm for d in req.devices)
-        why = ((f"--exact keeps no SASS for exactly {archs} in any" if req.exact else
-                f"no --for arch ({archs}) loads an image of any") +
+        left = any(m.new is not None and _loadable(m.new.entries) for m in had)
+        why = ((f"{option('exact')} keeps no SASS for exactly {archs} in any" if req.exact else
+                f"no {_asked()} ({archs}) loads an image of any") +
                f" of its {len(had)} module(s) (it holds {', '.join(held[:6])}"
                f"{', ...' if len(held) > 6 else ''})")
-        raise EmptiedError(f"{why}: pruning would leave it no device code for any GPU; nothing "
-                           "written (accept it with --allow-empty)", reason=why)
-    reports = _arch_reports(modules, req.devices or _file_devices(modules), req.budget)
+        what = (f"pruning would keep only images none of them loads ({option('ptx', req.ptx)} "
+                "keeps the PTX)" if left else
+                "pruning would leave it no device code for any GPU")
+        raise EmptiedError(f"{why}: {what}; nothing written (accept it with "
+                           f"{option('allow_empty')})", reason=why)
+    reports = _arch_reports(modules, req.devices or _file_devices(modules), req.budget,
+                            req.jobs)
     changed = [r for r in reports if r.changed]
     if changed and not req.exact:  # cannot happen by construction; the check proves it
         raise CompatibilityError("after pruning, " + "; ".join(
@@ -866,8 +1057,14 @@ def _finish(modules: list[_Module], req: _Request) -> tuple[ArchReport, ...]:
             f"recompressing as {codec} raises the minimum driver: " + "; ".join(
                 f"{r.device.sm} {dotted(r.min_driver_before or (0, 0))} -> "
                 f"{dotted(r.min_driver_after or (0, 0))}" for r in raised)
-            + " (allow it with --allow-newer-driver)")
+            + f" (allow it with {option('allow_newer_driver')})")
     return reports
+
+
+def _asked() -> str:
+    """The archs a prune keeps, as the caller named them: ``--for`` arch in the command line, arch
+    in ``archs`` from the API (:func:`fatbinkit.errors.option`)."""
+    return "--for arch" if option("archs") == "--for" else "arch in archs"
 
 
 def _entry_label(e: FatbinEntry) -> str:
@@ -908,31 +1105,29 @@ def _report(total: int, out_size: int, modules: list[_Module], req: _Request,
         sum(m.for_kernels for m in modules))
 
 
-def _slim_raw(view: memoryview, output: os.PathLike[str], req: _Request,
-              mode: int) -> SlimReport:
+def _slim_raw(src: _Input, out: _Output, req: _Request) -> SlimReport:
+    view = src.view
     modules = _modules_of(view, 0, len(view), "", 0)
     _plan(modules, req)
     reports = _finish(modules, req)
     data = b"".join(m.data for m in modules)
-    with atomic_path(output, mode) as tmp:
-        tmp.write_bytes(data)
+    out.write(data)
     return _report(len(view), len(data), modules, req, reports, None, False)
 
 
-def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[str],
-              req: _Request, mode: int) -> SlimReport:
-    same_size = req.same_size
+def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
+    same_size, view = req.same_size, src.view
     head = elf.file_header(view)
     if bytes(view[-len(_MODULE_SIGNATURE):]) == _MODULE_SIGNATURE:
-        raise UnsupportedError(f"{os.fspath(source)} is signed (an appended module signature): "
+        raise UnsupportedError(f"{src.name} is signed (an appended module signature): "
                                "any rewrite invalidates the signature")
     if head.type == elf.ET_REL:
-        return _slim_object(source, view, head, output, req, mode)
+        return _slim_object(src, head, out, req)
     if head.type not in (elf.ET_DYN, elf.ET_EXEC):
         raise UnsupportedError(f"ELF type {head.type} is not a shared library or executable")
     sections = elf.sections(view, head)
     phdrs = elf.program_headers(view, head)
-    fat, modules, by_section = _fat_sections(source, view, sections, alloc=True)
+    fat, modules, by_section = _fat_sections(src.name, view, sections, alloc=True)
     ranges = [(s.name, s.header.addr, s.header.addr + s.header.size) for s in fat]
     pointers, others = _references(view, head, sections, phdrs, ranges,
                                    _wrappers(view, sections))
@@ -951,7 +1146,7 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
             "other references into the device code than the __fatbinwrap pointers: "
             + "; ".join(unsafe[:3]) + (f" (+{len(unsafe) - 3} more)" if len(unsafe) > 3 else "")
             + ("" if same_size else
-               "; --same-size rewrites each container in place, moving none"))
+               f"; {option('same_size')} rewrites each container in place, moving none"))
     _plan(modules, req)
     reports = _finish(modules, req)
 
@@ -973,14 +1168,13 @@ def _slim_elf(source: os.PathLike[str], view: memoryview, output: os.PathLike[st
             at = rs.header.offset + i * elf.Rela.FORMAT.size
             writes.append((at, elf.Rela(r.offset, r.info, new).pack()))
     writes += _symtab_writes(view, sections, {s.index for s in fat}, moves)
-    with atomic_path(output, mode) as tmp:
+    with src.file() as source, out.file() as tmp:
         layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
         _verify(tmp, modules, pointers, moves)
     return _report(len(view), layout.output_size, modules, req, reports, layout, same_size)
 
 
-def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str],
-             req: _Request, mode: int) -> SlimReport:
+def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
     """A Windows DLL, ``.pyd`` or EXE: the containers of ``.nv_fatb`` and of ``__nv_rel``
     (relocatable device code, ``-rdc``) are repacked at each section's start and its raw data
     cut to them (:func:`fatbinkit.formats.pe.shrink`: the file shrinks, the virtual layout
@@ -991,16 +1185,17 @@ def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str
     pointer at start-up into the array its version-2 wrapper names, so those are the only
     references into ``__nv_rel`` too. Any other base-relocated pointer into the device code is
     refused, as is an Authenticode signature unless ``strip_signature``."""
+    view = src.view
     image = pe.read(view)
     if image.optional is None:
-        raise UnsupportedError(f"{os.fspath(source)} is a COFF object (.obj): its device code "
+        raise UnsupportedError(f"{src.name} is a COFF object (.obj): its device code "
                                "is slimmed where it is linked (the DLL or EXE)")
     if image.optional.magic != pe.PE32_PLUS:
-        raise UnsupportedError(f"{os.fspath(source)} is a 32-bit (PE32) image: CUDA's are 64-bit")
+        raise UnsupportedError(f"{src.name} is a 32-bit (PE32) image: CUDA's are 64-bit")
     base = image.optional.image_base
     fat = [(i, s) for i, s in enumerate(image.sections) if s.name in _PE_SECTIONS and s.size]
     if not fat:
-        raise FormatError(f"{os.fspath(source)}: no {PE_FATBIN_SECTION} or "
+        raise FormatError(f"{src.name}: no {PE_FATBIN_SECTION} or "
                           f"{PE_RELFATBIN_SECTION} section: no device code to slim")
     modules: list[_Module] = []
     by_section: dict[int, list[_Module]] = {}
@@ -1036,8 +1231,7 @@ def _slim_pe(source: os.PathLike[str], view: memoryview, output: os.PathLike[str
     data = pe.shrink(view, image, contents, writes, strip_signature=req.strip_signature)
     _verify_pe(data, image, by_section,
                [(w.slot, moves.get(w.target, w.target)) for w in wrappers])
-    with atomic_path(output, mode) as tmp:
-        tmp.write_bytes(data)
+    out.write(data)
     return _report(len(view), len(data), modules, req, reports, None, req.same_size)
 
 
@@ -1117,12 +1311,12 @@ def _verify_pe(data: bytearray, before: pe.PeFile, by_section: dict[int, list[_M
 _ABS64 = {elf.EM_X86_64: 1, elf.EM_AARCH64: 257}
 
 
-def _fat_sections(source: os.PathLike[str], view: memoryview, sections: Sequence[elf.Section],
+def _fat_sections(name: str, view: memoryview, sections: Sequence[elf.Section],
                   alloc: bool) -> tuple[list[elf.Section], list[_Module], dict[int, list[_Module]]]:
     fat = [s for s in sections if s.name in _SECTIONS and s.header.type != elf.SHT_NOBITS
            and s.header.size]
     if not fat:
-        raise FormatError(f"{os.fspath(source)}: no device code to slim (no {FATBIN_SECTION} "
+        raise FormatError(f"{name}: no device code to slim (no {FATBIN_SECTION} "
                           f"or {RELFATBIN_SECTION} section)", offset=None)
     modules: list[_Module] = []
     by_section: dict[int, list[_Module]] = {}
@@ -1135,13 +1329,12 @@ def _fat_sections(source: os.PathLike[str], view: memoryview, sections: Sequence
     return fat, modules, by_section
 
 
-def _slim_object(source: os.PathLike[str], view: memoryview, head: elf.FileHeader,
-                 output: os.PathLike[str], req: _Request, mode: int) -> SlimReport:
+def _slim_object(src: _Input, head: elf.FileHeader, out: _Output, req: _Request) -> SlimReport:
     """A relocatable object (``nvcc -c``): each wrapper's pointer is an ``R_X86_64_64``
     relocation against the fatbin section (or a symbol in it); its addend follows the move."""
-    same_size = req.same_size
+    same_size, view = req.same_size, src.view
     sections = elf.sections(view, head)
-    fat, modules, by_section = _fat_sections(source, view, sections, alloc=False)
+    fat, modules, by_section = _fat_sections(src.name, view, sections, alloc=False)
     fat_index = {s.index for s in fat}
     starts = {(s.index, m.old_offset) for s in fat for m in by_section[s.index]}
     wrapper = next((s for s in sections if s.name == WRAPPER_SECTION), None)
@@ -1186,7 +1379,8 @@ def _slim_object(source: os.PathLike[str], view: memoryview, head: elf.FileHeade
         raise UnsupportedError(
             "other references into the device code than the __fatbinwrap pointers: "
             + "; ".join(unsafe[:3]) + ("" if same_size else
-                                       "; --same-size rewrites each container in place"))
+                                       f"; {option('same_size')} rewrites each container in "
+                                       "place"))
     _plan(modules, req)
     reports = _finish(modules, req)
     referenced: dict[int, set[int]] = {s.index: set() for s in fat}
@@ -1209,7 +1403,7 @@ def _slim_object(source: os.PathLike[str], view: memoryview, head: elf.FileHeade
             if shndx in fat_index and value in moved[shndx]:
                 writes.append((h.offset + i * size, elf.Symbol(
                     name, info, other, shndx, moved[shndx][value], sz).pack()))
-    with atomic_path(output, mode) as tmp:
+    with src.file() as source, out.file() as tmp:
         layout = elf_edit.rewrite_object(source, tmp, resizes, writes, shrink=not same_size)
         _verify_object(tmp, modules)
     return _report(len(view), layout.output_size, modules, req, reports, layout, same_size)
@@ -1327,6 +1521,19 @@ class WheelReport:
     files: tuple[tuple[str, SlimReport | str], ...]
     dropped_signatures: tuple[str, ...] = ()
     kind: str = "wheel"
+    output: Path | None = None  # the file written (None: the output is ``data``)
+    data: bytes | None = field(default=None, repr=False)  # the output, when no file was given
+
+    @property
+    def saved(self) -> int:
+        return self.input_size - self.output_size
+
+    def __repr__(self) -> str:
+        data = "" if self.data is None else f", data=<{len(self.data):,} bytes>"
+        slimmed = sum(isinstance(r, SlimReport) for _, r in self.files)
+        return (f"WheelReport(kind={self.kind!r}, input_size={self.input_size}, "
+                f"output_size={self.output_size}, files=<{len(self.files)}, {slimmed} "
+                f"slimmed>, output={self.output!r}{data})")
 
     def to_dict(self) -> dict[str, Any]:
         key = "member" if self.kind == "archive" else "file"
@@ -1351,7 +1558,8 @@ class WheelReport:
                 after += r.output_size
                 pct = 100 * r.saved / r.input_size if r.input_size else 0.0
                 lines.append(f"  {name:{width}}  {r.input_size:>14,} -> {r.output_size:>14,}  "
-                             f"-{pct:4.1f} %" + ("  NO IMAGE LEFT (--allow-empty)" if r.emptied
+                             f"-{pct:4.1f} %" + (f"  NO IMAGE LEFT ({option('allow_empty')})"
+                                                 if r.emptied
                                                  else f"  {r.no_image} module(s) left with no "
                                                  "image" if r.no_image else ""))
             else:
@@ -1385,22 +1593,13 @@ class WheelReport:
                                                   key=lambda kv: (-kv[1], kv[0]))))
         no_image = sum(r.no_image for r in reports)
         if no_image:
-            lines.append(f"warning: {no_image} module(s) left with no image (no --for arch "
+            lines.append(f"warning: {no_image} module(s) left with no image (no {_asked()} "
                          "loads them): the runtime still registers them and their kernels load "
                          "on no GPU")
         if self.dropped_signatures:
             lines.append("left out (signatures over the old RECORD): "
                          + ", ".join(self.dropped_signatures))
         return "\n".join(lines)
-
-
-def _slim_member(job: tuple[str, str, dict[str, Any]]) -> SlimReport | str:
-    """One library of a wheel (in a worker process): its report, or why it stays as it was."""
-    src, dst, options = job
-    try:
-        return slim(Path(src), Path(dst), **options)
-    except UnsupportedError as e:
-        return f"refused: {e}"
 
 
 def has_device_code(path: os.PathLike[str]) -> bool:
@@ -1417,34 +1616,76 @@ def has_device_code(path: os.PathLike[str]) -> bool:
             for s in elf.sections(src, head))
 
 
-def slim_wheel(source: FilePath, output_dir: FilePath, *,
-               progress: bool = False, **options: Any) -> WheelReport:
-    """:func:`slim` every ELF or PE file with device code inside the wheel ``source`` (on all
-    cores)
-    and write the wheel, ``RECORD`` made anew and its name (tags) kept, into ``output_dir``.
+def slim_wheel(source: FilePath | Content, output_dir: FilePath | None = None, *,
+               archs: Sequence[ArchLike] | None = None, ptx: PtxPolicy = "keep",
+               codec: Codec | None = None, level: int | None = None, same_size: bool = False,
+               allow_newer_driver: bool = False, exact: bool = False,
+               strip_signature: bool = False, allow_empty: bool = False,
+               max_decompressed: int | DecompressionBudget | None = None,
+               progress: Progress = None, jobs: int | None = None) -> WheelReport:
+    """:func:`slim` every ELF or PE file with device code inside the wheel ``source`` (on
+    ``jobs`` processes) and write the wheel, ``RECORD`` made anew and its name (tags) kept, into
+    the folder ``output_dir`` (:attr:`WheelReport.output` is the file written); with no folder,
+    the new wheel is :attr:`WheelReport.data`. ``source`` is the wheel's path or its bytes
+    (which have no file name: then ``output_dir`` must be None). The keywords are
+    :func:`slim`'s; ``progress`` counts the libraries done. ``max_decompressed`` as a number
+    caps each library; a :class:`~fatbinkit.formats.fatbin.DecompressionBudget` is charged
+    with what each library inflated as it completes (each gets what is left of it).
 
     A library whose layout cannot be rewritten safely stays as it was (the report says why);
     libraries pruning would leave no image (:class:`~fatbinkit.errors.EmptiedError`, unless
     ``allow_empty``) are named together; any other error fails the whole wheel, naming the
-    member. On failure nothing is written: no wheel, and no folder this call created.
+    member. On failure nothing is written: no wheel, and no folder this call created. A wheel
+    written over the input (the folder it is in) is an
+    :class:`~fatbinkit.errors.InvalidArgumentError`, before anything is read.
     """
+    src = as_input(source, "slim_wheel() source")
+    out_dir = _target(output_dir, "slim_wheel() output folder")
+    opts = _options(archs, ptx, codec, level, same_size=same_size,
+                    allow_newer_driver=allow_newer_driver, exact=exact,
+                    strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs)
+    if not opts.devices and opts.codec is None:
+        raise InvalidArgumentError("nothing to do: give archs to keep, a codec, or both")
+    _check_progress(progress)
+    if out_dir is not None and not isinstance(src, Path):
+        raise InvalidArgumentError(
+            "slim_wheel(): a wheel given as bytes has no file name, which the wheel written "
+            "into a folder takes: give output_dir=None (the new wheel is report.data) or the "
+            "wheel's path")
+    if isinstance(src, Path) and out_dir is not None:
+        _not_the_input(src, out_dir / src.name)
+    return _slim_wheel_at(src, out_dir, opts, max_decompressed, progress)
+
+
+def _slim_wheel_at(source: Path | Content, out_dir: Path | None, opts: _Options,
+                   max_decompressed: int | DecompressionBudget | None,
+                   progress: Progress) -> WheelReport:
     from . import wheel
 
-    src = as_path(source, "slim_wheel() source")
-    out_dir = as_path(output_dir, "slim_wheel() output folder")
-    if not wheel.is_wheel(src):
-        raise FormatError(f"{src} is not a wheel (a .whl zip file)")
-    target = out_dir / src.name
-    if target.resolve() == src.resolve():
-        raise InvalidArgumentError(f"the output {target} is the input: choose another folder")
+    if not isinstance(source, Path):
+        if bytes(source[:4]) != _ZIP_MAGIC:
+            raise FormatError("the input is not a wheel (a zip file)", offset=0)
+        with tempfile.TemporaryDirectory(prefix="fatbinkit-") as work:
+            path = Path(work, "input.whl")
+            path.write_bytes(source)
+            return _slim_wheel_at(path, None, opts, max_decompressed, progress)
+    if not wheel.is_wheel(source):
+        raise FormatError(f"{source} is not a wheel (a .whl zip file)")
+    if out_dir is None:
+        with tempfile.TemporaryDirectory(prefix="fatbinkit-") as work:
+            target = Path(work, source.name)
+            report = _slim_wheel(source, Path(work), target, opts, max_decompressed, progress)
+            return dataclasses.replace(report, data=target.read_bytes())
     made = _output_folder(out_dir)
     try:
-        return _slim_wheel(src, out_dir, target, progress, options)
+        report = _slim_wheel(source, out_dir, out_dir / source.name, opts, max_decompressed,
+                             progress)
     except BaseException:
         for p in reversed(made):  # deepest first; only those this call created, if empty
             with contextlib.suppress(OSError):
                 p.rmdir()
         raise
+    return dataclasses.replace(report, output=out_dir / source.name)
 
 
 def _output_folder(path: Path) -> list[Path]:
@@ -1467,12 +1708,30 @@ def _output_folder(path: Path) -> list[Path]:
     return made
 
 
-def _slim_wheel(src: Path, out_dir: Path, target: Path, progress: bool,
-                options: dict[str, Any]) -> WheelReport:
+def _slim_member(job: tuple[str, str, _Options, int | None, bool]
+                 ) -> tuple[SlimReport | str, int]:
+    """One library of a wheel (in a worker process): its report, or why it stays as it was;
+    and the bytes it inflated. Advice is spelled as the caller's (the command line's flags)."""
+    src, dst, opts, limit, cli = job
+    with spelled_for_cli() if cli else contextlib.nullcontext(), _opened(Path(src)) as inp:
+        budget = DecompressionBudget.of(limit, len(inp.view))
+        try:
+            return _slim(inp, _Output(Path(dst), inp.mode), opts, budget, None), budget.used
+        except UnsupportedError as e:
+            return f"refused: {e}", budget.used
+
+
+def _slim_wheel(src: Path, out_dir: Path, target: Path, opts: _Options,
+                max_decompressed: int | DecompressionBudget | None,
+                progress: Progress) -> WheelReport:
     from . import wheel
 
+    shared = max_decompressed if isinstance(max_decompressed, DecompressionBudget) else None
+    if max_decompressed is not None and shared is None:
+        DecompressionBudget.of(max_decompressed, 0)  # checks it
+    cli = option("allow_empty") == "--allow-empty"
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".fatbinkit-") as work:
-        jobs: list[tuple[str, str, dict[str, Any]]] = []
+        jobs: list[tuple[str, str, _Options, int | None, bool]] = []
         names: list[str] = []
         for name, path in wheel.extract_binaries(src, Path(work)):
             try:
@@ -1482,30 +1741,31 @@ def _slim_wheel(src: Path, out_dir: Path, target: Path, progress: bool,
             except FatbinkitError as e:
                 raise type(e)(f"{name}: {e}") from e
             names.append(name)
-            jobs.append((str(path), str(path.with_suffix(".out")), options))
+            limit = (shared.limit - shared.used if shared is not None else
+                     max_decompressed if isinstance(max_decompressed, int) else None)
+            jobs.append((str(path), str(path.with_suffix(".out")), opts, limit, cli))
         results: list[SlimReport | str] = [""] * len(jobs)
         emptied: dict[int, str] = {}
-        with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1) or 1) as pool:
+        with ProcessPoolExecutor(max_workers=min(len(jobs), opts.jobs) or 1) as pool, \
+                reporter(progress, len(jobs), "library", src.name) as report:
             futures = {pool.submit(_slim_member, job): i for i, job in enumerate(jobs)}
-            done = as_completed(futures)
-            if progress:
-                from tqdm import tqdm
-
-                done = tqdm(done, total=len(jobs), unit="lib", desc=src.name, leave=False)
-            for fut in done:
+            for fut in as_completed(futures):
                 i = futures[fut]
                 try:
-                    results[i] = fut.result()
+                    results[i], used = fut.result()
+                    if shared is not None:
+                        shared.charge(used, 0)
                 except EmptiedError as e:
                     emptied[i] = e.reason
                 except FatbinkitError as e:
                     raise type(e)(f"{names[i]}: {e}") from e
+                report.advance(1, names[i])
         if emptied:
             raise EmptiedError(
                 f"pruning would leave no device code for any GPU in {len(emptied)} of the "
                 f"{len(jobs)} libraries of {src.name}: " + "; ".join(
                     f"{names[i]}: {why}" for i, why in sorted(emptied.items()))
-                + "; nothing written (accept it with --allow-empty)")
+                + f"; nothing written (accept it with {option('allow_empty')})")
         replaced = {name: Path(job[1]) for name, job, r in zip(names, jobs, results, strict=True)
                     if isinstance(r, SlimReport)}
         dropped = wheel.rewrite(src, target, replaced)
@@ -1513,91 +1773,193 @@ def _slim_wheel(src: Path, out_dir: Path, target: Path, progress: bool,
                        tuple(zip(names, results, strict=True)), dropped)
 
 
-def slim_archive(source: FilePath, output: FilePath, **options: Any) -> WheelReport:
+def slim_archive(source: FilePath | Content, output: FilePath | None = None, *,
+                 archs: Sequence[ArchLike] | None = None, ptx: PtxPolicy = "keep",
+                 codec: Codec | None = None, level: int | None = None, same_size: bool = False,
+                 allow_newer_driver: bool = False, exact: bool = False,
+                 strip_signature: bool = False, allow_empty: bool = False,
+                 max_decompressed: int | DecompressionBudget | None = None,
+                 progress: Progress = None, jobs: int | None = None) -> WheelReport:
     """:func:`slim` every object with device code of the static library ``source`` (an ``ar``
-    archive, GNU or BSD; not thin) and write the archive to ``output``: members keep their
-    order, names and headers but the size, and the symbol index points at their new places
-    (:func:`fatbinkit.formats.archive.rewrite`). An object whose layout cannot be rewritten safely
-    stays as it was (the report says why); any other error fails the whole archive, naming the
-    member, with nothing written. An object pruning leaves no image is written so (an object
-    built for other GPUs only, as nvprune leaves it), but an archive none of whose objects
-    keeps an image is refused (:class:`~fatbinkit.errors.EmptiedError`) unless
-    ``allow_empty``. The output is read back: the same members, in order."""
+    archive, GNU or BSD; not thin; its path or its bytes) and write the archive to ``output``
+    (None: the new archive is :attr:`WheelReport.data`): members keep their order, names and
+    headers but the size, and the symbol index points at their new places
+    (:func:`fatbinkit.formats.archive.rewrite`). The keywords are :func:`slim`'s;
+    ``progress`` counts the members done; ``max_decompressed`` as a number caps each object,
+    a :class:`~fatbinkit.formats.fatbin.DecompressionBudget` is shared by them. An object whose
+    layout cannot be rewritten safely stays as it was (the report says why); any other error
+    fails the whole archive, naming the member, with nothing written. An object pruning leaves
+    no image is written so (an object built for other GPUs only, as nvprune leaves it), but an
+    archive none of whose objects keeps an image is refused
+    (:class:`~fatbinkit.errors.EmptiedError`) unless ``allow_empty``. The output is read back:
+    the same members, in order. An output that is the input file is an
+    :class:`~fatbinkit.errors.InvalidArgumentError`, before anything is read."""
+    src = as_input(source, "slim_archive() source")
+    out = _target(output, "slim_archive() output")
+    opts = _options(archs, ptx, codec, level, same_size=same_size,
+                    allow_newer_driver=allow_newer_driver, exact=exact,
+                    strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs)
+    if not opts.devices and opts.codec is None:
+        raise InvalidArgumentError("nothing to do: give archs to keep, a codec, or both")
+    _check_progress(progress)
+    _not_the_input(src, out)
+    return _slim_archive(src, out, opts, max_decompressed, progress)
+
+
+def _slim_archive(source: Path | Content, output: Path | None, opts: _Options,
+                  max_decompressed: int | DecompressionBudget | None,
+                  progress: Progress) -> WheelReport:
     from .formats import archive
 
-    src = as_path(source, "slim_archive() source")
-    out = as_path(output, "slim_archive() output")
-    with open_input(src) as file:
-        view = _map(file.fileno(), os.fstat(file.fileno()).st_size)
+    each = dataclasses.replace(opts, allow_empty=True)  # judged for the whole archive below
+    with _opened(source) as src:
+        view = src.view
         members = archive.ar_members(view)
         if any(m.thin for m in members):
-            raise UnsupportedError(f"{src} is a thin archive: it holds no member data; prune "
-                                   "the objects it names")
+            raise UnsupportedError(f"{src.name} is a thin archive: it holds no member data; "
+                                   "prune the objects it names")
         names: list[str] = []
         results: list[SlimReport | str] = []
         replaced: dict[int, bytes] = {}
-        with tempfile.TemporaryDirectory(prefix="fatbinkit-") as work:
+        with tempfile.TemporaryDirectory(prefix="fatbinkit-") as work, \
+                reporter(progress, len(members), "member", src.name) as done:
             for i, m in enumerate(members):
                 data = view[m.offset : m.offset + m.size]
+                done.advance(1, m.name)
                 if elf.machine(data) in (None, elf.EM_CUDA):
                     continue  # not a host object: kept as it is
-                obj, slimmed = Path(work, f"{i}.o"), Path(work, f"{i}.out")
+                obj = Path(work, f"{i}.o")
                 obj.write_bytes(data)
                 try:
                     if not has_device_code(obj):
                         continue
-                    report: SlimReport | str = slim(obj, slimmed,
-                                                    **{**options, "allow_empty": True})
+                    report: SlimReport | str = _slim_one(obj, None, each, max_decompressed,
+                                                         None)
                 except UnsupportedError as e:
                     report = f"refused: {e}"
                 except FatbinkitError as e:
                     raise type(e)(f"member {m.name}: {e}") from e
                 names.append(m.name)
-                results.append(report)
                 if isinstance(report, SlimReport):
-                    replaced[m.header] = slimmed.read_bytes()
-        if not options.get("allow_empty") and results and all(
+                    assert report.data is not None
+                    replaced[m.header] = report.data
+                    report = dataclasses.replace(report, data=None)
+                results.append(report)
+        if not opts.allow_empty and results and all(
                 isinstance(r, SlimReport) and r.emptied for r in results):
             raise EmptiedError(
-                f"no --for arch loads an image of any of the {len(results)} objects with device "
-                f"code of {src}: pruning would leave it no device code for any GPU; nothing "
-                "written (accept it with --allow-empty)")
+                f"no {_asked()} loads an image of any of the {len(results)} objects with "
+                f"device code of {src.name}: pruning would leave it no device code for any GPU; "
+                f"nothing written (accept it with {option('allow_empty')})")
         new = archive.rewrite(view, replaced)
+        mode = src.mode
     after = archive.ar_members(new)
     if [m.name for m in after] != [m.name for m in members]:  # cannot happen: the check proves it
-        raise FormatError(f"{src}: the rewritten archive does not list the same members")
-    mode = os.stat(src).st_mode & 0o777
-    with atomic_path(out, mode) as tmp:
-        tmp.write_bytes(new)
+        raise FormatError(f"{src.name}: the rewritten archive does not list the same members")
+    out = _Output(output, mode)
+    out.write(new)
     return WheelReport(len(view), len(new), tuple(zip(names, results, strict=True)),
-                       kind="archive")
+                       kind="archive", output=out.path, data=out.data)
 
 
-def prune(source: FilePath, output: FilePath, archs: Sequence[ArchLike],
-          **options: Any) -> SlimReport | WheelReport:
-    """Keep what devices of ``archs`` load (see :func:`slim` for ``options``), e.g.
-    ``prune(Path("libfoo.so"), Path("out.so"), [Arch(90)])``; a wheel goes into the folder
-    ``output`` (:func:`slim_wheel`)."""
+@overload
+def prune(source: Content, output: FilePath | None = None, *,
+          archs: Sequence[ArchLike], ptx: PtxPolicy = "keep", codec: Codec | None = None,
+          level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
+          exact: bool = False, strip_signature: bool = False, allow_empty: bool = False,
+          max_decompressed: int | DecompressionBudget | None = None, progress: Progress = None,
+          jobs: int | None = None) -> SlimReport: ...
+
+
+@overload
+def prune(source: FilePath, output: FilePath | None = None, *,
+          archs: Sequence[ArchLike], ptx: PtxPolicy = "keep", codec: Codec | None = None,
+          level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
+          exact: bool = False, strip_signature: bool = False, allow_empty: bool = False,
+          max_decompressed: int | DecompressionBudget | None = None, progress: Progress = None,
+          jobs: int | None = None) -> SlimReport | WheelReport: ...
+
+
+def prune(source: FilePath | Content, output: FilePath | None = None,
+          archs: Sequence[ArchLike] | None = None, *, ptx: PtxPolicy = "keep",
+          codec: Codec | None = None, level: int | None = None, same_size: bool = False,
+          allow_newer_driver: bool = False, exact: bool = False, strip_signature: bool = False,
+          allow_empty: bool = False, max_decompressed: int | DecompressionBudget | None = None,
+          progress: Progress = None, jobs: int | None = None) -> SlimReport | WheelReport:
+    """Keep what devices of ``archs`` load (the keywords are :func:`slim`'s).
+
+    ``source`` is a path or bytes; ``output`` the file to write, or None: the output is the
+    report's ``data``. Bytes in give a :class:`SlimReport` (one binary: a fatbin, an ELF or PE
+    file): ``prune(data, archs=["sm_90"]).data``. A path may also name a static library
+    (:func:`slim_archive`) or a wheel (:func:`slim_wheel`; ``output`` is then a folder): a
+    :class:`WheelReport`. ``report.output`` is the file written. An output that is the input
+    file (the same path, a link to it) is an :class:`~fatbinkit.errors.InvalidArgumentError`,
+    before anything is read."""
     if not archs:
-        raise InvalidArgumentError("prune needs at least one arch to keep")
-    return _dispatch(as_path(source, "prune() source"), as_path(output, "prune() output"),
-                     archs=archs, **options)
+        raise InvalidArgumentError("prune() needs at least one arch to keep in archs")
+    return _dispatch("prune()", source, output, _options(
+        archs, ptx, codec, level, same_size=same_size, allow_newer_driver=allow_newer_driver,
+        exact=exact, strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs),
+        max_decompressed, progress)
 
 
-def recompress(source: FilePath, output: FilePath, codec: str,
-               **options: Any) -> SlimReport | WheelReport:
-    """Store every entry as ``codec`` (``"none"``, ``"lz4"``, ``"zstd"``); see :func:`slim`."""
-    return _dispatch(as_path(source, "recompress() source"),
-                     as_path(output, "recompress() output"), codec=codec, **options)
+@overload
+def recompress(source: Content, output: FilePath | None = None, *, codec: Codec,
+               level: int | None = None, same_size: bool = False,
+               allow_newer_driver: bool = False, strip_signature: bool = False,
+               max_decompressed: int | DecompressionBudget | None = None,
+               progress: Progress = None, jobs: int | None = None) -> SlimReport: ...
 
 
-def _dispatch(source: os.PathLike[str], output: os.PathLike[str],
-              **options: Any) -> SlimReport | WheelReport:
+@overload
+def recompress(source: FilePath, output: FilePath | None = None, *, codec: Codec,
+               level: int | None = None, same_size: bool = False,
+               allow_newer_driver: bool = False, strip_signature: bool = False,
+               max_decompressed: int | DecompressionBudget | None = None,
+               progress: Progress = None, jobs: int | None = None
+               ) -> SlimReport | WheelReport: ...
+
+
+def recompress(source: FilePath | Content, output: FilePath | None = None,
+               codec: Codec | None = None, *, level: int | None = None,
+               same_size: bool = False, allow_newer_driver: bool = False,
+               strip_signature: bool = False,
+               max_decompressed: int | DecompressionBudget | None = None,
+               progress: Progress = None, jobs: int | None = None
+               ) -> SlimReport | WheelReport:
+    """Store every entry as ``codec`` (``"none"``, ``"lz4"``, ``"zstd"``); ``source``,
+    ``output`` and the result as for :func:`prune`, the keywords :func:`slim`'s."""
+    if codec is None:
+        raise InvalidArgumentError(f"recompress() needs a codec, one of {CODECS}")
+    return _dispatch("recompress()", source, output, _options(
+        None, "keep", codec, level, same_size=same_size, allow_newer_driver=allow_newer_driver,
+        exact=False, strip_signature=strip_signature, allow_empty=False, jobs=jobs),
+        max_decompressed, progress)
+
+
+def _dispatch(what: str, source: object, output: object, opts: _Options,
+              max_decompressed: int | DecompressionBudget | None,
+              progress: Progress) -> SlimReport | WheelReport:
     from .wheel import is_wheel
 
-    if is_wheel(source):
-        return slim_wheel(source, output, **options)
-    if is_archive_file(source):
-        return slim_archive(source, output, **options)
-    return slim(source, output, **options)
-
+    src = as_input(source, f"{what} source")
+    out = _target(output, f"{what} output")
+    _check_progress(progress)
+    if isinstance(src, Path):
+        if is_wheel(src):
+            if out is not None:
+                _not_the_input(src, out / src.name)
+            return _slim_wheel_at(src, out, opts, max_decompressed, progress)
+        _not_the_input(src, out)
+        if is_archive_file(src):
+            return _slim_archive(src, out, opts, max_decompressed, progress)
+        return _slim_one(src, out, opts, max_decompressed, progress)
+    if is_archive(src):
+        raise InvalidArgumentError(
+            f"{what} of bytes slims one binary (a fatbin, ELF or PE file); these are a static "
+            "library's (an ar archive): slim_archive(data, ...) returns a WheelReport")
+    if bytes(src[:4]) == _ZIP_MAGIC:
+        raise InvalidArgumentError(
+            f"{what} of bytes slims one binary (a fatbin, ELF or PE file); these are a zip "
+            "file's (a wheel?): slim_wheel(data, ...) returns a WheelReport")
+    return _slim_one(src, out, opts, max_decompressed, progress)

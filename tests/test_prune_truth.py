@@ -150,7 +150,7 @@ def test_kernels_only_other_archs_hold_stay_known(mixed: Path, tmp_path: Path) -
     src, out = mixed / "libguard.so", tmp_path / "libguard.so"
     report = prune(src, out, [Arch(75)], ptx="none")
     assert verdicts(src, ["sm_75"]) == verdicts(out, ["sm_75"]) == {"sm_75": (False, False)}
-    assert report.for_kernels == 1 and "kept 1 image(s) no --for arch loads" in str(report)
+    assert report.for_kernels == 1 and "kept 1 image(s) no arch in archs loads" in str(report)
     assert sorted(line.rsplit(".", 2)[1] for line in cuobjdump_list(out)) == [
         "sm_75", "sm_75", "sm_80"]  # the nvcc -shared module's, g.cu's and its sm_80
     v = open_binary(out).check(["sm_75"], every_image=True).verdicts[0]
@@ -162,7 +162,7 @@ def test_a_library_no_kept_arch_loads_is_refused(mixed: Path, tmp_path: Path,
     """sm_70 loads nothing of libmix.so: refused, nothing written, unless --allow-empty; then
     the report says so loudly."""
     src, out = mixed / "libmix.so", tmp_path / "libmix.so"
-    with pytest.raises(EmptiedError, match=r"no --for arch \(sm_70\) loads an image of any of "
+    with pytest.raises(EmptiedError, match=r"no arch in archs \(sm_70\) loads an image of any of "
                        r"its 2 module\(s\) \(it holds SASS sm_120a, SASS sm_80, SASS sm_90\)"):
         prune(src, out, [Arch(70)])
     assert main(["prune", str(src), "-o", str(out), "--for", "sm_70"]) != 0

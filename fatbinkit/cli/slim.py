@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING
 from ..errors import (
     CompatibilityError,
     FormatError,
-    InvalidArgumentError,
     UnsupportedError,
     naming,
 )
-from ..formats.fatbin import COMPRESSIONS, LEVELS, DecompressionBudget
+from ..formats.fatbin import COMPRESSIONS, LEVELS
 from .args import UsageError, add_budget, arch
 
 if TYPE_CHECKING:
@@ -108,24 +107,17 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"--level {args.level}: {args.codec} levels are "
                              f"{levels.start}..{levels.stop - 1}")
     archs = args.archs or None
-    budget = (DecompressionBudget(args.max_decompressed)
-              if args.max_decompressed is not None else None)
-    if args.output.resolve() == args.file.resolve():
-        raise InvalidArgumentError(f"the output {args.output} is the input: write a new file")
-    options = dict(archs=archs, ptx=args.ptx, codec=args.codec, level=args.level,
-                   same_size=args.same_size, allow_newer_driver=args.allow_newer_driver,
-                   budget=budget, exact=args.exact, strip_signature=args.strip_signature,
-                   allow_empty=args.allow_empty)
     report: SlimReport | WheelReport
     try:
         if args.file.is_file() and args.file.stat().st_size == 0:
             raise FormatError("empty file, no device code")
-        if is_wheel(args.file):
-            report = slim_wheel(args.file, args.output, progress=sys.stderr.isatty(), **options)
-        elif is_archive_file(args.file):
-            report = slim_archive(args.file, args.output, progress=sys.stderr.isatty(), **options)
-        else:
-            report = slim(args.file, args.output, progress=sys.stderr.isatty(), **options)
+        call = (slim_wheel if is_wheel(args.file) else
+                slim_archive if is_archive_file(args.file) else slim)
+        report = call(args.file, args.output, archs=archs, ptx=args.ptx, codec=args.codec,
+                      level=args.level, same_size=args.same_size,
+                      allow_newer_driver=args.allow_newer_driver, exact=args.exact,
+                      strip_signature=args.strip_signature, allow_empty=args.allow_empty,
+                      max_decompressed=args.max_decompressed, progress=sys.stderr.isatty())
     except (FormatError, UnsupportedError, CompatibilityError) as e:  # about the input file
         if str(e).startswith(f"{args.file}"):
             raise
