@@ -4,20 +4,27 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The editable install is "strict": site-packages gets a plain path entry (.pth) to a tree of
+# links to the package (build/__editable__.*), which mypy, IDEs and other static tools read like
+# any installed package (py.typed included). setuptools' default for this layout is an import
+# hook that only the interpreter runs: mypy run outside the repository saw no fatbinkit. The
+# link tree knows the files that existed when it was made, so the install runs again when a
+# folder of the package changes (a module added or removed).
+PACKAGE_DIRS := $(shell find fatbinkit -type d -not -name __pycache__)
 
 .PHONY: demo test lint gpu-test bench fuzz clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(PACKAGE_DIRS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cuda,toolchain,triton,test]'
+	$(PY) -m pip install -q -e '.[cuda,toolchain,triton,test]' --config-settings editable_mode=strict
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m fatbinkit demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check fatbinkit tests benchmarks fuzz
+	$(VENV)/bin/ruff check fatbinkit tests benchmarks fuzz docs/examples
 	$(VENV)/bin/mypy
 
 test: lint
@@ -37,4 +44,4 @@ fuzz: $(STAMP)
 	$(PY) -m fuzz --seconds $(FUZZ_SECONDS) --jobs 2 --out out/fuzz --json out/fuzz/report.json
 
 clean:
-	rm -rf $(VENV) .fixtures
+	rm -rf $(VENV) .fixtures build

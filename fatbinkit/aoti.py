@@ -20,6 +20,14 @@ PTX, written by fatbinkit.
 
 torch's functions are replaced by name where they exist (torch 2.6 to 2.14 as read for this
 module; a name a release lacks is skipped) and restored when the block ends, also on error.
+
+What needs what: the drop-ins (:func:`convert_cubin_to_obj`, :func:`batch_convert_cubins_to_obj`,
+:func:`convert_cubins_to_obj`) need neither torch nor a GPU. :func:`packaging` needs torch
+(>= 2.6, any build: the block opens with a CPU-only torch), but torch compiles GPU kernels only
+with a CUDA build of torch and a CUDA GPU in the process (AOTInductor runs each Triton kernel
+while it compiles, to autotune it); retargeting them (``archs``) needs Triton, not that GPU.
+A block given ``archs`` that saw no GPU kernel (a CPU model or a CPU-only torch) warns with
+:class:`NoKernelWarning`.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import contextvars
 import os
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -35,12 +44,15 @@ from typing import Any
 
 from .driver import as_cuda_version
 from .embed import TARGETS, is_windows, write_object
-from .errors import InvalidArgumentError, ToolNotFoundError
+from .errors import InvalidArgumentError, ToolNotFoundError, option
 from .formats.arch import ArchLike, as_arch
 from .formats.elf_writer import DEFAULT_ALIGN, Blob
 from .formats.fatbin import COMPRESSIONS
+from .parallel import as_jobs
+from .progress import Progress, Reporter, reporter
 
 __all__ = [
+    "NoKernelWarning",
     "PackagedKernel",
     "Packaging",
     "batch_convert_cubins_to_obj",
@@ -118,6 +130,15 @@ class PackagedKernel:
                 f"{self.shared} B shared")
 
 
+class NoKernelWarning(UserWarning):
+    """A :func:`packaging` block given ``archs`` ended without a GPU kernel to package: the
+    model compiled none (a CPU model, a CPU-only torch), or left all its GPU work to libraries
+    (cuBLAS, cuDNN), which ``archs`` does not change. To make it an error::
+
+        warnings.simplefilter("error", fatbinkit.aoti.NoKernelWarning)
+    """
+
+
 @dataclass
 class Packaging:
     """What one :func:`packaging` block did: the kernels it packaged and the objects it wrote
@@ -131,8 +152,35 @@ class Packaging:
         lines = [f"fatbinkit.aoti: {len(self.kernels)} kernel(s) packaged for "
                  f"{', '.join(self.archs) if self.archs else 'the build GPU'}, "
                  f"{len(self.objects)} object(s) written, no toolchain run"]
+        if self.archs and not self.kernels:
+            lines.append(f"  {_NO_KERNEL}")
         lines += [f"  {k}" for k in self.kernels]
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"Packaging(archs={self.archs!r}, kernels=<{len(self.kernels)}>, "
+                f"objects=<{len(self.objects)}>)")
+
+
+def _no_kernel_said(torch: Any, targets: tuple[str, ...]) -> str:
+    """The warning of a block with archs and no kernel, naming the likely cause."""
+    if torch.version.cuda is None:
+        why = (f"this torch ({torch.__version__}) is a CPU-only build (torch.version.cuda is "
+               "None): it compiles no GPU kernel; use a CUDA build of torch on a machine with a "
+               "GPU")
+    elif not torch.cuda.is_available():
+        why = ("this torch sees no GPU (torch.cuda.is_available() is False): AOTInductor "
+               "compiles GPU kernels only for a model and inputs on a GPU")
+    else:
+        why = ("the model compiled no GPU kernel: a model on the CPU, or one whose GPU work is all "
+               "in libraries (cuBLAS, cuDNN), which archs does not change")
+    return f"fatbinkit.aoti.packaging({option('archs', list(targets))}) packaged no kernel: {why}"
+
+
+_NO_KERNEL = ("no GPU kernel was compiled inside the block, so none was packaged for the archs: "
+              "a CPU model, a torch without CUDA (torch.version.cuda is None), or a model whose "
+              "GPU work is all in libraries (cuBLAS, cuDNN); kernels are compiled only by a CUDA "
+              "build of torch with a GPU (see docs/aoti.md)")
 
 
 # The fatbin (and launch sizes) of the kernel being saved: set by the save_gpu_kernel wrapper,
@@ -154,15 +202,20 @@ def packaging(
     compression: str | None = None,
     jobs: int | None = None,
     target: str | None = None,
+    progress: Progress = None,
 ) -> Iterator[Packaging]:
     """Within the block, torch's AOTInductor embeds kernels with fatbinkit, and with ``archs``
     ships each as a fatbin for every arch: see the module's documentation.
 
     ``min_driver`` and ``floor`` are those of :func:`fatbinkit.triton.retarget`; ``compression``
-    (``"zstd"``, ``"lz4"``) compresses the fatbins' entries; ``jobs`` caps the compile threads;
-    ``target`` (a triple of :data:`fatbinkit.embed.TARGETS`; default the host's) picks the
-    objects' format: COFF ``.obj`` for Windows, ELF ``.o`` otherwise. Yields a
-    :class:`Packaging` that fills in as torch compiles. One block at a time.
+    (``"zstd"``, ``"lz4"``) compresses the fatbins' entries; ``jobs`` is the compile threads per
+    kernel (None: :func:`fatbinkit.parallel.default_jobs`); ``target`` (a triple of
+    :data:`fatbinkit.embed.TARGETS`; default the host's) picks the objects' format: COFF
+    ``.obj`` for Windows, ELF ``.o`` otherwise; ``progress`` (:mod:`fatbinkit.progress`) hears
+    of each kernel packaged (unit ``"kernel"``, total unknown: torch decides), from the thread
+    torch saves it on. Yields a :class:`Packaging` that fills in as torch compiles. One block at
+    a time. With ``archs``, a block that ends without having packaged a kernel warns
+    (:class:`NoKernelWarning`): the model compiled no GPU kernel.
     """
     try:
         import torch._inductor.codecache as codecache
@@ -170,15 +223,19 @@ def packaging(
         from torch._inductor.runtime import triton_heuristics
     except ImportError as exc:
         raise ToolNotFoundError("fatbinkit.aoti.packaging needs PyTorch (torch)") from exc
+    if isinstance(archs, str):
+        archs = [archs]
     targets = tuple(as_arch(a, "archs").sm for a in archs) if archs is not None else None
     if targets is not None and not targets:
-        raise InvalidArgumentError("archs is empty: give the GPUs to ship for, or None")
+        raise InvalidArgumentError(
+            f"archs is empty: give the GPUs to ship for ({option('archs', '[ARCHS]')}), or None")
     if targets is None and (min_driver is not None or jobs is not None):
-        raise InvalidArgumentError("min_driver and jobs apply to archs=[...]: give the archs")
+        raise InvalidArgumentError(
+            f"min_driver and jobs apply to {option('archs', '[ARCHS]')}: give the archs")
     if min_driver is not None:
         as_cuda_version(min_driver, "min_driver")
-    if jobs is not None and jobs < 1:
-        raise InvalidArgumentError(f"jobs must be at least 1, not {jobs}")
+    if jobs is not None:
+        as_jobs(jobs)
     if target is not None and target not in TARGETS:
         raise InvalidArgumentError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
     if compression is not None and compression not in COMPRESSIONS:
@@ -198,6 +255,7 @@ def packaging(
     _TARGET[0] = target
     try:
         with ExitStack() as stack:
+            steps = stack.enter_context(reporter(progress, None, "kernel", "fatbinkit.aoti"))
             patches: dict[str, Any] = {"aot_inductor.embed_kernel_binary": True}
             if hasattr(inductor_config.aot_inductor, "emit_multi_arch_kernel"):
                 patches["aot_inductor.emit_multi_arch_kernel"] = False  # no nvcc/fatbinary
@@ -206,7 +264,7 @@ def packaging(
                      lambda old: _recorded(convert_cubin_to_obj, report))
             _replace(stack, codecache, "batch_convert_cubins_to_obj",
                      lambda old: _recorded(batch_convert_cubins_to_obj, report))
-            multi = _MultiArch(targets, min_driver, floor, compression, jobs, report)
+            multi = _MultiArch(targets, min_driver, floor, compression, jobs, report, steps)
             if targets is not None or own_ptx:
                 _replace(stack, triton_heuristics.CachingAutotuner, "save_gpu_kernel",
                          multi.save_gpu_kernel)
@@ -217,6 +275,8 @@ def packaging(
     finally:
         _TARGET[0] = None
         _ACTIVE.release()
+    if targets is not None and not report.kernels:  # the block ended without an error
+        warnings.warn(NoKernelWarning(_no_kernel_said(torch, targets)), stacklevel=3)
 
 
 def _replace(stack: ExitStack, owner: Any, name: str, make: Any) -> None:
@@ -258,6 +318,7 @@ class _MultiArch:
     compression: str | None
     jobs: int | None
     report: Packaging
+    steps: Reporter
     done: dict[tuple[str, str], tuple[bytes, Any]] = field(default_factory=dict)
 
     def package(self, key: str, compiled: Any) -> tuple[bytes, Any]:
@@ -284,6 +345,7 @@ class _MultiArch:
         self.report.kernels.append(PackagedKernel(
             kernel.name, tuple(i.arch.sm for i in kernel.images),
             kernel.floor.arch.compute if kernel.floor else None, kernel.shared, len(data)))
+        self.steps.advance(1, kernel.name)
         return data, kernel
 
     def save_gpu_kernel(self, original: Any) -> Any:
@@ -305,7 +367,7 @@ class _MultiArch:
         def cache_set(cls: Any, key: str, params: dict[str, Any], cubin: Any, bin_type: str,
                       *rest: Any, **kwargs: Any) -> Any:
             if getattr(inductor_config.aot_inductor, "emit_multi_arch_kernel", False):
-                raise InvalidArgumentError(_MULTI_ARCH_BACK_ON)
+                raise InvalidArgumentError(_multi_arch_back_on())
             saving = _SAVING.get()
             if saving is not None and bin_type == "cubin":
                 data, kernel = saving
@@ -320,12 +382,13 @@ class _MultiArch:
         return cache_set
 
 
-_MULTI_ARCH_BACK_ON = (
-    "aot_inductor.emit_multi_arch_kernel was turned back on inside fatbinkit.aoti.packaging "
-    "(by inductor_configs or compile_standalone): torch would run nvcc -fatbin or fatbinary; "
-    "leave it off, the switch writes the fatbins (archs=... for every GPU)")
+def _multi_arch_back_on() -> str:
+    return ("aot_inductor.emit_multi_arch_kernel was turned back on inside "
+            "fatbinkit.aoti.packaging (by inductor_configs or compile_standalone): torch would "
+            "run nvcc -fatbin or fatbinary; leave it off, the switch writes the fatbins "
+            f"({option('archs', '[ARCHS]')} for every GPU)")
 
 
 def _refuse_fatbin_command(*args: Any, **kwargs: Any) -> list[str]:
     """torch >= 2.14's fatbin command builder, inside the switch: never a toolchain run."""
-    raise InvalidArgumentError(_MULTI_ARCH_BACK_ON)
+    raise InvalidArgumentError(_multi_arch_back_on())

@@ -3,9 +3,11 @@ floor, into one fatbin per kernel.
 
 Triton compiles for the target it is given, not the GPU it runs on, so one process on a machine
 without a GPU produces SASS for sm_80, sm_90a, sm_100a, ... :func:`compile_kernel` compiles a
-``@triton.jit`` function for every target on a thread pool sized to the cores (Triton releases the
+``@triton.jit`` function for every target on a thread pool (``jobs``, default
+:func:`fatbinkit.parallel.default_jobs`: the cores this process may use; Triton releases the
 GIL in MLIR, LLVM and ptxas: threads scale, need no pickling and are safe inside a process that
-holds a CUDA context, such as torch); :func:`retarget` does the same for a kernel Triton has
+holds a CUDA context, such as torch), reporting each target done to ``progress``
+(:mod:`fatbinkit.progress`); :func:`retarget` does the same for a kernel Triton has
 already compiled (what AOTInductor holds), from its target-independent Triton IR.
 
 The PTX floor is the PTX every GPU at or above the lowest target can JIT-compile: Triton labels
@@ -30,18 +32,19 @@ import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
 from .driver import DEVICE_SUPPORT, CudaVersion, as_cuda_version, dotted
-from .errors import FatbinkitError, InvalidArgumentError, ToolError, ToolNotFoundError
+from .errors import FatbinkitError, InvalidArgumentError, ToolError, ToolNotFoundError, option
 from .formats.arch import Arch, as_arch
 from .formats.elf_writer import Blob
 from .formats.ptx import max_ptx_isa_for_driver, ptx_header
-from .parallel import default_jobs
+from .parallel import as_jobs
+from .progress import Progress, reporter
 
 __all__ = [
     "LAUNCH_TABLE",
@@ -216,6 +219,11 @@ class TritonKernel:
         floor = f"; {self.floor}" if self.floor else ""
         return f"{self.name}: SASS {archs}{floor}"
 
+    def __repr__(self) -> str:
+        archs = ", ".join(i.arch.sm for i in self.images)
+        floor = self.floor.arch.compute if self.floor else None
+        return f"TritonKernel(name={self.name!r}, images=<{archs}>, floor={floor!r})"
+
 
 def blobs(kernels: Sequence[TritonKernel], *, ptx: Literal["floor", "all", "none"] = "floor",
           compression: str | None = None) -> list[Blob]:
@@ -271,7 +279,7 @@ def header(kernels: Sequence[TritonKernel]) -> str:
 def compile_kernel(
     fn: Callable[..., Any],
     signature: Mapping[str, str],
-    targets: Sequence[Arch | str],
+    targets: Sequence[Arch | str] | Arch | str,
     *,
     constexprs: Mapping[str, Any] | None = None,
     num_warps: int = 4,
@@ -279,14 +287,19 @@ def compile_kernel(
     min_driver: object = None,
     floor: bool = True,
     jobs: int | None = None,
+    progress: Progress = None,
 ) -> TritonKernel:
-    """Compile the ``@triton.jit`` function ``fn`` for every target (``sm_80``, ``90``...), on
-    ``jobs`` threads (default: the cores), plus the PTX floor (``floor``).
+    """Compile the ``@triton.jit`` function ``fn`` for every target (``sm_80``, ``90``...; one
+    target alone is a list of one), on ``jobs`` threads (None:
+    :func:`fatbinkit.parallel.default_jobs`, the cores this process may use), plus the PTX floor
+    (``floor``). ``progress`` (:mod:`fatbinkit.progress`) hears of each target compiled (unit
+    ``"arch"``, named ``sm_90a``...).
 
     ``signature`` maps every parameter to a Triton type (``"*fp32"``, ``"i32"``, ``"constexpr"``),
     as ``triton.compiler.ASTSource`` takes it; ``constexprs`` gives the constexpr values.
     ``min_driver`` (``"12.4"``, ``(12, 4)``) caps the floor's PTX ISA to what that driver JITs.
     """
+    archs, jobs = _targets(targets), as_jobs(jobs)
     triton, ast_source = _import_triton()
     options = {"num_warps": num_warps, "num_stages": num_stages}
 
@@ -301,16 +314,19 @@ def compile_kernel(
     def compile_one(arch: Arch, ptx_version: int | None) -> TritonImage:
         return _compile(triton, source(), arch, options, ptx_version)
 
-    return _build(compile_one, targets, min_driver=min_driver, floor=floor, jobs=jobs)
+    name = str(getattr(fn, "__name__", "kernel"))
+    return _build(compile_one, archs, min_driver=min_driver, floor=floor, jobs=jobs,
+                  progress=progress, desc=f"Triton {name}")
 
 
 def retarget(
     compiled: Any,
-    targets: Sequence[Arch | str],
+    targets: Sequence[Arch | str] | Arch | str,
     *,
     min_driver: object = None,
     floor: bool = True,
     jobs: int | None = None,
+    progress: Progress = None,
 ) -> TritonKernel:
     """Compile a kernel Triton has already compiled (a ``triton.compiler.CompiledKernel``, for
     any target) for every target, from its Triton IR (``asm["ttir"]``, which precedes every
@@ -318,7 +334,9 @@ def retarget(
     (pointwise, reductions, ``tl.dot`` matmuls) the cubins are byte-identical to compiling the
     source for each target; the few front-end choices Triton makes from the target (fp8 types
     allowed, ``max_num_imprecise_acc`` of fp8 dots on sm_90) stay those of the kernel's own
-    target. The given kernel's own image is reused where its GPU is asked for."""
+    target. The given kernel's own image is reused where its GPU is asked for. ``jobs`` and
+    ``progress`` as in :func:`compile_kernel`."""
+    archs, jobs = _targets(targets), as_jobs(jobs)
     triton, _ = _import_triton()
     try:
         ttir = compiled.asm["ttir"]
@@ -342,7 +360,8 @@ def retarget(
                 return own
             return _compile(triton, str(path), arch, options, ptx_version)
 
-        return _build(compile_one, targets, min_driver=min_driver, floor=floor, jobs=jobs)
+        return _build(compile_one, archs, min_driver=min_driver, floor=floor, jobs=jobs,
+                      progress=progress, desc=f"Triton {own.name}")
 
 
 def _frozen(value: Any) -> Any:
@@ -350,21 +369,29 @@ def _frozen(value: Any) -> Any:
     return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
-def _build(compile_one: Callable[[Arch, int | None], TritonImage],
-           targets: Sequence[Arch | str], *, min_driver: object, floor: bool,
-           jobs: int | None) -> TritonKernel:
-    """Every target on a thread pool, the lowest one with the floor's ISA cap; then the floor."""
-    archs = sorted({_target(t) for t in targets})
+def _targets(targets: Sequence[Arch | str] | Arch | str) -> list[Arch]:
+    """The distinct targets, lowest first; one target alone counts as a list of one."""
+    if isinstance(targets, (str, Arch, int)):
+        targets = [targets]
+    try:
+        archs = sorted({_target(t) for t in targets})
+    except TypeError as exc:
+        raise InvalidArgumentError(
+            f"targets must be archs ('sm_90', 90...), not {targets!r}") from exc
     if not archs:
-        raise InvalidArgumentError("no target arch given")
-    jobs = default_jobs() if jobs is None else jobs
-    if jobs < 1:
-        raise InvalidArgumentError(f"jobs must be at least 1, not {jobs}")
+        raise InvalidArgumentError(f"no target arch given: {option('targets', '[ARCHS]')}")
+    return archs
+
+
+def _build(compile_one: Callable[[Arch, int | None], TritonImage],
+           archs: list[Arch], *, min_driver: object, floor: bool, jobs: int,
+           progress: Progress, desc: str) -> TritonKernel:
+    """Every target on a thread pool, the lowest one with the floor's ISA cap; then the floor."""
     caps: list[int | None] = [None] * len(archs)
     driver = None if min_driver is None else as_cuda_version(min_driver, "min_driver")
     images: list[TritonImage | None] = [None] * len(archs)
     # one build at a time: the ptxas swap lives in os.environ, which every thread shares
-    with _ENV_LOCK:
+    with reporter(progress, len(archs), "arch", desc) as report, _ENV_LOCK:
         groups: list[tuple[dict[str, str], list[int]]] = [({}, list(range(len(archs))))]
         if driver is not None:
             env, swapped, sass_cap = _sass_for_driver(archs, driver)
@@ -378,9 +405,17 @@ def _build(compile_one: Callable[[Arch, int | None], TritonImage],
                 continue
             with _environment(env), _serial_ast_parse(), ThreadPoolExecutor(
                     min(jobs, len(picked)), thread_name_prefix="fatbinkit-triton") as pool:
-                done = pool.map(compile_one, [archs[i] for i in picked], [caps[i] for i in picked])
-                for i, image in zip(picked, done, strict=True):
-                    images[i] = image
+                futures: dict[Future[TritonImage], int] = {
+                    pool.submit(compile_one, archs[i], caps[i]): i for i in picked}
+                try:
+                    for future in as_completed(futures):
+                        image = future.result()
+                        images[futures[future]] = image
+                        report.advance(1, image.arch.sm)
+                except BaseException:  # a failure, or progress cancelling: start no other
+                    for future in futures:
+                        future.cancel()
+                    raise
     built = tuple(i for i in images if i is not None)
     return TritonKernel(built[0].name, built, _floor(built[0]) if floor else None)
 
@@ -409,7 +444,7 @@ def _sass_for_driver(archs: Sequence[Arch], driver: CudaVersion) -> tuple[
             continue
         if _ptxas_release(legacy)[0] > floor[0]:
             raise InvalidArgumentError(
-                f"min_driver {dotted(driver)}: Triton's ptxas is CUDA "
+                f"{option('min_driver', dotted(driver))}: Triton's ptxas is CUDA "
                 f"{dotted(_ptxas_release(legacy))}, whose {arch.sm} cubins need a CUDA "
                 f"{_ptxas_release(legacy)[0]}.x driver; install a Triton whose ptxas is that "
                 "old, or raise min_driver")

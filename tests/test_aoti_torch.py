@@ -24,6 +24,7 @@ from fatbin_kernels import cuobjdump_extract, cuobjdump_list
 
 import fatbinkit.aoti as aoti
 from fatbinkit.errors import InvalidArgumentError
+from fatbinkit.progress import Step
 
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
@@ -48,7 +49,8 @@ def test_the_switch_replaces_torchs_tool_runs_and_restores_them() -> None:
     before = _names()
     assert "convert_cubin_to_obj" in before  # every torch release since 2.5 has it
     embed = inductor_config.aot_inductor.embed_kernel_binary
-    with aoti.packaging(archs=ARCHS) as report:
+    with pytest.warns(aoti.NoKernelWarning, match="packaged no kernel"), aoti.packaging(
+            archs=ARCHS) as report:
         inside = _names()
         assert inductor_config.aot_inductor.embed_kernel_binary is True
         assert inductor_config.aot_inductor.emit_multi_arch_kernel is False  # no nvcc/fatbinary
@@ -69,6 +71,8 @@ def test_the_switch_replaces_torchs_tool_runs_and_restores_them() -> None:
     for bad, match in (({"archs": ARCHS, "min_driver": "twelve"}, "min_driver"),
                        ({"min_driver": "12.4"}, "apply to archs"),
                        ({"archs": ARCHS, "jobs": 0}, "jobs must be"),
+                       ({"archs": ARCHS, "jobs": "2"}, "jobs must be"),
+                       ({"archs": ARCHS, "progress": "yes"}, "progress must be"),
                        ({"archs": ARCHS, "compression": "gzip"}, "compression must be")):
         with pytest.raises(InvalidArgumentError, match=match), aoti.packaging(**bad):
             pass
@@ -163,9 +167,11 @@ def test_the_switch_saves_each_kernel_as_one_fatbin_for_every_arch(
     compiled = _compiled_for_sm_90()
     plain = _save(compiled, "triton_tem_fused_mm_0")  # torch alone: the sm_90a cubin
     assert Path(plain["cubin_path"]).read_bytes() == compiled.asm["cubin"]
-    with aoti.packaging(archs=ARCHS, compression="zstd") as report:
+    steps: list[Step] = []
+    with aoti.packaging(archs=ARCHS, compression="zstd", progress=steps.append) as report:
         params = _save(compiled, "triton_tem_fused_mm_1")
         _save(compiled, "triton_tem_fused_mm_1")  # torch saves a kernel at every launch
+    assert steps == [Step(1, None, "kernel", "matmul_kernel")]  # packaged once
     fat = Path(params["cubin_path"])
     assert cuobjdump_list(fat) == [
         *(f"ELF file {n}: matmul_kernel.{a}.cubin".replace("file ", "file    ")
@@ -248,3 +254,39 @@ def test_multi_arch_turned_back_on_inside_the_switch_is_refused_before_any_tool(
             {"aot_inductor.emit_multi_arch_kernel": True}), pytest.raises(
             InvalidArgumentError, match="emit_multi_arch_kernel was turned back on"):
         _save(compiled, "triton_tem_fused_mm_4")
+
+
+def test_the_api_names_keywords_in_its_errors() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"apply to archs=\[ARCHS\]"), aoti.packaging(
+            min_driver="12.4"):
+        pass
+    with pytest.raises(InvalidArgumentError, match="archs=") as refused, aoti.packaging(
+            archs=ARCHS), inductor_config.patch({"aot_inductor.emit_multi_arch_kernel": True}):
+        codecache.CudaKernelParamCache.set("k", {}, b"", "cubin")
+    assert "--for" not in str(refused.value)
+
+
+@pytest.mark.slow
+def test_a_cpu_model_packaged_for_archs_warns_that_no_kernel_was_packaged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real AOTInductor build of a model on the CPU, inside the switch with archs: torch builds
+    its .so (C++ only) and the block says that no GPU kernel was there to package, and why."""
+    import torch
+
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x) * 2 + 1
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    program = torch.export.export(Model(), (torch.randn(8),))
+    with pytest.warns(aoti.NoKernelWarning, match="packaged no kernel") as said, aoti.packaging(
+            archs=ARCHS) as report:
+        package = torch._inductor.aoti_compile_and_package(
+            program, package_path=str(tmp_path / "model.pt2"))
+    assert Path(package).is_file() and report.kernels == []
+    warning = next(w for w in said if w.category is aoti.NoKernelWarning)
+    assert warning.filename == __file__  # pointed at the block, not at fatbinkit
+    assert "archs=['sm_80', 'sm_90', 'sm_100', 'sm_120']" in str(warning.message)
+    if torch.version.cuda is None:
+        assert "CPU-only build" in str(warning.message)
+    assert "no GPU kernel was compiled" in str(report)

@@ -19,6 +19,7 @@ from fatbin_kernels import cuobjdump_extract, cuobjdump_fields, cuobjdump_list
 from fatbinkit.compat import predict_load
 from fatbinkit.errors import FatbinkitError, InvalidArgumentError, ToolError
 from fatbinkit.formats.arch import Arch
+from fatbinkit.progress import Step
 from fatbinkit.toolchain import find_tool, run_tool
 from fatbinkit.triton import TritonImage, TritonKernel, compile_kernel, retarget
 
@@ -168,6 +169,36 @@ def test_min_driver_that_cannot_be_met_is_refused_before_triton_runs() -> None:
         compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_80"], constexprs={"NOPE": 1})
     with pytest.raises(FatbinkitError, match="Triton failed to compile for sm_80"):
         compile_kernel(tk.add_kernel, {"x_ptr": "*fp32"}, ["sm_80"])
+
+
+def test_jobs_progress_and_targets_follow_the_api_conventions() -> None:
+    """``jobs`` checked at the call (as :func:`fatbinkit.parallel.as_jobs`), ``progress`` told of
+    each target compiled (a :class:`fatbinkit.progress.Step`), one target alone accepted, errors
+    naming the keyword, a short repr."""
+    steps: list[Step] = []
+    one = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, "sm_80", constexprs=tk.ADD_CONSTEXPRS,
+                         floor=False, progress=steps.append)
+    assert [i.arch.sm for i in one.images] == ["sm_80"]
+    assert steps == [Step(1, 1, "arch", "sm_80")]
+    steps.clear()
+    two = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_90", "sm_80"], floor=False,
+                         constexprs=tk.ADD_CONSTEXPRS, progress=steps.append, jobs=2)
+    assert [s.done for s in steps] == [1, 2] and {s.total for s in steps} == {2}
+    assert sorted(s.name for s in steps) == ["sm_80", "sm_90a"]
+    assert repr(two) == "TritonKernel(name='add_kernel', images=<sm_80, sm_90a>, floor=None)"
+    for bad in (0, "2", 1.5, True):
+        with pytest.raises(InvalidArgumentError, match="jobs must be"):
+            compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_80"], jobs=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError, match="jobs must be"):
+            retarget(object(), ["sm_80"], jobs=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="progress must be"):
+        compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_80"], constexprs=tk.ADD_CONSTEXPRS,
+                       progress="yes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match=r"targets=\[ARCHS\]"):
+        compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, [], constexprs=tk.ADD_CONSTEXPRS)
+    with pytest.raises(InvalidArgumentError, match=r"min_driver='11\.8'"):
+        compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, ["sm_80"],
+                       constexprs=tk.ADD_CONSTEXPRS, min_driver="11.8")
 
 
 @pytest.mark.usefixtures("fresh")
