@@ -9,7 +9,6 @@ The inputs: a wheel made here of two real libraries from the fixture cache (CuPy
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import shutil
@@ -37,22 +36,6 @@ SCRIPTS = ("ci_gate.py", "prune_in_memory.py", "readme.py", "support_table.py",
            "triton_to_object.py")
 
 
-def after_merge() -> dict[str, str]:
-    """The scripts that use a convention of issue 27 this tree does not have yet (written in
-    parallel on other branches), and which: they are expected to fail mypy until those land,
-    and must pass from then on."""
-    pending = {}
-    if not isinstance(inspect.getattr_static(fatbinkit.collection.TotalCheck, "ok"), property):
-        pending["support_table.py"] = "TotalCheck.ok a property"
-    progress = inspect.signature(fatbinkit.gate.gate).parameters["progress"].annotation
-    if "Member" in str(progress):
-        pending["ci_gate.py"] = "gate(progress=) calling back with a fatbinkit.progress.Step"
-    output = inspect.signature(fatbinkit.slim.prune).parameters.get("output")
-    if output is not None and output.default is inspect.Parameter.empty:
-        pending["prune_in_memory.py"] = "slim.prune(bytes, archs=...) returning .data"
-    return pending
-
-
 def run(script: str, *args: str | Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_DEFAULT_FP_FUSION": "1"}
     return subprocess.run([sys.executable, str(EXAMPLES / script), *map(str, args)],
@@ -63,17 +46,7 @@ def test_every_example_passes_mypy_strict() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == list(SCRIPTS)
     proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "docs/examples"],
                           capture_output=True, text=True, check=False, cwd=ROOT)
-    errors: dict[str, list[str]] = {}
-    for line in proc.stdout.splitlines():
-        m = re.match(r"docs/examples/(\w+\.py):\d+: error: ", line)
-        if m:
-            errors.setdefault(m.group(1), []).append(line)
-    pending = after_merge()
-    unexpected = {k: v for k, v in errors.items() if k not in pending}
-    assert not unexpected and (errors or proc.returncode == 0), proc.stdout + proc.stderr
-    if errors:
-        pytest.xfail("needs the other branches of issue 27: " + "; ".join(
-            f"{k} ({pending[k]})" for k in sorted(errors)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 # -- mypy sees the installed package ---------------------------------------------------------------
@@ -225,8 +198,6 @@ def test_ci_gate_exits_1_and_prints_each_violation(wheel: Path, max_registers: i
 
 
 def test_prune_in_memory(tmp_path: Path) -> None:
-    if "prune_in_memory.py" in after_merge():
-        pytest.skip("needs fatbinkit.slim.prune of bytes (another branch of issue 27)")
     source = tmp_path / "_prng.so"
     source.write_bytes(fetch(JAX_CUDA12_PRNG).read_bytes())
     before = source.read_bytes()
