@@ -590,12 +590,11 @@ class Binary:
         """The budget of one call, after the conventions' arguments are checked (at the call,
         whether or not it reads images)."""
         from .parallel import as_jobs
+        from .progress import check
 
         if jobs is not None:
             as_jobs(jobs)
-        if progress is not None and not isinstance(progress, bool) and not callable(progress):
-            raise InvalidArgumentError(f"progress must be True, False, None or a callable "
-                                       f"taking a fatbinkit.progress.Step, not {progress!r}")
+        check(progress)
         return DecompressionBudget.of(max_decompressed, self.size)
 
     @_names_its_file

@@ -26,7 +26,7 @@ from typing import Any, TypeAlias
 
 from .errors import InvalidArgumentError
 
-__all__ = ["Progress", "Reporter", "Step", "reporter"]
+__all__ = ["Progress", "Reporter", "Step", "check", "reporter"]
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,7 @@ class Reporter:
     is closed on the way out). Made by :func:`reporter`."""
 
     def __init__(self, progress: Progress, total: int | None, unit: str, desc: str) -> None:
-        if progress is not None and not isinstance(progress, bool) and not callable(progress):
-            raise InvalidArgumentError(f"progress must be True, False, None or a callable "
-                                       f"taking a fatbinkit.progress.Step, not {progress!r}")
+        check(progress)
         self.total, self.unit, self.done = total, unit, 0
         self._call = progress if callable(progress) else None
         self._bar: Any = None
@@ -92,6 +90,14 @@ class Reporter:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self.close()
+
+
+def check(progress: object) -> None:
+    """Refuse, at the call, a ``progress`` that is none of the accepted values
+    (:class:`~fatbinkit.errors.InvalidArgumentError`)."""
+    if progress is not None and not isinstance(progress, bool) and not callable(progress):
+        raise InvalidArgumentError(f"progress must be True, False, None or a callable taking "
+                                   f"a fatbinkit.progress.Step, not {progress!r}")
 
 
 def reporter(progress: Progress, total: int | None, unit: str, desc: str = "") -> Reporter:

@@ -92,6 +92,7 @@ from .infile import Content, FilePath, as_input, as_path, open_input
 from .outfile import atomic_path
 from .parallel import as_jobs
 from .progress import Progress, reporter
+from .progress import check as check_progress
 from .scan import FATBIN_SECTION, PE_FATBIN_SECTION, PE_RELFATBIN_SECTION, RELFATBIN_SECTION
 
 __all__ = [
@@ -804,18 +805,12 @@ def _modules_of(view: memoryview, base: int, size: int, section: str,
     return out
 
 
-def _check_progress(progress: object) -> None:
-    if progress is not None and not isinstance(progress, bool) and not callable(progress):
-        raise InvalidArgumentError(f"progress must be True, False, None or a callable taking a "
-                                   f"fatbinkit.progress.Step, not {progress!r}")
-
-
 def _options(archs: Sequence[ArchLike] | None, ptx: str, codec: str | None, level: int | None,
              *, same_size: bool, allow_newer_driver: bool, exact: bool, strip_signature: bool,
-             allow_empty: bool, jobs: int | None) -> _Options:
-    """The keyword arguments of a public entry point, checked: bad ones are an
-    :class:`~fatbinkit.errors.InvalidArgumentError` naming the keyword, before any file is
-    opened."""
+             allow_empty: bool, jobs: int | None, progress: Progress) -> _Options:
+    """The keyword arguments of a public entry point, checked: bad ones (or none asking for
+    anything) are an :class:`~fatbinkit.errors.InvalidArgumentError` naming the keyword,
+    before any file is opened."""
     if ptx not in PTX_POLICIES:
         raise InvalidArgumentError(f"ptx={ptx!r} is not one of {PTX_POLICIES}")
     if codec is not None and codec not in CODECS:
@@ -836,6 +831,9 @@ def _options(archs: Sequence[ArchLike] | None, ptx: str, codec: str | None, leve
     if isinstance(archs, (str, Arch)):
         raise InvalidArgumentError(f"archs is a list of archs, not one {archs!r}: give [{archs!r}]")
     devices = tuple(dict.fromkeys(as_device(a, "archs") for a in archs or ()))  # GPUs that exist
+    if not devices and codec is None:
+        raise InvalidArgumentError("nothing to do: give archs to keep, a codec, or both")
+    check_progress(progress)
     return _Options(devices, ptx, codec, level, same_size, allow_newer_driver, exact,
                     strip_signature, allow_empty, as_jobs(jobs))
 
@@ -960,10 +958,8 @@ def slim(source: FilePath | Content, output: FilePath | None = None, *,
     out = _target(output, "slim() output")
     opts = _options(archs, ptx, codec, level, same_size=same_size,
                     allow_newer_driver=allow_newer_driver, exact=exact,
-                    strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs)
-    if not opts.devices and opts.codec is None:
-        raise InvalidArgumentError("nothing to do: give archs to keep, a codec, or both")
-    _check_progress(progress)
+                    strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
+                    progress=progress)
     _not_the_input(src, out)
     return _slim_one(src, out, opts, max_decompressed, progress)
 
@@ -1643,10 +1639,8 @@ def slim_wheel(source: FilePath | Content, output_dir: FilePath | None = None, *
     out_dir = _target(output_dir, "slim_wheel() output folder")
     opts = _options(archs, ptx, codec, level, same_size=same_size,
                     allow_newer_driver=allow_newer_driver, exact=exact,
-                    strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs)
-    if not opts.devices and opts.codec is None:
-        raise InvalidArgumentError("nothing to do: give archs to keep, a codec, or both")
-    _check_progress(progress)
+                    strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
+                    progress=progress)
     if out_dir is not None and not isinstance(src, Path):
         raise InvalidArgumentError(
             "slim_wheel(): a wheel given as bytes has no file name, which the wheel written "
@@ -1798,10 +1792,8 @@ def slim_archive(source: FilePath | Content, output: FilePath | None = None, *,
     out = _target(output, "slim_archive() output")
     opts = _options(archs, ptx, codec, level, same_size=same_size,
                     allow_newer_driver=allow_newer_driver, exact=exact,
-                    strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs)
-    if not opts.devices and opts.codec is None:
-        raise InvalidArgumentError("nothing to do: give archs to keep, a codec, or both")
-    _check_progress(progress)
+                    strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
+                    progress=progress)
     _not_the_input(src, out)
     return _slim_archive(src, out, opts, max_decompressed, progress)
 
@@ -1899,8 +1891,8 @@ def prune(source: FilePath | Content, output: FilePath | None = None,
         raise InvalidArgumentError("prune() needs at least one arch to keep in archs")
     return _dispatch("prune()", source, output, _options(
         archs, ptx, codec, level, same_size=same_size, allow_newer_driver=allow_newer_driver,
-        exact=exact, strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs),
-        max_decompressed, progress)
+        exact=exact, strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
+        progress=progress), max_decompressed, progress)
 
 
 @overload
@@ -1933,8 +1925,8 @@ def recompress(source: FilePath | Content, output: FilePath | None = None,
         raise InvalidArgumentError(f"recompress() needs a codec, one of {CODECS}")
     return _dispatch("recompress()", source, output, _options(
         None, "keep", codec, level, same_size=same_size, allow_newer_driver=allow_newer_driver,
-        exact=False, strip_signature=strip_signature, allow_empty=False, jobs=jobs),
-        max_decompressed, progress)
+        exact=False, strip_signature=strip_signature, allow_empty=False, jobs=jobs,
+        progress=progress), max_decompressed, progress)
 
 
 def _dispatch(what: str, source: object, output: object, opts: _Options,
@@ -1944,7 +1936,6 @@ def _dispatch(what: str, source: object, output: object, opts: _Options,
 
     src = as_input(source, f"{what} source")
     out = _target(output, f"{what} output")
-    _check_progress(progress)
     if isinstance(src, Path):
         if is_wheel(src):
             if out is not None:
