@@ -14,7 +14,7 @@ from thirdparty import CUPY12_RANDOM, CURAND13, fetch
 
 from fatbinkit import parallel
 from fatbinkit.compat import image_sets
-from fatbinkit.errors import DecompressionError, FormatError
+from fatbinkit.errors import DecompressionError, FormatError, InvalidArgumentError
 from fatbinkit.formats import elf
 from fatbinkit.formats.cubin import Cubin, cubin_arch
 from fatbinkit.formats.fatbin import DecompressionBudget, EntryKind, build_fatbin, make_entry
@@ -157,3 +157,56 @@ def test_inside_a_pool_worker_it_runs_in_that_worker() -> None:
     with multiprocessing.get_context("fork").Pool(1) as pool:
         pid, pids = pool.apply(_pids_in_a_pool_worker, (str(fetch(CURAND13)),))
     assert pids and set(pids) == {pid}
+
+
+# -- how many processes jobs=None means (the kernel's cgroup files, written here by hand) ----------
+
+
+def _cgroup(tmp_path: Path, own: str, files: dict[str, str]) -> tuple[str, str]:
+    """A fake ``/sys/fs/cgroup`` tree and ``/proc/self/cgroup``: (root, own file)."""
+    for name, text in files.items():
+        path = tmp_path / "fs" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+    (tmp_path / "cgroup").write_text(own)
+    return str(tmp_path / "fs"), str(tmp_path / "cgroup")
+
+
+@pytest.mark.parametrize(("own", "files", "cpus"), [
+    # cgroup v2 (Documentation/admin-guide/cgroup-v2.rst, cpu.max: "$MAX $PERIOD", "max" = none)
+    ("0::/pod/app\n", {"pod/app/cpu.max": "200000 100000"}, 2),
+    ("0::/pod/app\n", {"pod/app/cpu.max": "150000 100000"}, 2),  # 1.5 CPUs: rounded up
+    ("0::/pod/app\n", {"pod/app/cpu.max": "max 100000", "pod/cpu.max": "300000 100000"}, 3),
+    ("0::/pod/app\n", {"pod/app/cpu.max": "400000 100000", "pod/cpu.max": "100000 100000"}, 1),
+    ("0::/\n", {"cpu.max": "max 100000"}, None),
+    ("0::/pod\n", {}, None),
+    # cgroup v1 (Documentation/scheduler/sched-bwc.rst: quota -1 = none)
+    ("4:cpu,cpuacct:/docker/x\n", {"cpu,cpuacct/docker/x/cpu.cfs_quota_us": "50000",
+                                   "cpu,cpuacct/docker/x/cpu.cfs_period_us": "100000"}, 1),
+    ("4:cpu,cpuacct:/docker/x\n", {"cpu,cpuacct/docker/x/cpu.cfs_quota_us": "-1",
+                                   "cpu,cpuacct/docker/x/cpu.cfs_period_us": "100000"}, None),
+    ("4:memory:/x\n", {}, None),
+])
+def test_the_cgroup_cpu_quota_is_read_as_the_kernel_documents_it(
+        tmp_path: Path, own: str, files: dict[str, str], cpus: int | None) -> None:
+    root, own_file = _cgroup(tmp_path, own, files)
+    assert parallel.cgroup_cpus(root, own_file) == cpus
+
+
+def test_jobs_none_is_the_environment_variable_else_the_cpus_this_process_may_use(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(parallel.JOBS_ENV, raising=False)
+    monkeypatch.setattr(parallel, "cgroup_cpus", lambda: None)
+    if hasattr(os, "sched_getaffinity"):
+        assert parallel.as_jobs(None) == len(os.sched_getaffinity(0))
+    monkeypatch.setattr(parallel, "cgroup_cpus", lambda: 1)
+    assert parallel.as_jobs(None) == 1  # a quota of one CPU caps the affinity
+    monkeypatch.setenv(parallel.JOBS_ENV, "7")
+    assert parallel.as_jobs(None) == 7 and parallel.as_jobs(3) == 3
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(parallel.JOBS_ENV, bad)
+        with pytest.raises(InvalidArgumentError, match=parallel.JOBS_ENV):
+            parallel.as_jobs(None)
+    for value in (0, True, 1.5, "2"):
+        with pytest.raises(InvalidArgumentError, match="jobs"):
+            parallel.as_jobs(value)  # type: ignore[arg-type]
