@@ -789,7 +789,7 @@ class Binary:
         assert source is not None
         every_image = every_image or kf is not None
         if sets is None:
-            sets = image_sets(source, budget=budget, jobs=jobs, progress=progress,
+            sets = image_sets(source, budget, jobs=jobs, progress=progress,
                               devices=None if every_image else wanted,
                               codes=self.codes, entryless=self.entryless) \
                 if self.codes or self.entryless else ()

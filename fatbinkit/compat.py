@@ -1538,7 +1538,7 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
 
 
 def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
-               budget: DecompressionBudget | None = None, *,
+               max_decompressed: int | DecompressionBudget | None = None, *,
                jobs: int | None = None, progress: Progress = None,
                devices: Iterable[ArchLike] | None = None,
                codes: Sequence[DeviceCode] | None = None,
@@ -1547,9 +1547,9 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself (a ``str`` is a path).
     Each image's :attr:`ImageInfo.host` is the input's OS (:func:`host_of`).
     Images are read on ``jobs`` processes (default: every core; ``progress`` as
-    :func:`fatbinkit.parallel.map_codes` takes it). Decompression is charged to ``budget`` (default:
-    :meth:`DecompressionBudget.for_input` of the input) up front, for every cubin and PTX read
-    (:func:`fatbinkit.parallel.charge`).
+    :func:`fatbinkit.parallel.map_codes` takes it). Decompression is charged to
+    ``max_decompressed`` (:meth:`DecompressionBudget.of`: default 64x the input + 256 MiB) up
+    front, for every cubin and PTX read (:func:`fatbinkit.parallel.charge`).
 
     With ``devices``, only the images one of those GPUs could load are read (SASS that runs on
     it, PTX that JITs for it: :func:`sass_runs_on`, :func:`ptx_jits_for`), and every image of a
@@ -1567,10 +1567,8 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     if codes is None:
         codes, entryless = scan_modules(source)
     host = input_host(source)
-    if budget is None:
-        size = (len(source) if isinstance(source, (bytes, bytearray, memoryview))
-                else os.path.getsize(source))
-        budget = DecompressionBudget.for_input(size)
+    budget = DecompressionBudget.of(max_decompressed, len(source) if isinstance(
+        source, (bytes, bytearray, memoryview)) else os.path.getsize(source))
     # the loadable entries (SASS, PTX) per module: a container, or a bare image (an embedded
     # blob, per archive member)
     groups: dict[tuple[str, str, int], list[int]] = {}
