@@ -253,7 +253,8 @@ def test_close_releases_the_map_and_its_descriptor() -> None:
     assert _fds() == before and binary.closed and "(closed)" in str(binary)
     for use in (binary.select, binary.summary, binary.functions, lambda: binary.check("sm_90"),
                 lambda: binary.extract("/nonexistent"), lambda: binary.map(len, items),
-                lambda: pickle.dumps(binary), lambda: pickle.dumps(items[0])):
+                lambda: pickle.dumps(binary), lambda: pickle.dumps(items[0]),
+                items[0].code.entry.data):
         with pytest.raises(InvalidArgumentError, match="closed"):
             use()
     assert [it.to_dict() for it in items] == [it.to_dict() for it in fatbinkit.open(path).select()]

@@ -493,6 +493,13 @@ class FatbinEntry:
         """
         h = self.header
         codec = self.compression
+        if isinstance(self.stored, memoryview):
+            try:
+                self.stored.nbytes  # noqa: B018 (raises on a view released by Binary.close)
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"the image at offset {self.offset:#x} belongs to a closed Binary: "
+                    "fatbinkit.open reads the input again") from None
         if codec is None:
             return bytes(self.stored)
         expected = h.uncompressed_size
