@@ -44,6 +44,7 @@ enforces). A bomb is therefore refused before anything is inflated, serial or pa
 
 from __future__ import annotations
 
+import functools
 import importlib
 import itertools
 import mmap
@@ -164,6 +165,7 @@ def as_jobs(jobs: int | None) -> int:
     return jobs
 
 
+@functools.cache  # read once per process: every map_codes call asks (a wheel: per library)
 def cgroup_cpus(root: str = "/sys/fs/cgroup", own: str = "/proc/self/cgroup") -> int | None:
     """The CPUs the cgroup CPU quota grants this process, rounded up (None: no quota, or no
     cgroup file readable). cgroup v2: the lowest ``cpu.max`` from this process's group up to the
