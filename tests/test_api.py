@@ -22,6 +22,7 @@ from fatbin_kernels import SOURCE, system_tool
 
 import fatbinkit
 import fatbinkit.formats
+import fatbinkit.vendors
 from fatbinkit import compat
 from fatbinkit.build import Image, build
 from fatbinkit.compat import ImageInfo, ImageSet, decide, file_verdict, image_sets
@@ -48,11 +49,14 @@ from fatbinkit.slim import SlimReport, prune, recompress
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = sorted([m.name for m in pkgutil.iter_modules(fatbinkit.__path__)
                   if not m.name.startswith("_") and m.name not in ("cli", "formats")]
-                 + [f"formats.{m.name}" for m in pkgutil.iter_modules(fatbinkit.formats.__path__)])
+                 + [f"formats.{m.name}" for m in pkgutil.iter_modules(fatbinkit.formats.__path__)]
+                 + [m.name.removeprefix("fatbinkit.") for m in pkgutil.walk_packages(
+                     fatbinkit.vendors.__path__, "fatbinkit.vendors.")])
 
 # modules that keep the names the README documents for what moved under fatbinkit.vendors (issue
 # 28): each re-exports only from these
-FACADES = {"compat": {"fatbinkit.decision", "fatbinkit.verdict"}}
+FACADES = {"compat": {"fatbinkit.decision", "fatbinkit.verdict", "fatbinkit.vendors.cuda.loading"},
+           "driver": {"fatbinkit.vendors.cuda.driver"}}
 
 
 class BytesPath:

@@ -1,0 +1,589 @@
+"""Which image of a set the CUDA driver loads on a device, or why none can: pure data, no GPU.
+
+The rules, as NVIDIA documents them (paraphrased; the sources named where each is applied):
+
+* **SASS** (a cubin) for ``sm_XY`` runs on compute capability X.Z with Z >= Y: same major, equal or
+  higher minor. CUDA C++ Programming Guide, "Binary Compatibility": "binary compatibility is
+  guaranteed from one minor revision to the next one, but not from one minor revision to the
+  previous one or across major revisions" (13.x guide: 1.3 "The CUDA Platform").
+* **PTX** for ``compute_XY`` is JIT-compiled by the driver for any CC >= X.Y. Same guide, "PTX
+  Compatibility": PTX produced for a compute capability can be compiled to binary code of greater
+  or equal compute capability.
+* **Arch-specific ``a``** targets (sm_90a, sm_100a, ...) run only on exactly that CC, as SASS and as
+  PTX: neither forward nor backward compatible. Guide, "Feature Set Compiler Targets" / "Feature
+  availability"; PTX ISA, ".target" directive notes on the ``a`` suffix.
+* **Family-specific ``f``** targets (sm_100f, ...) run on the same major with an equal or higher
+  minor (100f on 10.0 and 10.3, never 11.x or 12.x). Guide, "Feature Set Compiler Targets"; NVIDIA
+  technical blog "NVIDIA Blackwell and NVIDIA CUDA 12.9 Introduce Family-Specific Architecture
+  Features" (May 2025).
+* **Driver version**: a driver JIT-compiles only the PTX ISA versions its CUDA release knows
+  (:data:`fatbinkit.formats.ptx.PTX_ISA_MIN_CUDA`, from the PTX ISA release history); CUDA
+  minor-version compatibility does not extend to PTX JIT (CUDA Compatibility guide, "Minor Version
+  Compatibility", its limitations). Newer PTX fails with CUDA_ERROR_UNSUPPORTED_PTX_VERSION.
+* **Driver floors** (:mod:`fatbinkit.driver` holds NVIDIA's tables): the driver must support
+  the device's arch (first CUDA release per arch; R580 is the last branch for Maxwell, Pascal
+  and Volta); a cubin needs a driver of its producer toolkit's major (CUDA Compatibility guide,
+  "Minor Version Compatibility": from CUDA 11 on, within a major family; release notes 2.2:
+  "applications compiled against a particular version of the CUDA will continue to work on
+  subsequent (later) driver releases"; before 11, the toolkit's own version); zstd-compressed
+  entries need CUDA 12.4 (R550: NVIDIA's rapids-cmake ``enable_fatbin_compression.cmake`` gives
+  550.54.14 for ``--compress-mode=balance|size``), LZ4 is fatbinary's default since at least
+  CUDA 10.0 (its ``--help``); ``a`` targets exist from CUDA 12.0 and ``f`` targets from 12.9
+  (Programming Guide, "Feature Set Compiler Targets"; the 12.9 blog above), so an older driver
+  does not know them. A device whose last driver is older than what its images need (CUDA 13
+  images on Thor as sm_101, which CUDA 13 drivers call sm_110; CUDA 13.1 PTX on Volta, whose
+  last branch is R580 = CUDA 13.0) is loaded by no driver at all: its verdict fails even when
+  no driver is given (:attr:`ArchVerdict.driver_gap`).
+* **No fall back after the pick** (observed on an H200 with R580, 2026-12-01, docs/gpu.md): the
+  driver selects the image by arch alone, then loads it; when that image fails (PTX ISA too
+  new, an entry flag or ELF OSABI it does not know, a corrupt compressed payload) the load fails,
+  even when another image would have worked. A floor is therefore checked on the picked image
+  only. The CUresult predicted for a floor follows what R580 returns for an image it cannot
+  read (CUDA_ERROR_INVALID_IMAGE for SASS, CUDA_ERROR_INVALID_PTX for PTX); for a device the
+  driver does not drive, CUDA_ERROR_NO_DEVICE. Those codes are reasoned: an older driver cannot
+  be run on the test GPU.
+* **Preference** (Programming Guide, "Application Compatibility" and "Just-in-Time Compilation":
+  the driver runs a compatible cubin when the fatbin has one and JIT-compiles PTX otherwise):
+  exact-arch SASS (``a`` before ``f`` before plain: sm_90a over sm_90 on a 9.0 device), then the
+  highest compatible SASS of the same major, then the highest-arch compatible PTX. Nothing
+  compatible: CUDA_ERROR_NO_BINARY_FOR_GPU.
+
+A raw cubin or PTX (not in a fatbin) is handed to the driver as-is, so a bare PTX whose target the
+device cannot run is rejected by the JIT (CUDA_ERROR_INVALID_PTX) rather than skipped. The GPU
+test (tests/gpu/test_check_gpu.py) checks these predictions against the driver.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from ...decision import (
+    INVALID_IMAGE,
+    INVALID_PTX,
+    NO_BINARY,
+    NO_DEVICE,
+    PTX,
+    SASS,
+    UNSUPPORTED_PTX,
+    Decision,
+    Floor,
+    ImageInfo,
+    ImageSet,
+    Verdict,
+    module_label,
+)
+from ...errors import FatbinkitError, FormatError, InvalidArgumentError, UnsupportedError
+from ...formats import elf
+from ...formats.arch import Arch, ArchLike, as_arch
+from ...formats.cubin import ABI_V2, cubin_outline, is_cubin
+from ...formats.fatbin import DecompressionBudget, EntryKind, FatbinEntry
+from ...formats.pe import is_coff_object, is_pe
+from ...formats.ptx import (
+    NEWEST_KNOWN_CUDA,
+    Ptx,
+    is_ptx,
+    max_ptx_isa_for_driver,
+    min_driver_for_ptx_isa,
+)
+from ...infile import as_content, as_input
+from ...progress import Progress
+from ...scan import DeviceCode, EntrylessContainer, scan_modules
+from .driver import (
+    DEVICE_SUPPORT,
+    FUTURE,
+    LINUX,
+    RELEASES,
+    WINDOWS,
+    CudaVersion,
+    Driver,
+    DriverLike,
+    as_cuda_version,
+    as_device,
+    cuda_name,
+    dotted,
+    driver_name,
+    drivers_text,
+    release_for,
+    version_tuple,
+)
+
+__all__ = [
+    "ABI_V2_MIN_CUDA",
+    "COMPRESSION_MIN_CUDA",
+    "VARIANT_MIN_CUDA",
+    "decide",
+    "device_floor",
+    "header_image",
+    "host_of",
+    "image_floors",
+    "image_from_bytes",
+    "image_from_cubin",
+    "image_from_entry",
+    "image_from_ptx",
+    "image_sets",
+    "input_host",
+    "predict_load",
+    "ptx_jits_for",
+    "ptx_narrower",
+    "sass_runs_on",
+]
+
+
+_SUFFIX_RANK = {"a": 2, "f": 1, "": 0}
+
+# The first CUDA release that knows each target variant and codec (module docstring: sources).
+VARIANT_MIN_CUDA = {"a": (12, 0), "f": (12, 9)}
+COMPRESSION_MIN_CUDA = {"lz4": (10, 0), "zstd": (12, 4)}
+# ptxas writes ELF ABI v2 (OSABI 0x41) from 12.8 for sm_100+ and from 13.0 for every arch
+# (checked with ptxas 12.8, 12.9 and 13.0): the floor of an ABI v2 cubin whose toolkit is unknown.
+ABI_V2_MIN_CUDA = ((100, (12, 8)), (0, (13, 0)))
+_OLDEST_TABLED = RELEASES[0].cuda
+# module-scope variables a host can reach (PTX): a `.global`/`.const` directive that starts a
+# line (after `.visible`, `.extern`, `.weak`). Found from the directive, then its line checked:
+# one regex anchored at every line start took 2.4 s on cuBLASLt's PTX.
+_PTX_VARIABLE_AT = re.compile(rb"\.(?:global|const)[ \t]")
+_PTX_VARIABLE_LINE = re.compile(rb"[ \t]*(?:\.(?:visible|extern|weak)[ \t]+)*")
+
+
+
+def host_of(head: bytes | bytearray | memoryview) -> str | None:
+    """The OS whose driver numbers apply to an input, from its first bytes: ELF (not a bare
+    cubin) is Linux, a PE image or COFF object Windows, anything else (a bare fatbin, cubin or
+    PTX, a static library) not known."""
+    machine = elf.machine(head)
+    if machine is not None:
+        return None if machine == elf.EM_CUDA else LINUX
+    return WINDOWS if is_pe(head) or is_coff_object(head) else None
+
+
+def input_host(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> str | None:
+    """:func:`host_of` a file (by its path) or of the bytes given."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return host_of(source[:4096])
+    with open(source, "rb") as f:
+        return host_of(f.read(4096))
+
+
+def sass_runs_on(image: Arch, device: Arch) -> bool:
+    """Whether SASS for ``image`` runs on a device of compute capability ``device``."""
+    if image.suffix == "a":
+        return image.number == device.number  # arch-specific: exactly this CC
+    # plain and family-specific SASS: same major, equal or higher minor
+    return image.major == device.major and image.minor <= device.minor
+
+
+def ptx_jits_for(image: Arch, device: Arch) -> bool:
+    """Whether PTX for ``image`` may be JIT-compiled for ``device`` (ignoring the driver)."""
+    if image.suffix == "a":
+        return image.number == device.number  # arch-specific PTX never moves to another arch
+    if image.suffix == "f":
+        return image.major == device.major and image.minor <= device.minor  # same family
+    return image.number <= device.number  # plain PTX: any equal or newer CC
+
+
+def device_floor(device: Arch, host: str | None = None) -> Floor | None:
+    """The first CUDA release whose driver drives ``device`` (None: not in the table), its
+    driver numbers those of ``host``."""
+    support = DEVICE_SUPPORT.get(device.number)
+    if support is None:
+        return None
+    return Floor("device", support.first, f"a {device.sm} GPU", NO_DEVICE, host=host)
+
+
+def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
+    """The driver floors of one image in the order a driver meets them (the entry header's
+    flags, then the payload), and what could not be known about them."""
+    floors: list[Floor] = []
+    warnings: list[str] = []
+    bad = INVALID_IMAGE if image.kind == SASS else INVALID_PTX
+    host = image.host
+    if image.compression in COMPRESSION_MIN_CUDA:
+        floors.append(Floor("compression", COMPRESSION_MIN_CUDA[image.compression],
+                            f"{image.compression}-compressed {image.name}", bad, host=host))
+    suffix = (image.target or image.arch).suffix
+    if suffix:
+        kind = "arch-specific" if suffix == "a" else "family-specific"
+        floors.append(Floor("variant", VARIANT_MIN_CUDA[suffix],
+                            f"{kind} ({suffix}) target {image.name}", bad, host=host))
+    if image.kind == SASS:
+        if image.toolkit is not None:
+            major, _ = image.toolkit
+            # within a major family from CUDA 11 on (minor-version compatibility, with the
+            # driver version of Table 2 when the cubin is newer than the driver), else exactly
+            need = (major, 0) if major >= 11 else image.toolkit
+            floors.append(Floor("toolkit", need, f"cubin {image.name} built by CUDA "
+                                f"{dotted(image.toolkit)}", bad, family=major >= 11,
+                                built=image.toolkit, host=host))
+        else:
+            where = f" ({image.label})" if image.label else ""
+            if image.unread:
+                warnings.append(f"cubin {image.name}{where} could not be read ({image.unread}): "
+                                "its kernels and toolkit are not known")
+            elif image.abi_version != ABI_V2:
+                warnings.append(f"cubin {image.name}{where}: its producer toolkit is not "
+                                "recorded; the toolkit floor is not checked")
+            if image.abi_version == ABI_V2:
+                need = next(cuda for low, cuda in ABI_V2_MIN_CUDA if image.arch.number >= low)
+                floors.append(Floor("toolkit", need, f"cubin {image.name} in ELF ABI v2 "
+                                    "(producer toolkit not recorded)", bad, host=host))
+    else:
+        assert image.ptx_version is not None
+        try:
+            need_isa: CudaVersion | None = min_driver_for_ptx_isa(image.ptx_version)
+        except FatbinkitError:
+            need_isa = None
+        floors.append(Floor("ptx-isa", need_isa, f"PTX ISA {dotted(image.ptx_version)} "
+                            f"({image.arch.compute})", UNSUPPORTED_PTX, host=host))
+    return tuple(floors), tuple(warnings)
+
+
+def _driver_warnings(device: Arch, driver: CudaVersion | None) -> list[str]:
+    out = []
+    if device.number not in DEVICE_SUPPORT:  # named as {FUTURE}sm_XY (as_device)
+        out.append(f"{device.sm} is named as a future GPU ({FUTURE}{device.sm}), not in NVIDIA's "
+                   f"device table (sm_{min(DEVICE_SUPPORT)} .. sm_{max(DEVICE_SUPPORT)}): "
+                   "whether a driver drives it is not checked")
+    if driver is not None and driver < _OLDEST_TABLED:
+        out.append(f"driver {dotted(driver)} is older than NVIDIA's driver tables used here "
+                   f"(from CUDA {dotted(_OLDEST_TABLED)}): floors are checked where known")
+    if driver is not None and driver > NEWEST_KNOWN_CUDA:
+        out.append(f"driver {dotted(driver)} is newer than the tables (CUDA "
+                   f"{dotted(NEWEST_KNOWN_CUDA)}): what it adds is assumed to work")
+    return out
+
+
+def _compat_unknown(floors: Iterable[Floor], driver: CudaVersion) -> list[str]:
+    """What a driver given as a CUDA version leaves open: a family floor whose minor-version
+    compatibility driver is newer than its release's own (11.1+ cubins on a CUDA 11.0 driver
+    need 450.80.02, which nvidia-smi's "CUDA Version: 11.0" does not tell from 450.51.06)."""
+    out = []
+    for f in floors:
+        rel, own = f.release, release_for(f.need) if f.need else None
+        if (f.family and not isinstance(driver, Driver) and driver == f.need and rel and own
+                and f.built is not None and f.built > driver
+                and version_tuple(rel.linux) > version_tuple(own.linux)):
+            out.append(f"driver {dotted(driver)} is given as a CUDA version: {f.why} runs on it "
+                       f"only from {drivers_text(rel, f.host)} (minor-version compatibility); "
+                       "give the driver version to check it")
+    return out
+
+
+def _device_refusal(device: Arch, driver: CudaVersion,
+                    host: str | None) -> tuple[Floor, str] | None:
+    floor = device_floor(device)
+    if floor is None:
+        return None
+    support = DEVICE_SUPPORT[device.number]
+    if not floor.met_by(driver):
+        thor = f" ({support.note})" if support.last is None and support.note else ""
+        return floor, (f"driver {driver_name(driver)} does not drive {device.sm} GPUs: "
+                       f"they need {cuda_name(support.first, host)}{thor}")
+    if support.last is not None and driver > support.last:
+        return floor, (f"a driver for CUDA {dotted(driver)} no longer drives {device.sm} GPUs: "
+                       f"the last is CUDA {dotted(support.last)} ({support.note})")
+    return None
+
+
+def decide(
+    images: Iterable[ImageInfo],
+    device: ArchLike,
+    driver: DriverLike | None = None,
+    *,
+    raw: bool = False,
+) -> Decision:
+    """Pick the image the driver would load on ``device`` (a GPU that exists:
+    :func:`~fatbinkit.driver.as_device`), or say why none fits.
+
+    The pick is by arch alone (SASS, then PTX); the driver floors are then checked on the pick
+    only, as the driver does not fall back. ``raw`` means the set is one bare cubin or PTX handed
+    to the driver directly (not a fatbin): an unfit bare PTX is then refused by the JIT compiler
+    instead of skipped. ``device`` and ``driver`` take what :func:`~fatbinkit.formats.arch.as_arch`
+    and
+    :func:`~fatbinkit.driver.as_cuda_version` take (``"sm_90"``, ``"12.4"``, ``12040``...).
+    """
+    device = as_device(device, "device")
+    driver = None if driver is None else as_cuda_version(driver)
+    # a device is a compute capability; suffixes name binaries only
+    dev = Arch(device.number, future=device.future)
+    images = tuple(images)
+    host = next((i.host for i in images), None)
+    warnings = _driver_warnings(dev, driver)
+    dfloor = device_floor(dev, host)
+    verdicts: list[Verdict] = []
+    # the images that fit by arch, each with its floors (device first) and what is unknown
+    sass: list[tuple[Verdict, tuple[Floor, ...], tuple[str, ...]]] = []
+    ptx: list[tuple[Verdict, tuple[Floor, ...], tuple[str, ...]]] = []
+    for img in images:
+        runs = sass_runs_on if img.kind == SASS else ptx_jits_for
+        if not runs(img.arch, dev):
+            why = _sass_why_not if img.kind == SASS else _ptx_why_not
+            error = INVALID_PTX if raw and img.kind == PTX else NO_BINARY
+            verdicts.append(Verdict(img, False, why(img.arch, dev), error))
+            continue
+        own, unknown = image_floors(img)
+        if img.kind == PTX and img.target is not None and not ptx_jits_for(img.target, dev):
+            # selected by its label, then refused by the JIT compiler (reasoned, not observed)
+            verdict = Verdict(img, False, (
+                f"PTX labelled {img.arch.compute} but its text says .target {img.target.sm}: "
+                f"{_ptx_why_not(img.target, dev)}"), INVALID_PTX)
+        else:
+            failed = next((f for f in own if driver is not None and not f.met_by(driver)), None)
+            if failed is not None:
+                assert driver is not None
+                verdict = Verdict(img, False, failed.refusal(driver), failed.error, failed)
+            else:
+                verdict = Verdict(img, True, _fits(img, dev, driver))
+        verdicts.append(verdict)
+        (sass if img.kind == SASS else ptx).append(
+            (verdict, ((dfloor,) if dfloor else ()) + own, unknown))
+
+    def result(image: ImageInfo | None, how: str, reason: str, error: str | None,
+               floors: tuple[Floor, ...] = (), floor: Floor | None = None) -> Decision:
+        return Decision(dev, driver, image, how, reason, error, tuple(verdicts), floors, floor,
+                        tuple(warnings))
+
+    refused = _device_refusal(dev, driver, host) if driver is not None else None
+    if sass:
+        # exact CC first (a > f > plain), then the highest minor of the same major
+        pick, floors, unknown = max(sass, key=lambda c: (
+            c[0].image.arch.number == dev.number, c[0].image.arch.number,
+            _SUFFIX_RANK[c[0].image.arch.suffix]))
+    elif ptx:
+        # The driver picks the PTX by arch label alone, then JIT-compiles it: a pick too new
+        # for the driver (or whose text targets another arch) fails the load, with no fall
+        # back to a lower PTX that would work (observed on an H200 with driver R580, 2026-12-01:
+        # compute_80 + compute_90 with PTX ISA 9.9 -> CUDA_ERROR_UNSUPPORTED_PTX_VERSION).
+        pick, floors, unknown = max(ptx, key=lambda c: (
+            c[0].image.arch.number, _SUFFIX_RANK[c[0].image.arch.suffix],
+            c[0].image.ptx_version or (0, 0)))
+    else:
+        if refused is not None:
+            return result(None, "none", refused[1], NO_DEVICE, floor=refused[0])
+        if not verdicts:
+            return result(None, "none", "no images", NO_BINARY)
+        failing = [v for v in verdicts if v.error]
+        error = next((v.error for v in failing if v.error == INVALID_PTX), NO_BINARY)
+        held = ", ".join(sorted({v.image.name for v in verdicts}))
+        reasons = "; ".join(dict.fromkeys(v.reason for v in failing if v.error == error))
+        return result(None, "none", f"nothing loads on {dev.sm} (has {held}): {reasons}", error)
+    best = pick.image
+    warnings += unknown  # what is unknown about the image the driver loads
+    if driver is not None:
+        warnings += _compat_unknown(floors, driver)
+    how = "sass" if best.kind == SASS else "ptx-jit"
+    if refused is not None:
+        return result(None, "none", refused[1], NO_DEVICE, floors, refused[0])
+    if pick.usable:
+        reason = (f"SASS {best.arch.sm} runs on {dev.sm}" if how == "sass" else
+                  f"no SASS for {dev.sm}; the driver JIT-compiles {best.name} at load "
+                  f"(cold start cost, cached in the JIT cache)")
+        return result(best, how, reason, None, floors)
+    others = [v.image.name for v, _, _ in sass + ptx if v.usable and v is not pick]
+    unused = f"; the driver does not fall back to {', '.join(others)}" if others else ""
+    lead = (f"the driver picks {best.name}" if how == "sass" else
+            f"no SASS for {dev.sm}; the driver picks {best.name}")
+    return result(None, "none", f"{lead}: {pick.reason}{unused}", pick.error, floors, pick.floor)
+
+
+def _fits(img: ImageInfo, dev: Arch, driver: CudaVersion | None) -> str:
+    if img.kind == SASS:
+        return f"SASS {img.arch.sm} runs on {dev.sm}"
+    assert img.ptx_version is not None
+    if driver is None:
+        return f"PTX {img.arch.compute} JIT-compiles for {dev.sm}; driver version not given"
+    newest = max_ptx_isa_for_driver(driver)
+    limit = (f"driver {dotted(driver)} JITs PTX ISA up to {dotted(newest)}" if newest else
+             f"driver {dotted(driver)} is newer than the table (CUDA {dotted(NEWEST_KNOWN_CUDA)}); "
+             "assumed to JIT it")
+    return f"PTX {img.arch.compute} JIT-compiles for {dev.sm}; {limit}"
+
+
+def _sass_why_not(image: Arch, dev: Arch) -> str:
+    if image.suffix == "a":
+        return f"SASS {image.sm} is arch-specific: runs only on CC {image.major}.{image.minor}"
+    if image.major != dev.major:
+        return f"SASS {image.sm} runs only on CC {image.major}.x, not {dev.major}.{dev.minor}"
+    return f"SASS {image.sm} needs CC >= {image.major}.{image.minor} within {image.major}.x"
+
+
+def _ptx_why_not(image: Arch, dev: Arch) -> str:
+    if image.suffix == "a":
+        return (f"PTX {image.compute} is arch-specific: JIT only for CC "
+                f"{image.major}.{image.minor}, never another arch")
+    if image.suffix == "f":
+        return f"PTX {image.compute} is family-specific: JIT only for CC {image.major}.x"
+    return f"PTX {image.compute} needs CC >= {image.major}.{image.minor}"
+
+
+
+def image_from_cubin(data: bytes | bytearray | memoryview, label: str = "",
+                     arch: Arch | None = None, compression: str | None = None) -> ImageInfo:
+    """The SASS image of a cubin, with its kernel names and producer toolkit; ``arch``
+    overrides the cubin's own (a fatbin entry's header, which is what the driver reads)."""
+    c = cubin_outline(data)  # what the image needs: no attribute records
+    return ImageInfo(SASS, arch or c.arch, None, label, c.kernels, toolkit=c.toolkit,
+                     abi_version=c.abi_version, compression=compression, variables=c.variables)
+
+
+def image_from_ptx(data: bytes | bytearray | memoryview, label: str = "",
+                   arch: Arch | None = None, compression: str | None = None) -> ImageInfo:
+    """The PTX image of a PTX module, with its entry names (``arch`` as for cubins)."""
+    p = Ptx.from_bytes(data)
+    label_arch = arch or p.arch
+    target = p.arch if p.arch != label_arch and ptx_narrower(p.arch, label_arch) else None
+    return ImageInfo(PTX, label_arch, p.version, label, frozenset(e.name for e in p.entries),
+                     target, compression=compression,
+                     variables=_ptx_variables(bytes(data)))
+
+
+def _ptx_variables(text: bytes) -> bool:
+    """Whether PTX text declares a module-scope ``.global`` or ``.const`` variable. Each line is
+    looked at once, from its first such directive (a later one on the same line follows that
+    directive, so it does not start the line either): linear in the text."""
+    pos = 0
+    while (m := _PTX_VARIABLE_AT.search(text, pos)) is not None:
+        at = m.start()
+        start = text.rfind(b"\n", pos, at) + 1 or pos
+        if _PTX_VARIABLE_LINE.fullmatch(text, start, at):
+            return True
+        end = text.find(b"\n", at)
+        if end < 0:
+            return False
+        pos = end + 1
+    return False
+
+
+def ptx_narrower(text: Arch, label: Arch) -> bool:
+    """Whether PTX whose ``.target`` is ``text`` JITs for fewer devices than its ``label`` says
+    (same SM with an ``a``/``f`` the label lacks, or a higher SM)."""
+    return text.number > label.number or (
+        text.number == label.number and _SUFFIX_RANK[text.suffix] > _SUFFIX_RANK[label.suffix])
+
+
+def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> ImageInfo:
+    """A bare cubin or PTX as an image (not a fatbin: see :func:`image_sets`)."""
+    if is_cubin(data):
+        return image_from_cubin(data, label)
+    if is_ptx(data):
+        return image_from_ptx(data, label)
+    raise InvalidArgumentError(f"{label or 'input'} is neither a cubin nor PTX")
+
+
+def image_from_entry(entry: FatbinEntry, label: str = "",
+                     budget: DecompressionBudget | None = None) -> ImageInfo | None:
+    """The image of a fatbin entry (None for kinds the driver does not load: LTO-IR...).
+
+    Arch and ``a``/``f`` come from the entry header as the driver reads them; the PTX ISA version
+    from the PTX text, which is what the JIT compiler checks. Decompression is charged to
+    ``budget``.
+    """
+    if entry.header.kind == EntryKind.ELF:
+        data = entry.data(budget=budget)
+        try:
+            return image_from_cubin(data, label, entry.arch, entry.compression)
+        except (FormatError, UnsupportedError) as exc:  # one bad cubin must not hide the rest
+            abi = data[8] if len(data) > 8 else None
+            return ImageInfo(SASS, entry.arch, None, label, None, abi_version=abi,
+                             compression=entry.compression, unread=str(exc))
+    if entry.header.kind == EntryKind.PTX:
+        return image_from_ptx(entry.data(budget=budget), label, entry.arch, entry.compression)
+    return None
+
+
+def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
+               max_decompressed: int | DecompressionBudget | None = None, *,
+               jobs: int | None = None, progress: Progress = None,
+               devices: Iterable[ArchLike] | None = None,
+               codes: Sequence[DeviceCode] | None = None,
+               entryless: Sequence[EntrylessContainer] = ()) -> tuple[ImageSet, ...]:
+    """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
+    ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself (a ``str`` is a path).
+    Each image's :attr:`ImageInfo.host` is the input's OS (:func:`host_of`).
+    Images are read on ``jobs`` processes (default: every core; ``progress`` as
+    :func:`fatbinkit.parallel.map_codes` takes it). Decompression is charged to
+    ``max_decompressed`` (:meth:`DecompressionBudget.of`: default 64x the input + 256 MiB) up
+    front, for every cubin and PTX read (:func:`fatbinkit.parallel.charge`).
+
+    With ``devices``, only the images one of those GPUs could load are read (SASS that runs on
+    it, PTX that JITs for it: :func:`sass_runs_on`, :func:`ptx_jits_for`), and every image of a
+    module with none of those (its kernels and variables tell a module built for other GPUs
+    from an empty one); the others come from their entry headers, their kernels and toolkit
+    unknown (None). The image each device picks and its floors are the same; what is not
+    known is which kernels only the unread images hold (a kernel the picked image lacks is
+    ``CUDA_ERROR_NOT_FOUND``). libtorch_cuda.so, three archs: a third of its 5 GiB of images.
+    ``codes``: what :func:`~fatbinkit.scan.scan` found in ``source``, when the caller has it,
+    and ``entryless`` the containers with no entry (:func:`~fatbinkit.scan.scan_modules`):
+    each is a module too (:attr:`ImageSet.entryless`), in its place in file order."""
+    from ...parallel import charge, map_codes
+
+    source = as_input(source, "image_sets() source")
+    if codes is None:
+        codes, entryless = scan_modules(source)
+    host = input_host(source)
+    budget = DecompressionBudget.of(max_decompressed, len(source) if isinstance(
+        source, (bytes, bytearray, memoryview)) else os.path.getsize(source))
+    # the loadable entries (SASS, PTX) per module: a container, or a bare image (an embedded
+    # blob, per archive member)
+    groups: dict[tuple[str, str, int], list[int]] = {}
+    for i, code in enumerate(codes):
+        members = groups.setdefault((code.member, code.source, code.container), [])
+        if code.entry.header.kind in (EntryKind.ELF, EntryKind.PTX):
+            members.append(i)
+    read = {i for members in groups.values() for i in members}
+    if devices is not None:
+        targets = [as_arch(d, "device") for d in devices]
+        read = {i for i in read if any(
+            (sass_runs_on if codes[i].entry.header.kind == EntryKind.ELF else ptx_jits_for)(
+                codes[i].entry.arch, d) for d in targets)}
+        read |= {i for members in groups.values() if read.isdisjoint(members) for i in members}
+    order = sorted(read)
+    chosen = [codes[i] for i in order]
+    charge(chosen, budget)
+    found = dict(zip(order, map_codes(
+        lambda c: image_from_entry(c.entry, f"entry at {c.offset:#x}"), chosen, jobs=jobs,
+        progress=progress, desc="reading images"), strict=True))
+    sets: list[ImageSet] = []
+    for (member, src, c), members in groups.items():
+        images = []
+        for i in members:
+            label = f"entry at {codes[i].offset:#x}"
+            img = found[i] if i in found else header_image(codes[i].entry, label)
+            assert img is not None  # SASS and PTX entries only
+            images.append(replace(img, offset=codes[i].offset, host=host))
+        sets.append(ImageSet(module_label(src, c, member), tuple(images), raw=c < 0,
+                             source=src, container=c if c >= 0 else None))
+    for hole in reversed(entryless):  # each where it is in the file: before the next one
+        at = next((i for i, s in enumerate(sets)
+                   if s.container is not None and s.container > hole.container), len(sets))
+        sets.insert(at, ImageSet.of_entryless(hole))
+    return tuple(sets)
+
+
+
+def header_image(entry: FatbinEntry, label: str = "") -> ImageInfo:
+    """What an entry header alone says of its image: kind, arch, PTX ISA, codec."""
+    if entry.header.kind == EntryKind.PTX:
+        return ImageInfo(PTX, entry.arch, entry.code_version, label,
+                         compression=entry.compression)
+    return ImageInfo(SASS, entry.arch, None, label, compression=entry.compression)
+
+
+def predict_load(data: bytes | bytearray | memoryview, device: ArchLike,
+                 driver: DriverLike | None = None) -> Decision:
+    """What ``cuModuleLoadData(data)`` would do on ``device``: for a fatbin, its first container
+    (the only one the driver reads); else the bare cubin or PTX. A host ELF (``.so``, ``.o``) is
+    refused as the driver refuses it, even when it carries fatbins: load what :func:`scan` finds
+    in it instead."""
+    data = as_content(data, "predict_load()")
+    machine = elf.machine(data)
+    if machine is not None and machine != elf.EM_CUDA:
+        raise FormatError(f"a host ELF file (e_machine {machine}), not a cubin: the driver takes a "
+                          "fatbin, a cubin or PTX; load the device code scan() finds in it",
+                          offset=18)
+    sets = image_sets(data)
+    if not sets:
+        raise FormatError("no device code: no fatbin container, cubin or PTX to load", offset=0)
+    return sets[0].decide(device, driver)
