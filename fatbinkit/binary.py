@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from . import vendors
+from .device_code import DeviceCode, EntrylessContainer
 from .driver import CudaVersion, DriverLike, as_cuda_version, as_device, dotted
 from .errors import (
     FatbinkitError,
@@ -41,19 +43,11 @@ from .errors import (
     naming,
 )
 from .formats.arch import Arch, ArchLike
-from .formats.fatbin import DecompressionBudget, EntryKind
+from .formats.fatbin import DecompressionBudget
 from .infile import as_path
 from .outfile import OutputBatch, atomic_files
 from .progress import Progress, reporter
-from .scan import (
-    DeviceCode,
-    EntrylessContainer,
-    extract_names,
-    kind_name,
-    listed,
-    scan_modules,
-    source_keys,
-)
+from .scan import extract_names, listed, scan_modules, source_keys
 
 if TYPE_CHECKING:
     from .collection import TotalCheck
@@ -61,7 +55,6 @@ if TYPE_CHECKING:
     from .formats.cubin import CubinFunction
 
 __all__ = [
-    "GENERATIONS",
     "ArchFilter",
     "ArchSummary",
     "Binary",
@@ -74,34 +67,10 @@ __all__ = [
     "open",
 ]
 
-_ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
-_READ = (_ELF, _PTX)  # the kinds whose kernels are read
-_KINDS = {"sass": _ELF, "ptx": _PTX, "ltoir": int(EntryKind.LTOIR)}  # what ``kinds=`` names
 R = TypeVar("R")
 P = ParamSpec("P")
 
-# NVIDIA's generation name per compute capability ("CUDA GPUs - Compute Capability",
-# developer.nvidia.com/cuda-gpus, and the CUDA C++ Programming Guide's "Compute Capabilities"
-# table): Blackwell covers data-centre (10.x), Thor (11.0, once 10.1) and GeForce/RTX (12.x).
-GENERATIONS: dict[int, str] = {
-    20: "Fermi", 21: "Fermi", 30: "Kepler", 32: "Kepler", 35: "Kepler", 37: "Kepler",
-    50: "Maxwell", 52: "Maxwell", 53: "Maxwell", 60: "Pascal", 61: "Pascal", 62: "Pascal",
-    70: "Volta", 72: "Volta", 75: "Turing", 80: "Ampere", 86: "Ampere", 87: "Ampere",
-    88: "Ampere", 89: "Ada", 90: "Hopper", 100: "Blackwell", 101: "Blackwell",
-    103: "Blackwell", 110: "Blackwell", 120: "Blackwell", 121: "Blackwell",
-}
-_OLDEST_SHOWN = 50  # Fermi and Kepler appear only when the file has code for them
 _DEMANGLE_LIMIT = 16384  # longer names stay mangled: the demangler is native code
-
-
-def _kind(kind: int) -> str:
-    """The one word for an entry kind: ``sass`` (cuobjdump's "ELF"), ``ptx``, ``ltoir``."""
-    return "sass" if kind == _ELF else kind_name(kind)
-
-
-def _arch_name(kind: int, arch: Arch) -> str:
-    """``sm_90a`` for SASS (and other kinds), ``compute_90a`` for PTX: NVIDIA's names."""
-    return arch.compute if kind == _PTX else arch.sm
 
 
 @dataclass(frozen=True)
@@ -128,10 +97,23 @@ class ArchFilter:
         return cls(arch.number, suffix, sass=not spelled.startswith("compute"),
                    ptx=not spelled.startswith("lto"))
 
-    def matches(self, kind: int, arch: Arch) -> bool:
+    def matches(self, kind: str, target: str) -> bool:
+        """Whether an image of ``kind`` (``sass``, ``ptx``...) for ``target`` (``sm_90a``,
+        ``compute_90``) is selected; a target NVIDIA does not spell never is."""
+        try:
+            arch = Arch.parse(target)
+        except InvalidArgumentError:
+            return False
         if arch.number != self.number or (self.suffix is not None and arch.suffix != self.suffix):
             return False
-        return self.ptx if kind == _PTX else self.sass
+        return self.ptx if kind == "ptx" else self.sass
+
+    def matches_device(self, device: str) -> bool:
+        """Whether a GPU spelled ``device`` (``sm_90``) is of this filter's SM."""
+        try:
+            return Arch.parse(device).number == self.number
+        except InvalidArgumentError:
+            return False
 
     def __str__(self) -> str:
         prefix = "sm" if self.sass else "compute"
@@ -193,27 +175,26 @@ class Item:
 
     @property
     def kind(self) -> str:
-        """``sass``, ``ptx``, ``ltoir`` (or ``kind_0x..``)."""
-        return _kind(self.code.entry.header.kind)
+        """``sass``, ``ptx``, ``ltoir`` (or ``kind_0x..``): :attr:`DeviceCode.kind`."""
+        return self.code.kind
 
     @property
     def arch(self) -> str:
         """``sm_90a`` for SASS, ``compute_90a`` for PTX, with ``a``/``f`` as the entry says."""
-        return _arch_name(self.code.entry.header.kind, self.code.entry.arch)
+        return self.code.target
 
     @property
     def stored(self) -> int:
         """Bytes the payload takes in the file (compressed, padded)."""
-        return self.code.entry.size
+        return self.code.stored
 
     @property
     def uncompressed(self) -> int:
-        return self.code.entry.data_size
+        return self.code.uncompressed
 
     def to_dict(self) -> dict[str, Any]:
         """The listing row of the JSON vocabulary (docs/json.md)."""
         c = self.code
-        e = c.entry
         section, symbol = source_keys(c.source)
         row: dict[str, Any] = {
             "number": self.number,
@@ -225,11 +206,11 @@ class Item:
             "symbol": symbol,
             "container": c.container if c.container >= 0 else None,
             "offset": c.offset,
-            "compression": e.compression,
+            "compression": c.compression,
             "stored": self.stored,
             "uncompressed": self.uncompressed,
-            "identifier": e.identifier or None,
-            "ptx_version": dotted(e.code_version) if e.header.kind == _PTX else None,
+            "identifier": c.identifier or None,
+            "ptx_version": vendors.of(c).version(c),
         }
         return row
 
@@ -452,11 +433,13 @@ def _names_its_file(method: Callable[P, R]) -> Callable[P, R]:
 
 
 def _as_kinds(kinds: Sequence[str] | str) -> tuple[str, ...]:
-    """``kinds=`` checked: some of ``sass``, ``ptx``, ``ltoir`` (a str is one kind)."""
+    """``kinds=`` checked: some of the kinds the vendors name (CUDA: ``sass``, ``ptx``,
+    ``ltoir``; a str is one kind)."""
+    known = [k for v in vendors.VENDORS.values() for k in v.kinds]
     given = (kinds,) if isinstance(kinds, str) else tuple(kinds) \
         if isinstance(kinds, (list, tuple, set, frozenset)) else ()
-    if not given or any(k not in _KINDS for k in given):
-        raise InvalidArgumentError(f"kinds is some of {', '.join(map(repr, _KINDS))}, not "
+    if not given or any(k not in known for k in given):
+        raise InvalidArgumentError(f"kinds is some of {', '.join(map(repr, known))}, not "
                                    f"{kinds!r}")
     return given
 
@@ -500,8 +483,7 @@ class Binary:
     def __str__(self) -> str:
         kinds: dict[str, int] = {}
         for c in self.codes:
-            k = _kind(c.entry.header.kind)
-            kinds[k] = kinds.get(k, 0) + 1
+            kinds[c.kind] = kinds.get(c.kind, 0) + 1
         if self.entryless:
             kinds["empty fatbin containers"] = len(self.entryless)
         what = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no device code"
@@ -524,7 +506,7 @@ class Binary:
         if self._closed:
             return
         object.__setattr__(self, "_closed", True)
-        views = [c.entry.stored for c in self.codes if isinstance(c.entry.stored, memoryview)]
+        views = [c.view for c in self.codes if isinstance(c.view, memoryview)]
         if self.data is not None:
             views.append(self.data)
         maps: dict[int, mmap.mmap] = {}
@@ -576,7 +558,7 @@ class Binary:
         return str(self.path) if self.path is not None else self.name
 
     def _read(self, fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode],
-              kinds: Collection[int], budget: DecompressionBudget, desc: str, jobs: int | None,
+              kinds: Collection[str], budget: DecompressionBudget, desc: str, jobs: int | None,
               progress: Progress) -> list[R]:
         """``fn`` over ``codes`` on ``jobs`` processes, the payloads of ``kinds`` charged
         first."""
@@ -611,18 +593,17 @@ class Binary:
         codes = listed(self.codes, all=self.all)
         if filters:
             codes = tuple(c for c in codes if any(
-                f.matches(c.entry.header.kind, c.entry.arch) for f in filters))
+                f.matches(c.kind, c.target) for f in filters))
         if kernel is not None:
             kf = kernel if isinstance(kernel, KernelFilter) else KernelFilter.parse(kernel)
             hits = self._read(lambda c: any(kf.matches(k) for k in _outline(c)[0]), codes,
-                              _READ, budget, "reading kernel names", jobs, progress)
+                              _loadable(codes), budget, "reading kernel names", jobs, progress)
             codes = tuple(c for c, hit in zip(codes, hits, strict=True) if hit)
         names = extract_names(codes, self.name)
-        counters: dict[int, int] = {}
+        counters: dict[str, int] = {}
         items: list[Item] = []
         for c, name in zip(codes, names, strict=True):
-            kind = c.entry.header.kind
-            n = counters[kind] = counters.get(kind, 0) + 1
+            n = counters[c.kind] = counters.get(c.kind, 0) + 1
             items.append(Item(n, name, c))
         return tuple(items)
 
@@ -637,35 +618,37 @@ class Binary:
         bytes."""
         budget = self._budget(max_decompressed, jobs, progress)
         items = self.select()
-        groups: dict[tuple[int, int, str], list[DeviceCode]] = {}
+        groups: dict[tuple[str, str, str], list[DeviceCode]] = {}
         for it in items:
-            e = it.code.entry
-            groups.setdefault((e.header.kind, e.arch.number, e.arch.suffix), []).append(it.code)
+            c = it.code
+            groups.setdefault((c.vendor, c.kind, c.target), []).append(c)
         rows: list[ArchSummary] = []
         read: dict[int, tuple[list[str], tuple[int, int] | None]] = {}
         if kernels:
             codes = [it.code for it in items]
-            read = dict(zip(map(id, codes), self._read(_outline, codes, _READ, budget,
+            read = dict(zip(map(id, codes), self._read(_outline, codes, _loadable(codes), budget,
                                                        "reading kernel names", jobs, progress),
                             strict=True))
-        for (kind, number, suffix), codes in sorted(groups.items()):
-            arch = Arch(number, suffix)
-            ptx = sorted({c.entry.code_version for c in codes}) if kind == _PTX else []
+        for (_, kind, target), codes in sorted(groups.items(),
+                                               key=lambda kv: vendors.sort_key(kv[1][0])):
+            vendor = vendors.of(codes[0])
+            versions = {v for c in codes if (v := vendor.version(c)) is not None}
             row = ArchSummary(
-                _kind(kind), _arch_name(kind, arch), len(codes),
-                sum(c.entry.size for c in codes), sum(c.entry.data_size for c in codes),
-                tuple(sorted({c.entry.compression or "none" for c in codes})),
-                tuple(map(dotted, ptx)))
+                kind, target, len(codes), sum(c.stored for c in codes),
+                sum(c.uncompressed for c in codes),
+                tuple(sorted({c.compression or "none" for c in codes})),
+                tuple(sorted(versions, key=_version_key)))
             if kernels:
                 names = {k for c in codes for k in read[id(c)][0]}
                 toolkits = {tk for c in codes if (tk := read[id(c)][1])}
                 row = ArchSummary(row.kind, row.arch, row.entries, row.stored, row.uncompressed,
                                   row.compression, row.ptx_versions, len(names),
-                                  tuple(f"CUDA {dotted(tk)}" for tk in sorted(toolkits)))
+                                  tuple(vendor.toolkit_name(tk) for tk in sorted(toolkits)))
             rows.append(row)
         # a container with no entry is a module the runtime registers that loads nowhere
-        sets = _header_sets(items) + [() for _ in self.entryless]
-        return Summary(self.file, len(sets), tuple(rows), _devices(sets))
+        sets = _header_sets(items)
+        return Summary(self.file, len(sets) + len(self.entryless), tuple(rows),
+                       _devices(sets, len(self.entryless)))
 
     @_names_its_file
     def functions(self, items: Sequence[Item] | None = None, *,
@@ -692,13 +675,13 @@ class Binary:
         (:func:`fatbinkit.parallel.map_codes`: ``fn`` may be a closure; workers are forked;
         ``progress`` counts images, a bar labelled ``desc``), with the compressed payloads of
         the ``kinds`` ``fn`` reads charged to ``max_decompressed`` first: ``fn`` reads
-        ``code.entry.data()`` with no budget of its own."""
+        ``code.data()`` with no budget of its own."""
         budget = self._budget(max_decompressed, jobs, progress)
         if not callable(fn):
             raise InvalidArgumentError(f"map() calls fn on each image's DeviceCode: {fn!r} is "
                                        "not callable")
-        return self._read(fn, [it.code for it in items], [_KINDS[k] for k in _as_kinds(kinds)],
-                          budget, desc, jobs, progress)
+        return self._read(fn, [it.code for it in items], _as_kinds(kinds), budget, desc, jobs,
+                          progress)
 
     @_names_its_file
     def extract(self, directory: str | os.PathLike[str],
@@ -739,9 +722,7 @@ class Binary:
                     if it.name in ("", ".", ".."):
                         raise OutputError(f"refusing to write outside the output folder: "
                                           f"{it.name}")
-                    data = it.code.entry.data(budget=spend)
-                    if it.code.entry.header.kind == _PTX:
-                        data = data.rstrip(b"\0")
+                    data = vendors.of(it.code).extracted(it.code, spend)
                     into.write(out / it.name, data)
                     report.advance(1, it.name)
                 written = into.targets[before:]
@@ -920,60 +901,63 @@ def _verdicts_repr(check: Check | TotalCheck) -> str:
 
 
 def _outline(code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
-    """Kernel names and, for a cubin, the toolkit that built it (None: not recorded); nothing
-    for other kinds. The payload is read with no budget: callers charge it first."""
-    kind = code.entry.header.kind
-    if kind == _ELF:
-        from .formats.cubin import cubin_outline
-
-        c = cubin_outline(code.entry.data())
-        return sorted(c.kernels), c.toolkit
-    if kind == _PTX:
-        from .formats.ptx import Ptx
-
-        return [e.name for e in Ptx.from_bytes(code.entry.data()).entries], None
-    return [], None
+    """Kernel names and the toolkit that built the image (None: not recorded): the vendor's
+    :meth:`~fatbinkit.vendors.Vendor.outline`. The payload is read with no budget: callers
+    charge it first."""
+    return vendors.of(code).outline(code)
 
 
-def _header_sets(items: Sequence[Item]) -> list[tuple[ImageInfo, ...]]:
-    """Per module (container, or a bare image), its loadable images as the headers say."""
-    from .compat import header_image
+def _loadable(codes: Sequence[DeviceCode]) -> set[str]:
+    """The kinds among ``codes`` that a device loads (their kernels are read)."""
+    return {c.kind for c in codes if c.kind in vendors.of(c).loadable}
 
-    sets: dict[tuple[str, int, int], list[ImageInfo]] = {}
+
+def _version_key(version: str) -> tuple[int, ...]:
+    """``"10.0"`` after ``"9.1"``."""
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
+def _header_sets(items: Sequence[Item]) -> list[tuple[str, tuple[ImageInfo, ...]]]:
+    """Per module (container, or a bare image), its vendor and its loadable images as the
+    headers say."""
+    sets: dict[tuple[str, int, int], tuple[str, list[ImageInfo]]] = {}
     for i, it in enumerate(items):
         c = it.code
-        if c.entry.header.kind in _READ:
+        image = vendors.of(c).header_image(c)
+        if image is not None:
             key = (c.source, c.container, i if c.container < 0 else -1)
-            sets.setdefault(key, []).append(header_image(c.entry))
-    return [tuple(v) for v in sets.values()]
+            sets.setdefault(key, (c.vendor, []))[1].append(image)
+    return [(vendor, tuple(images)) for vendor, images in sets.values()]
 
 
-def _devices(sets: Sequence[tuple[ImageInfo, ...]]) -> tuple[DeviceSummary, ...]:
-    """Per known GPU arch (and any older one the file has code for), what each module loads
+def _devices(sets: Sequence[tuple[str, tuple[ImageInfo, ...]]],
+             entryless: int) -> tuple[DeviceSummary, ...]:
+    """Per GPU of each vendor the file has code for (of every vendor when it has none), what
+    each module loads: its vendor's modules and the ``entryless`` ones, which load nowhere
     (modules with the same images decided once)."""
-    from .compat import PTX, decide
-    from .driver import DEVICE_SUPPORT
-
-    present = {i.arch.number for s in sets for i in s}
-    devices = [Arch(n) for n in sorted(DEVICE_SUPPORT) if n >= _OLDEST_SHOWN or n in present]
-    picks: dict[tuple[ImageInfo, ...], list[tuple[str, str]]] = {}
-    for images in sets:
-        if images not in picks:
-            decisions = [decide(images, d) for d in devices]
-            picks[images] = [(d.how, "" if d.image is None else d.image.arch.compute
-                              if d.image.kind == PTX else d.image.arch.sm) for d in decisions]
+    present = list(dict.fromkeys(v for v, _ in sets)) or list(vendors.VENDORS)
     out: list[DeviceSummary] = []
-    for i, device in enumerate(devices):
-        counts = {"sass": 0, "ptx-jit": 0, "none": 0}
-        used: dict[str, int] = {}
-        for images in sets:
-            how, img = picks[images][i]
-            counts[how if how in counts else "none"] += 1
-            if img:
-                used[img] = used.get(img, 0) + 1
-        out.append(DeviceSummary(device.sm, GENERATIONS.get(device.number, "?"), counts["sass"],
-                                 counts["ptx-jit"], counts["none"],
-                                 tuple(sorted(used, key=lambda a: (-used[a], a)))))
+    for name in present:
+        vendor = vendors.VENDORS[name]
+        own = [images for v, images in sets if v == name]
+        devices = vendor.devices(i for images in own for i in images)
+        picks: dict[tuple[ImageInfo, ...], list[tuple[str, str]]] = {}
+        for images in own:
+            if images not in picks:
+                decisions = [vendor.decide(images, d) for d in devices]
+                picks[images] = [(d.how, "" if d.image is None else d.image.arch_name)
+                                 for d in decisions]
+        for i, device in enumerate(devices):
+            counts = {"sass": 0, "ptx-jit": 0, "none": entryless}
+            used: dict[str, int] = {}
+            for images in own:
+                how, img = picks[images][i]
+                counts[how if how in counts else "none"] += 1
+                if img:
+                    used[img] = used.get(img, 0) + 1
+            out.append(DeviceSummary(device, vendor.generation(device), counts["sass"],
+                                     counts["ptx-jit"], counts["none"],
+                                     tuple(sorted(used, key=lambda a: (-used[a], a)))))
     return tuple(out)
 
 

@@ -1,7 +1,7 @@
 """The neutral records of what a runtime does with device code: an image (:class:`ImageInfo`), a
 runtime floor it needs (:class:`Floor`), why one image can or cannot serve a device
 (:class:`Verdict`), the pick of one load (:class:`Decision`), and a module, the images a runtime
-chooses among in one load (:class:`ImageSet`).
+chooses among in one load (:class:`~fatbinkit.imagesets.ImageSet`).
 
 Which image a device loads and what it needs are the vendor's rules (:mod:`fatbinkit.vendors`;
 CUDA's: :mod:`fatbinkit.vendors.cuda.loading`); these records are what the rules answer with.
@@ -9,16 +9,14 @@ CUDA's: :mod:`fatbinkit.vendors.cuda.loading`); these records are what the rules
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from .driver import (
     MINOR_COMPAT_DRIVER,
     CudaVersion,
     Driver,
-    DriverLike,
     Release,
     cuda_name,
     dotted,
@@ -27,10 +25,9 @@ from .driver import (
     release_for,
     version_tuple,
 )
-from .errors import InvalidArgumentError, NotFoundError
-from .formats.arch import Arch, ArchLike
+from .errors import InvalidArgumentError
+from .formats.arch import Arch
 from .formats.ptx import NEWEST_KNOWN_CUDA
-from .scan import EntrylessContainer
 
 __all__ = [
     "FAILED",
@@ -47,10 +44,8 @@ __all__ = [
     "Decision",
     "Floor",
     "ImageInfo",
-    "ImageSet",
     "Verdict",
     "highest_release",
-    "module_label",
     "module_outcome",
 ]
 
@@ -99,6 +94,11 @@ class ImageInfo:
             raise InvalidArgumentError(f"image kind {self.kind!r} is not 'sass' or 'ptx'")
         if self.kind == PTX and self.ptx_version is None:
             raise InvalidArgumentError("a PTX image needs its PTX ISA version")
+
+    @property
+    def arch_name(self) -> str:
+        """``sm_90a`` for SASS, ``compute_90a`` for PTX: what the image's header says."""
+        return self.arch.sm if self.kind == SASS else self.arch.compute
 
     @property
     def name(self) -> str:
@@ -287,102 +287,6 @@ def highest_release(releases: Iterable[Release | None]) -> Release | None:
                                      version_tuple(r.windows or "0"))) if known else None
 
 
-@dataclass(frozen=True)
-class ImageSet:
-    """The images the driver chooses among in one load: one fatbin container, or one bare
-    cubin/PTX (``raw``). ``label`` says where it was found: ``source`` (the ELF section, or the
-    start symbol of an embedded blob; ``""`` for a bare file) and ``container`` (its index in the
-    file; None for a bare cubin/PTX). ``entryless``: a container with no entry at all, which the
-    runtime still registers (its wrapper record and the host stubs of its kernels stay, as
-    ``prune`` leaves a module no kept arch loads): a module with no image for any GPU whose
-    kernels are unknown, never :attr:`empty`."""
-
-    label: str
-    images: tuple[ImageInfo, ...]
-    raw: bool = False
-    source: str = ""
-    container: int | None = None
-    entryless: bool = False
-
-    @classmethod
-    def of_entryless(cls, c: EntrylessContainer) -> ImageSet:
-        """The module of a container with no entry."""
-        return cls(module_label(c.source, c.container, c.member), (), source=c.source,
-                   container=c.container, entryless=True)
-
-    @functools.cached_property
-    def kernels(self) -> list[str]:
-        """Every kernel name any image lists, in first-seen order (made once: a verdict reads it
-        per decision, for each of a library's thousands of kernels)."""
-        seen: dict[str, None] = {}
-        for img in self.images:
-            for k in sorted(img.kernels or ()):
-                seen.setdefault(k)
-        return list(seen)
-
-    def decide(self, device: ArchLike, driver: DriverLike | None = None,
-               kernel: str | None = None) -> Decision:
-        """:func:`decide` for the whole set, as the driver loads it: one image for the module.
-        With ``kernel``, a picked image that lacks it gives ``CUDA_ERROR_NOT_FOUND`` (what
-        ``cuModuleGetFunction`` returns), even when another image of the set has it; a kernel
-        that no image has is a :class:`~fatbinkit.errors.NotFoundError`."""
-        if kernel is not None:
-            self._check_kernel(kernel)
-        return self._for_kernel(self._decide(device, driver), kernel)
-
-    def _decide(self, device: ArchLike, driver: DriverLike | None) -> Decision:
-        from .compat import decide
-
-        d = decide(self.images, device, driver, raw=self.raw)
-        if self.entryless and d.floor is None:  # a device floor still says why first
-            return replace(d, reason="an empty fatbin container (no entries: its images were "
-                           "removed, e.g. by prune): its kernels, unknown, load on no GPU")
-        return d
-
-    def _check_kernel(self, kernel: object) -> None:
-        """Refuse a kernel name no image of the set has (when every image lists its kernels)."""
-        if not isinstance(kernel, str):
-            raise InvalidArgumentError(f"kernel is a name (str), not {type(kernel).__name__}")
-        if all(i.kernels is not None and kernel not in i.kernels for i in self.images):
-            raise NotFoundError.among("kernel", kernel, self.kernels, self.label)
-
-    def _for_kernel(self, d: Decision, kernel: str | None) -> Decision:
-        if kernel is None or d.image is None or d.image.kernels is None or \
-                kernel in d.image.kernels:
-            return d
-        holders = [i.name for i in self.images if i.kernels is None or kernel in i.kernels]
-        others = f" (only {', '.join(holders)} has it; no fall back)" if holders else ""
-        return replace(
-            d, image=None, how="none", error=NOT_FOUND, floors=(),
-            reason=f"the driver loads {d.image.name} for {d.device.sm}, which has no kernel "
-                   f"{kernel}{others}")
-
-    def __str__(self) -> str:
-        """``k.fatbin container 0: sm_80, sm_90, compute_90 (PTX 8.4); 2 kernels``."""
-        names = [i.name for i in self.images]
-        shown = ", ".join(names[:6]) + (f", ... ({len(names)} images)" if len(names) > 6 else "")
-        kernels = f"; {_count(len(self.kernels), 'kernel')}" if self.kernels else ""
-        if self.entryless:
-            return f"{self.label}: no entries (an empty container: kernels unknown)"
-        return f"{self.label}: {shown or 'no loadable images'}{kernels}"
-
-    @property
-    def empty(self) -> bool:
-        """No kernels and no module-scope variables in any image: nothing can ever make the
-        runtime load this module (lazy loading loads a module on first use of one of its
-        kernels or variables). An :attr:`entryless` container is not empty: what it held is
-        unknown, and the runtime registers it."""
-        return not self.entryless and not self.kernels and not any(
-            i.variables for i in self.images)
-
-    def decisions(self, device: ArchLike, driver: DriverLike | None = None,
-                  ) -> list[tuple[str | None, Decision]]:
-        """One decision per kernel (one for the whole set when it names no kernels)."""
-        kernels: list[str | None] = list(self.kernels) or [None]
-        module = self._decide(device, driver)  # one pick per module
-        return [(k, self._for_kernel(module, k)) for k in kernels]
-
-
 # module outcomes, worst last
 LOADS, RESTRICTED, FAILED = "loads", "restricted", "failed"
 
@@ -398,13 +302,6 @@ def module_outcome(decisions: Iterable[Decision]) -> str:
         elif not d.restricted:
             return FAILED
     return outcome
-
-
-def module_label(source: str, container: int, member: str = "") -> str:
-    """How a module is named: ``.nv_fatbin container 3``, ``__k_start`` (an embedded bare
-    image), ``file`` (a bare file), after ``member: `` in a static library."""
-    where = f"{source or 'file'} container {container}" if container >= 0 else (source or "file")
-    return f"{member}: {where}" if member else where
 
 
 def _count(n: int, noun: str) -> str:

@@ -27,18 +27,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from . import vendors
 from .binary import ArchFilter, Binary, DeviceSummary, KernelFilter, _size, demangle
 from .collection import Member, binaries, member_key, named
-from .driver import as_cuda_version, dotted
 from .errors import FatbinkitError, FormatError, InvalidArgumentError
 from .formats.arch import Arch
-from .formats.fatbin import DecompressionBudget, EntryKind
+from .formats.fatbin import DecompressionBudget
 from .parallel import as_jobs
 from .progress import Progress
 
 if TYPE_CHECKING:
-    from .compat import ImageInfo, ImageSet
-    from .scan import DeviceCode
+    from .decision import ImageInfo
+    from .device_code import DeviceCode
+    from .imagesets import ImageSet
 
 __all__ = [
     "COLUMNS",
@@ -70,7 +71,6 @@ WORSE_WHEN_HIGHER = ("registers", "stack", "spill_stores", "spill_loads", "share
 _VERDICT_RANK = {"native": 3, "jit": 2, "partial": 1, "none": 0}
 COLUMNS = ["kernel", "arch", "instance", "module", "entry", *FIELDS, "constant"]  # snapshot rows
 _Outline = tuple["ImageInfo", list[tuple[Any, ...]]]  # an image read, and its functions
-_SASS, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,9 @@ class KernelImage:
 
     @property
     def kind(self) -> str:
-        return "ptx" if self.arch.startswith("compute_") else "sass"
+        """``sass`` or ``ptx``: what the vendor spelling its :attr:`arch` says
+        (:func:`fatbinkit.vendors.target_kind`)."""
+        return vendors.target_kind(self.arch)
 
     def values(self) -> dict[str, int | None]:
         """The compared figures by field name (:data:`FIELDS`, then ``constant[N]``)."""
@@ -234,7 +236,7 @@ class Library:
             _text(a["kind"]), _arch(a["arch"]), _count(a["entries"]), _count(a["stored"]),
             _count(a["uncompressed"]), tuple(map(_text, a["compression"])),
             tuple(map(_text, a["toolkits"])),
-            None if a["min_driver"] is None else dotted(as_cuda_version(_text(a["min_driver"]))))
+            None if a["min_driver"] is None else _dotted(a["min_driver"]))
             for a in doc["archs"])
         modules = tuple(ModuleArchs(_count(m["index"]), tuple(map(_text, m["kernels"])),
                                tuple(map(_arch, m["sass"])), tuple(map(_arch, m["ptx"])))
@@ -261,8 +263,22 @@ def _count(value: object, optional: bool = False) -> Any:
 
 def _arch(value: object) -> str:
     text = _text(value)
-    Arch.parse(text)  # an InvalidArgumentError (a ValueError) if it is not an arch
+    vendors.target_kind(text)  # an InvalidArgumentError (a ValueError) if no vendor spells it
     return text
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``"12.4"`` -> ``(12, 4)``: min_driver values compare as numbers."""
+    return tuple(int(p) for p in text.split("."))
+
+
+def _dotted(value: object) -> str:
+    """A version as the snapshot writes it, ``"12.4"``; anything else a ``ValueError``."""
+    text = _text(value)
+    major, dot, minor = text.partition(".")
+    if not (dot and major.isdigit() and minor.isdigit()):
+        raise ValueError(f"expected a version like 12.4, not {text!r}")
+    return f"{int(major)}.{int(minor)}"
 
 
 @dataclass(frozen=True)
@@ -347,9 +363,9 @@ def read_library(binary: Binary, name: str,
     """One binary's :class:`Library`: every SASS and PTX image read on ``jobs`` processes, but
     those whose digest (:func:`_digest`) is in ``known``; ``max_decompressed`` as
     :func:`snapshot` takes it."""
-    from .compat import ImageSet, image_floors, input_host, module_label
+    from .imagesets import ImageSet, input_host, module_label
 
-    read = [it for it in binary.select() if it.code.entry.header.kind in (_SASS, _PTX)]
+    read = [it for it in binary.select() if it.kind in vendors.of(it.code).loadable]
     digests = [_digest(it.code) for it in read]
     todo = [it for it, d in zip(read, digests, strict=True) if not known or d not in known]
     found = iter(binary.map(_outline, todo, max_decompressed=max_decompressed, jobs=jobs,
@@ -361,17 +377,18 @@ def read_library(binary: Binary, name: str,
     # per module (member, section or symbol, container; a bare image by its index): its index,
     # entry kernels, SASS and PTX archs, images
     modules: dict[tuple[str, str, int, int],
-                  tuple[int, set[str], set[str], set[str], list[ImageInfo]]] = {}
+                  tuple[int, set[str], set[str], set[str], str, list[ImageInfo]]] = {}
     counters: dict[tuple[str, str], int] = {}
     kernels: list[KernelImage] = []
     toolkits: dict[tuple[str, str], set[tuple[int, int]]] = {}
+    owner: dict[tuple[str, str], vendors.Vendor] = {}
     needs: dict[tuple[str, str], list[tuple[int, int] | None]] = {}
     new = object.__new__
     for i, (it, (image, rows)) in enumerate(zip(read, outlines, strict=True)):
         c = it.code
         key = (c.member, c.source, c.container, i if c.container < 0 else -1)
-        module, names, sass, ptx, images = modules.setdefault(
-            key, (len(modules), set(), set(), set(), []))
+        module, names, sass, ptx, _, images = modules.setdefault(
+            key, (len(modules), set(), set(), set(), c.vendor, []))
         if image.offset != c.offset or image.host != host:  # known from the other side:
             image = replace(image, label=f"entry at {c.offset:#x}", offset=c.offset, host=host)
         images.append(image)
@@ -396,7 +413,8 @@ def read_library(binary: Binary, name: str,
                                   spill_stores=None, spill_loads=None, shared=None, local=None,
                                   size=None, constant={})
             kernels.append(k)
-        floors, _ = image_floors(image)
+        vendor = owner[it.kind, it.arch] = vendors.of(c)
+        floors, _ = vendor.floors(image)
         if image.toolkit is not None:
             toolkits.setdefault((it.kind, it.arch), set()).add(image.toolkit)
         # None: a floor newer than the tables; (0, 0): no floor recorded (any driver that
@@ -409,54 +427,36 @@ def read_library(binary: Binary, name: str,
         if (s.kind, s.arch) not in needs:
             continue  # LTO-IR and other kinds the driver does not load
         low = needs[s.kind, s.arch]
+        top = None if None in low else max(v for v in low if v is not None)
         archs.append(ArchImages(
             s.kind, s.arch, s.entries, s.stored, s.uncompressed, s.compression,
-            tuple(f"CUDA {dotted(tk)}" for tk in sorted(toolkits.get((s.kind, s.arch), ()))),
-            None if None in low or max(v for v in low if v is not None) == (0, 0)
-            else dotted(max(v for v in low if v is not None))))
+            tuple(owner[s.kind, s.arch].toolkit_name(tk)
+                  for tk in sorted(toolkits.get((s.kind, s.arch), ()))),
+            None if top is None or top == (0, 0) else f"{top[0]}.{top[1]}"))
     return Library(name, tuple(kernels), tuple(archs),
                    tuple(ModuleArchs(i, tuple(sorted(n)), tuple(sorted(s)), tuple(sorted(p)))
-                         for i, n, s, p, _ in modules.values()),
+                         for i, n, s, p, _, _ in modules.values()),
                    summary.devices, dict(zip(digests, outlines, strict=True)),
                    (*(ImageSet(module_label(src, c, member), tuple(found), raw=c < 0,
-                                   source=src, container=c if c >= 0 else None)
-                      for (member, src, c, _), (*_, found) in modules.items()),
+                                   source=src, container=c if c >= 0 else None, vendor=vendor)
+                      for (member, src, c, _), (*_, vendor, found) in modules.items()),
                     *(ImageSet.of_entryless(c) for c in binary.entryless)))
 
 
 def _digest(code: DeviceCode) -> bytes:
-    """What makes two images the same for :func:`read_library`: the entry header (kind, arch,
-    flags, sizes) and a BLAKE2b digest of the stored payload (0.4 s for libtorch_cuda.so's 296
-    MiB; inflating and parsing them takes 10 s)."""
-    e = code.entry
-    h = hashlib.blake2b(e.stored, digest_size=20)
-    h.update(repr((e.header, e.compression)).encode())
+    """What makes two images the same for :func:`read_library`: the vendor's record of it
+    (CUDA: the entry header: kind, arch, flags, sizes) and a BLAKE2b digest of the stored
+    payload (0.4 s for libtorch_cuda.so's 296 MiB; inflating and parsing them takes 10 s)."""
+    h = hashlib.blake2b(code.view, digest_size=20)
+    h.update(vendors.of(code).fingerprint(code))
     return h.digest()
 
 
 def _outline(code: DeviceCode) -> _Outline:
-    """In a worker: what the driver needs of one image (:class:`fatbinkit.compat.ImageInfo`,
-    as :func:`fatbinkit.compat.image_from_entry` reads it) and its functions: a SASS row is
-    (name, entry, registers, stack, shared, local, constant banks, spill stores, spill loads,
-    size), a PTX row (name, True). Plain tuples: only they travel back from the worker."""
-    from .compat import SASS, ImageInfo, image_from_ptx
-
-    e = code.entry
-    data = e.data()
-    label = f"entry at {code.offset:#x}"
-    if e.header.kind == _SASS:
-        from .formats.cubin import Cubin
-
-        c = Cubin.from_bytes(data)
-        image = ImageInfo(SASS, e.arch, None, label,
-                          frozenset(f.name for f in c.functions if f.entry), toolkit=c.toolkit,
-                          abi_version=c.abi_version, compression=e.compression,
-                          variables=bool(c.global_size or c.constant), offset=code.offset)
-        return image, [(f.name, f.entry, f.registers, f.stack, f.shared, f.local,
-                        tuple(f.constant.items()), f.spill_stores, f.spill_loads, f.size)
-                       for f in c.functions]
-    image = replace(image_from_ptx(data, label, e.arch, e.compression), offset=code.offset)
-    return image, [(name, True) for name in sorted(image.kernels or ())]
+    """In a worker: what the driver needs of one image and its functions, as the vendor reads
+    them (:meth:`fatbinkit.vendors.Vendor.profile`). Plain tuples: only they travel back from
+    the worker."""
+    return vendors.of(code).profile(code)
 
 
 @dataclass(frozen=True)
@@ -583,7 +583,7 @@ class ArchChange:
         """A higher minimum driver (both known)."""
         if self.field != "min_driver" or self.new is None or self.old is None:
             return False
-        return as_cuda_version(self.new) > as_cuda_version(self.old)
+        return _version(self.new) > _version(self.old)
 
     def to_dict(self) -> dict[str, Any]:
         return {"library": self.library, "kind": self.kind, "arch": self.arch,
@@ -665,16 +665,15 @@ class Diff:
             if not filters:
                 return True
             if name not in seen:
-                kind = _PTX if name.startswith("compute_") else _SASS
-                a = Arch.parse(name)
-                seen[name] = any(f.matches(kind, a) for f in filters)
+                kind = vendors.target_kind(name)
+                seen[name] = any(f.matches(kind, name) for f in filters)
             return seen[name]
 
         def name_ok(name: str) -> bool:
             return kf is None or kf.matches(name)
 
         def device_ok(c: DeviceChange) -> bool:
-            return not filters or any(f.number == Arch.parse(c.device).number for f in filters)
+            return not filters or any(f.matches_device(c.device) for f in filters)
 
         def keep(ok: bool, regression: bool) -> bool:
             return ok and (regression or not regressions)
@@ -865,9 +864,9 @@ def _plain(v: Any) -> Any:
 
 
 def _by_arch(names: Iterable[str]) -> tuple[str, ...]:
-    """Arch names in SM order (``sm_80`` before ``sm_100``), SASS before PTX."""
-    return tuple(sorted(names, key=lambda n: (n.startswith("compute_"), Arch.parse(n).number,
-                                              n)))
+    """Arch names in their vendors' order (CUDA: SASS before PTX, then SM: ``sm_80`` before
+    ``sm_100``)."""
+    return tuple(sorted(names, key=vendors.target_key))
 
 
 def _pair(old: Sequence[Library], new: Sequence[Library],

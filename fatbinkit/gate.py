@@ -33,7 +33,7 @@ from .diff import (
 from .driver import CudaVersion, Driver, DriverLike, as_cuda_version, as_device, dotted
 from .errors import FatbinkitError, InvalidArgumentError, option
 from .formats.arch import Arch, ArchLike
-from .formats.fatbin import DecompressionBudget, EntryKind
+from .formats.fatbin import DecompressionBudget
 from .parallel import as_jobs
 from .progress import Progress
 
@@ -433,8 +433,7 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
                                      f"{a.kind.upper()} images need driver (CUDA) "
                                      f"{a.min_driver} > {limit}"))
     for s in rules.max_size:
-        chosen = [a for a in lib.archs if s.arch is None or s.arch.matches(
-            int(EntryKind.ELF if a.kind == "sass" else EntryKind.PTX), Arch.parse(a.arch))]
+        chosen = [a for a in lib.archs if s.arch is None or s.arch.matches(a.kind, a.arch)]
         total = sum(a.stored for a in chosen)
         if total > s.limit:
             what = f"{s.arch} images" if s.arch else "device code"

@@ -56,10 +56,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .device_code import DeviceCode
 from .errors import FatbinkitError, InvalidArgumentError
-from .formats.fatbin import DecompressionBudget, EntryKind
+from .formats.fatbin import DecompressionBudget
 from .progress import Progress, Reporter, reporter
-from .scan import DeviceCode
 
 if TYPE_CHECKING:
     from .formats.cubin import CubinFunction
@@ -101,7 +101,7 @@ _IN_WORKER = False
 #: modules the work of fatbinkit's own callers imports in workers (reading cubins and PTX,
 #: demangling for a kernel filter): imported before a fork, once, rather than in every worker
 #: (and a module another thread is importing at the fork is left locked in the child)
-_WORKER_MODULES = (".formats.cubin", ".formats.ptx", ".compat", "cxxfilt")
+_WORKER_MODULES = (".formats.cubin", ".formats.ptx", ".vendors", ".vendors.cuda.loading", "cxxfilt")
 
 
 @dataclass(frozen=True)
@@ -210,11 +210,11 @@ def _read(path: str) -> str | None:
 
 def payload_bytes(codes: Sequence[DeviceCode]) -> int:
     """The bytes the codes' payloads take once decompressed (the work :func:`map_codes` sizes)."""
-    return sum(c.entry.header.uncompressed_size or c.entry.header.size for c in codes)
+    return sum(c.uncompressed or c.stored for c in codes)
 
 
 def charge(codes: Sequence[DeviceCode], budget: DecompressionBudget | None,
-           kinds: Collection[int] | None = None) -> None:
+           kinds: Collection[str] | None = None) -> None:
     """Charge ``budget`` with the recorded uncompressed size of every compressed entry among
     ``codes`` (of ``kinds`` only: those the work will read), in entry order, before any is
     inflated (raises :class:`~fatbinkit.errors.DecompressionError` naming the entry that goes
@@ -222,8 +222,8 @@ def charge(codes: Sequence[DeviceCode], budget: DecompressionBudget | None,
     if budget is None:
         return
     for c in codes:
-        if c.entry.compression is not None and (kinds is None or c.entry.header.kind in kinds):
-            budget.charge(c.entry.header.uncompressed_size, c.entry.offset, id(c.entry))
+        if kinds is None or c.kind in kinds:
+            c.charge(budget)
 
 
 def map_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
@@ -264,7 +264,7 @@ def _reading_payloads(codes: Sequence[DeviceCode]) -> None:
     maps it MADV_RANDOM (a listing touches headers only), which also turns off fault-around, so
     each 4 KiB page of a payload read in full faulted alone (0.3-0.5 s more per 100 MiB stored
     on libtorch_cuda.so's first read). Workers inherit the advice with the mapping."""
-    view = codes[0].entry.stored if codes else None
+    view = codes[0].view if codes else None
     mapped = view.obj if isinstance(view, memoryview) else None
     if isinstance(mapped, mmap.mmap):
         mapped.madvise(mmap.MADV_NORMAL)
@@ -359,7 +359,7 @@ def functions_of(codes: Sequence[DeviceCode], *, budget: DecompressionBudget | N
                  ) -> list[tuple[CubinFunction, ...]]:
     """The functions of every cubin among ``codes`` (what ``cuobjdump -res-usage`` lists), one
     tuple per code in ``codes``' order, empty for codes that are not ELF (PTX, LTO-IR), each
-    equal to ``Cubin.from_bytes(code.entry.data()).functions``; on ``jobs`` processes (default:
+    equal to ``Cubin.from_bytes(code.data()).functions``; on ``jobs`` processes (default:
     every core, see :func:`map_codes`).
 
     ``budget`` is charged up front, in this process, with the recorded size of every compressed
@@ -371,14 +371,19 @@ def functions_of(codes: Sequence[DeviceCode], *, budget: DecompressionBudget | N
         for code, functions in zip(codes, functions_of(codes, budget=budget), strict=True):
             ...  # print code, then one line per function
     """
-    elves = [c for c in codes if c.entry.header.kind == EntryKind.ELF]
+    from . import vendors
+
+    def has(c: DeviceCode) -> bool:
+        return c.kind in vendors.of(c).function_kinds
+
+    elves = [c for c in codes if has(c)]
     charge(elves, budget)
     found = iter(map_codes(_functions, elves, jobs=jobs, progress=progress,
-                                desc="reading cubins"))
-    return [next(found) if c.entry.header.kind == EntryKind.ELF else () for c in codes]
+                           desc="reading cubins"))
+    return [next(found) if has(c) else () for c in codes]
 
 
 def _functions(code: DeviceCode) -> tuple[CubinFunction, ...]:
-    from .formats.cubin import Cubin
+    from . import vendors
 
-    return Cubin.from_bytes(code.entry.data()).functions
+    return vendors.of(code).functions(code)

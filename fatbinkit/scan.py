@@ -20,13 +20,13 @@ from __future__ import annotations
 import mmap
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from .errors import FatbinkitError, FormatError, InputError, InvalidArgumentError, naming
+from . import vendors
+from .device_code import DeviceCode, EntrylessContainer
+from .errors import FatbinkitError, FormatError, InputError, naming
 from .formats import elf, pe
-from .formats.arch import Arch
 from .formats.archive import ArMember, ar_members, is_archive
 from .formats.elf import Buffer
 from .formats.fatbin import (
@@ -36,7 +36,6 @@ from .formats.fatbin import (
     EntryKind,
     FatbinEntry,
     Reader,
-    _entry_name,
     entry_flags,
     is_fatbin,
     iter_container_entries,
@@ -48,12 +47,9 @@ __all__ = [
     "PE_FATBIN_SECTION",
     "PE_RELFATBIN_SECTION",
     "RELFATBIN_SECTION",
-    "DeviceCode",
-    "EntrylessContainer",
     "archive_objects",
     "bare_entry",
     "extract_names",
-    "kind_name",
     "listed",
     "scan",
     "scan_modules",
@@ -66,72 +62,6 @@ PE_FATBIN_SECTION = ".nv_fatb"  # .nv_fatbin in a PE image's eight-byte section 
 PE_RELFATBIN_SECTION = "__nv_rel"  # __nv_relfatbin in them (nvcc -rdc, clang -fgpu-rdc)
 _PAIR_RE = re.compile(rb"^__(.+)_start$")
 _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
-
-
-@dataclass(frozen=True)
-class DeviceCode:
-    """One image found in an input.
-
-    ``source`` is the ELF section (``.nv_fatbin``, ``__nv_relfatbin``), the start symbol of an
-    embedded blob (``__name_start``), or ``""`` for a bare fatbin/cubin/PTX file. ``container`` is
-    the index of the fatbin container across the whole input (file order; -1 for a bare
-    cubin/PTX), ``offset`` the file offset of the entry header (of the image for bare code).
-    ``member`` names the object of a static library (``ar`` archive) the code is in; its
-    ``offset`` is in the archive, or, for a thin archive, in the member's own file.
-    """
-
-    source: str
-    container: int
-    entry: FatbinEntry = field(repr=False)  # its header tail may be long: str() says what it is
-    offset: int
-    member: str = ""  # the archive member (a static library's object) holding it
-
-    def __str__(self) -> str:
-        """``.nv_fatbin container 0: ELF sm_90a at 0x1050, 4096 bytes (lz4, 1024 stored)``,
-        ``bare image: PTX compute_90 at 0x0, 2310 bytes``."""
-        h = self.entry.header
-        where = (f"{self.source or 'fatbin'} container {self.container}" if self.container >= 0
-                 else "bare image")
-        codec = self.entry.compression
-        size = (f"{h.uncompressed_size} bytes ({codec}, {h.size} stored)" if codec else
-                f"{h.size} bytes")
-        return f"{where}: {_entry_name(h)} at {self.offset:#x}, {size}"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled with a copy of its payload as stored (``bytes``; a view of a memory-mapped
-        file or of the caller's buffer cannot cross a process boundary): an image sent to
-        another process stands alone there, and reads as it reads here. An image of a closed
-        :class:`~fatbinkit.binary.Binary` has no payload left: an
-        :class:`~fatbinkit.errors.InvalidArgumentError`."""
-        e = self.entry
-        try:
-            stored = bytes(e.stored)
-        except ValueError as err:  # a view released by Binary.close()
-            raise InvalidArgumentError(f"cannot pickle {self}: the Binary it belongs to is "
-                                       "closed (pickle it, or its items, before closing)") from err
-        return _device_code, (self.source, self.container, e.header, e.extra, stored, e.offset,
-                              self.offset, self.member)
-
-
-def _device_code(source: str, container: int, header: EntryHeader, extra: bytes, stored: bytes,
-                 entry_offset: int, offset: int, member: str) -> DeviceCode:
-    """A pickled :class:`DeviceCode`, rebuilt (its entry checked again)."""
-    return DeviceCode(source, container, FatbinEntry(header, extra, stored, entry_offset), offset,
-                      member)
-
-
-@dataclass(frozen=True)
-class EntrylessContainer:
-    """A fatbin container with no entry at all: what ``prune`` leaves of a module no kept arch
-    loads. The CUDA runtime still registers it (its ``__fatbinwrap`` record and the host stubs
-    of its kernels stay), so it is a module that holds no image for any GPU, its kernels
-    unknown; ``source``, ``container``, ``member`` as in :class:`DeviceCode`, ``offset`` the
-    file offset of its header."""
-
-    source: str
-    container: int
-    offset: int
-    member: str = ""
 
 
 def source_keys(source: str) -> tuple[str | None, str | None]:
@@ -380,7 +310,7 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
         return tuple(_scan_archive(view, fd, all, path, entryless))
     if is_fatbin(view):
         return tuple(_fatbin_codes("", view, 0, 0, fd, entryless))
-    if elf.machine(view) not in (None, elf.EM_CUDA):  # a host file: .so, .o, executable
+    if _host_elf(view):  # a host file: .so, .o, executable
         return tuple(_scan_elf(view, fd, all, entryless))
     if pe.is_pe(view) or pe.is_coff_object(view):  # a Windows DLL, .pyd, EXE or .obj
         return tuple(_scan_pe(view, fd, all, entryless))
@@ -434,7 +364,7 @@ def archive_objects(view: memoryview, path: Path | None) -> list[tuple[ArMember,
                 data = _map(file, member)
         else:
             data = view[m.offset : m.offset + m.size]
-        if elf.machine(data) not in (None, elf.EM_CUDA):
+        if _host_elf(data):
             out.append((m, data))
     return out
 
@@ -461,19 +391,19 @@ def _scan_archive(view: memoryview, fd: int | None, all: bool, path: Path | None
     return codes
 
 
+def _host_elf(view: Buffer) -> bool:
+    """Whether ``view`` is an ELF file that is not a vendor's device code (a cubin, an AMDGPU
+    code object: :func:`fatbinkit.vendors.device_machine`): a host file to search."""
+    machine = elf.machine(view)
+    return machine is not None and not vendors.device_machine(machine)
+
+
 def listed(codes: tuple[DeviceCode, ...], *, all: bool = False) -> tuple[DeviceCode, ...]:
-    """The images ``cuobjdump -lelf -lptx`` lists: ELF and PTX; other kinds too with ``all``."""
+    """The images ``cuobjdump -lelf -lptx`` lists: those a device loads (CUDA: ELF and PTX,
+    :attr:`~fatbinkit.vendors.Vendor.loadable`); other kinds too with ``all``."""
     if all:
         return codes
-    return tuple(c for c in codes if c.entry.header.kind in (_ELF, _PTX))
-
-
-def kind_name(kind: int) -> str:
-    """``"elf"``, ``"ptx"``, ``"ltoir"``, or ``"kind_0x..."`` for unknown kinds."""
-    try:
-        return EntryKind(kind).name.lower()
-    except ValueError:
-        return f"kind_{kind:#x}"
+    return tuple(c for c in codes if c.kind in vendors.of(c).loadable)
 
 
 def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
@@ -487,33 +417,24 @@ def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
     but not ``f``; PTX names show both. Names never contain a path separator.
     """
     stem = _safe(Path(input_name).stem)
-    counters: dict[int, int] = {}
-    suffixes: dict[tuple[int, int, int], str] = {}  # (kind, sm, flags) -> ".<arch>.<ext>"
+    counters: dict[str, int] = {}
+    suffixes: dict[tuple[str, str, str], str] = {}  # (vendor, kind, target) -> ".<arch>.<ext>"
     names: list[str] = []
     for c in codes:
-        e = c.entry
-        h = e.header
-        kind = h.kind
-        n = counters[kind] = counters.get(kind, 0) + 1
-        suffix = suffixes.get((kind, h.sm, h.flags))
+        n = counters[c.kind] = counters.get(c.kind, 0) + 1
+        key = (c.vendor, c.kind, c.target)
+        suffix = suffixes.get(key)
         if suffix is None:
-            suffix = suffixes[kind, h.sm, h.flags] = _name_suffix(kind, e.arch)
+            suffix = suffixes[key] = vendors.of(c).file_suffix(c)
         if c.container < 0 and not c.source:
             names.append(f"{stem}{suffix}")
-        elif h.identifier_size and e.identifier:
-            base = e.identifier.rsplit("/", 1)[-1]
+        elif c.identifier:
+            base = c.identifier.rsplit("/", 1)[-1]
             dot = base.rfind(".")
             names.append(f"{_safe(base[:dot] if dot > 0 else base)}{suffix}")
         else:
             names.append(f"{stem}.{n}{suffix}")
     return names
-
-
-def _name_suffix(kind: int, arch: Arch) -> str:
-    """``.<arch>.<ext>`` of an extracted file: ELF names show an ``a`` suffix but not ``f``."""
-    if kind == _ELF:
-        return f".sm_{arch.number}a.cubin" if arch.suffix == "a" else f".sm_{arch.number}.cubin"
-    return f".{arch.sm}.{'ptx' if kind == _PTX else kind_name(kind)}"
 
 
 def _safe(stem: str) -> str:

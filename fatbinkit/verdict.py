@@ -16,7 +16,6 @@ from .decision import (
     RESTRICTED,
     SASS,
     Decision,
-    ImageSet,
     _count,
     highest_release,
     module_outcome,
@@ -34,6 +33,7 @@ from .driver import (
 )
 from .errors import InvalidArgumentError, NotFoundError
 from .formats.arch import Arch, ArchLike, as_arch
+from .imagesets import ImageSet
 
 __all__ = [
     "ArchMinDriver",

@@ -55,7 +55,8 @@ MODULES = sorted([m.name for m in pkgutil.iter_modules(fatbinkit.__path__)
 
 # modules that keep the names the README documents for what moved under fatbinkit.vendors (issue
 # 28): each re-exports only from these
-FACADES = {"compat": {"fatbinkit.decision", "fatbinkit.verdict", "fatbinkit.vendors.cuda.loading"},
+FACADES = {"compat": {"fatbinkit.decision", "fatbinkit.imagesets", "fatbinkit.verdict",
+                      "fatbinkit.vendors.cuda.loading"},
            "driver": {"fatbinkit.vendors.cuda.driver"}}
 
 

@@ -35,11 +35,11 @@ from .args import (
 if TYPE_CHECKING:
     from ..binary import Binary, Item, KernelFilter
     from ..collection import Member
+    from ..device_code import DeviceCode
     from ..errors import FatbinkitError
     from ..formats.cubin import Cubin, CubinFunction
     from ..formats.fatbin import DecompressionBudget
     from ..progress import Step
-    from ..scan import DeviceCode
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -381,12 +381,16 @@ def skipped(member: Member, error: FatbinkitError) -> None:
 
 
 def _cubin(code: DeviceCode) -> Cubin | None:
-    """The parsed cubin of an ELF entry; None for other kinds."""
-    if code.entry.header.kind != EntryKind.ELF:
+    """The parsed cubin of an image with functions (:attr:`fatbinkit.vendors.Vendor.
+    function_kinds`: CUDA's SASS); None for other kinds. ``ls --resources`` prints cuobjdump's
+    ``-res-usage`` of cubins: another vendor's resources are not printed yet."""
+    from .. import vendors
+
+    if code.kind not in vendors.of(code).function_kinds or code.vendor != "cuda":
         return None
     from ..formats.cubin import Cubin
 
-    return Cubin.from_bytes(code.entry.data())
+    return Cubin.from_bytes(code.data())
 
 
 def _functions(cubin: Cubin | None, kernel: KernelFilter | None) -> tuple[CubinFunction, ...]:

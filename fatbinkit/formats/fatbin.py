@@ -66,6 +66,7 @@ __all__ = [
     "iter_container_entries",
     "iter_containers",
     "iter_entries",
+    "kind_name",
     "make_entry",
 ]
 
@@ -309,6 +310,14 @@ def _entry_name(h: EntryHeader) -> str:
     return f"{kind} {prefix}_{h.sm}{suffix}"
 
 
+def kind_name(kind: int) -> str:
+    """``"elf"``, ``"ptx"``, ``"ltoir"``, or ``"kind_0x..."`` for unknown kinds."""
+    try:
+        return EntryKind(kind).name.lower()
+    except ValueError:
+        return f"kind_{kind:#x}"
+
+
 def _names(entries: Sequence[FatbinEntry], shown: int = 6) -> str:
     names = [_entry_name(e.header) for e in entries[:shown]]
     more = f", ... ({len(entries)} entries)" if len(entries) > shown else ""
@@ -355,6 +364,31 @@ class FatbinEntry:
                 f"{h.size} bytes")
         ident = f", {self.identifier!r}" if h.identifier_size else ""
         return f"{_entry_name(h)} at {self.offset:#x}: {size}{ident}"
+
+    @property
+    def name(self) -> str:
+        """``ELF sm_90a``, ``PTX compute_90``: what the header says the image is."""
+        return _entry_name(self.header)
+
+    #: the vendor whose format this is (:attr:`fatbinkit.device_code.DeviceCode.vendor`)
+    vendor: ClassVar[str] = "cuda"
+
+    @property
+    def image_kind(self) -> str:
+        """``sass`` (cuobjdump's "ELF"), ``ptx``, ``ltoir`` or ``kind_0x..``: fatbinkit's word
+        for the entry's kind (:attr:`fatbinkit.device_code.DeviceCode.kind`)."""
+        return "sass" if self.header.kind == EntryKind.ELF else kind_name(self.header.kind)
+
+    @property
+    def target(self) -> str:
+        """``compute_90a`` for PTX, ``sm_90a`` for every other kind: NVIDIA's names, with the
+        header's ``a``/``f`` (:attr:`fatbinkit.device_code.DeviceCode.target`)."""
+        return self.arch.compute if self.header.kind == EntryKind.PTX else self.arch.sm
+
+    def detached(self) -> FatbinEntry:
+        """This entry over a copy of its payload (``bytes``), checked again: what crosses a
+        process boundary. ``ValueError`` where the view it holds was released."""
+        return FatbinEntry(self.header, self.extra, bytes(self.stored), self.offset)
 
     def _check_fields(self) -> None:
         """The payload is not empty, the identifier and options lie inside the header, a

@@ -1,7 +1,238 @@
 """GPU vendors: each one's device-code formats, targets, runtimes and loading rules behind one
-interface, which the operations (binary, collection, slim, diff, gate, the CLI) call without
-knowing which vendor they hold. CUDA's is :mod:`fatbinkit.vendors.cuda`."""
+interface, :class:`Vendor`, which the operations (binary, collection, slim, diff, gate, the CLI)
+call without knowing which vendor they hold. CUDA's is :data:`fatbinkit.vendors.cuda.CUDA`.
+
+An operation holds a :class:`~fatbinkit.device_code.DeviceCode` and asks :func:`of` for its
+vendor; every member of the interface replaces a call an operation made to CUDA's code
+directly (``../shared/VENDORS.md`` lists them). :func:`registered` plugs another vendor in (a
+test's toy format; AMD and Intel next)::
+
+    from fatbinkit import vendors
+    names, toolkit = vendors.of(code).outline(code)
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from ..decision import Decision, Floor, ImageInfo
+    from ..device_code import DeviceCode
+    from ..formats.cubin import CubinFunction
+    from ..formats.fatbin import DecompressionBudget
+
+__all__ = [
+    "VENDORS",
+    "Vendor",
+    "device_machine",
+    "of",
+    "register",
+    "registered",
+    "sort_key",
+    "target_key",
+    "target_kind",
+]
+
+
+class Vendor(Protocol):
+    """What the operations ask of a vendor; every member takes and gives neutral records
+    (:class:`~fatbinkit.device_code.DeviceCode`, :class:`~fatbinkit.decision.ImageInfo`,
+    :class:`~fatbinkit.decision.Decision`) and the vendor's own words as ``str``."""
+
+    @property
+    def name(self) -> str:
+        """The name :attr:`DeviceCode.vendor <fatbinkit.device_code.DeviceCode.vendor>`
+        holds."""
+        ...
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Every kind of image the vendor names, in the order it lists them."""
+        ...
+
+    @property
+    def function_kinds(self) -> frozenset[str]:
+        """The kinds of image that hold functions with resources (:meth:`functions`)."""
+        ...
+
+    @property
+    def machines(self) -> frozenset[int]:
+        """The ELF ``e_machine`` values of the vendor's device code (CUDA: 190, a cubin): an
+        ELF file of one is device code, not a host library to search."""
+        ...
+
+    @property
+    def loadable(self) -> frozenset[str]:
+        """The kinds of image a device loads (CUDA: SASS and PTX): listed by default, read
+        for kernel names, grouped into modules; other kinds (LTO-IR) are listed with
+        ``all``."""
+        ...
+
+    def sort_key(self, kind: str, target: str) -> tuple[Any, ...]:
+        """Where a (kind, target) row goes in a summary: CUDA's, PTX before SASS before LTO-IR,
+        then by SM number and suffix."""
+        ...
+
+    def target_kind(self, target: str) -> str | None:
+        """The kind of image a target spelled ``target`` names (CUDA: ``compute_90`` PTX,
+        ``sm_90a`` SASS); None when it is not this vendor's spelling."""
+        ...
+
+    def target_key(self, target: str) -> tuple[Any, ...]:
+        """Where one of this vendor's targets sorts among its others."""
+        ...
+
+    def fingerprint(self, code: DeviceCode) -> bytes:
+        """What, besides the stored payload, makes two images the same (CUDA: the entry
+        header)."""
+        ...
+
+    def profile(self, code: DeviceCode) -> tuple[ImageInfo, list[tuple[Any, ...]]]:
+        """An image read in full for comparison (``diff``, ``gate``), with no budget (callers
+        charge first): its :class:`~fatbinkit.decision.ImageInfo` and one plain tuple per
+        function: for :attr:`function_kinds`, ``(name, entry, registers, stack, shared, local,
+        constant banks, spill stores, spill loads, size)``; for other kinds ``(name, True)``
+        per kernel."""
+        ...
+
+    def file_suffix(self, code: DeviceCode) -> str:
+        """``.<target>.<ext>`` of an extracted image's file name (CUDA: cuobjdump's,
+        ``.sm_90a.cubin``, ``.compute_90.ptx``)."""
+        ...
+
+    def version(self, code: DeviceCode) -> str | None:
+        """The version of the language an image is written in, from its header (CUDA: a
+        PTX image's PTX ISA, ``"8.4"``); None for kinds without one."""
+        ...
+
+    def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
+        """An image's kernel names and the toolkit that built it (None: not recorded), read
+        from its payload with no budget (callers charge first); ``[]`` for kinds with no
+        kernels to read."""
+        ...
+
+    def toolkit_name(self, toolkit: tuple[int, int]) -> str:
+        """``"CUDA 12.4"``: how a summary names a toolkit :meth:`outline` found."""
+        ...
+
+    def functions(self, code: DeviceCode) -> tuple[CubinFunction, ...]:
+        """Per-function resources of an image (``cuobjdump -res-usage``); ``()`` for kinds
+        that have none (PTX). Read with no budget: callers charge first."""
+        ...
+
+    def header_image(self, code: DeviceCode, label: str = "") -> ImageInfo | None:
+        """What the header alone says of an image a device loads (its kernels unknown); None
+        for kinds no device loads."""
+        ...
+
+    def image(self, code: DeviceCode, budget: DecompressionBudget | None = None,
+              ) -> ImageInfo | None:
+        """The image as read from its payload (kernels, toolkit), decompression charged to
+        ``budget``; None for kinds no device loads."""
+        ...
+
+    def may_load(self, image: ImageInfo, device: Any) -> bool:
+        """Whether ``device`` could load ``image`` at all, by target alone (no runtime)."""
+        ...
+
+    def extracted(self, code: DeviceCode, budget: DecompressionBudget | None = None) -> bytes:
+        """The bytes ``extract`` writes for an image (CUDA: PTX without its trailing NULs, as
+        cuobjdump writes it), decompression charged to ``budget``."""
+        ...
+
+    def devices(self, images: Iterable[ImageInfo]) -> tuple[str, ...]:
+        """The GPUs a summary shows for a file holding ``images``: every one the vendor's
+        tables know from the oldest still of interest, and older ones the file has code
+        for."""
+        ...
+
+    def generation(self, device: str) -> str:
+        """The product generation of a GPU target (``"Hopper"``; ``"?"``: not known)."""
+        ...
+
+    def decide(self, images: Iterable[ImageInfo], device: Any, runtime: Any = None, *,
+               raw: bool = False) -> Decision:
+        """The image the runtime loads on ``device`` from one module's ``images`` (with
+        ``runtime``, a driver or runtime version the vendor parses; None: floors reported,
+        not applied), or why none."""
+        ...
+
+    def floors(self, image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
+        """The runtime floors of one image, and what could not be known about them."""
+        ...
+
+
+#: the vendors fatbinkit knows, by name (:func:`registered` adds one for a while)
+VENDORS: dict[str, Vendor] = {}
+
+
+def register(vendor: Vendor) -> None:
+    """Add ``vendor`` (a name taken already is refused)."""
+    if vendor.name in VENDORS:
+        raise InvalidArgumentError(f"a vendor named {vendor.name!r} is registered already")
+    VENDORS[vendor.name] = vendor
+
+
+@contextlib.contextmanager
+def registered(vendor: Vendor) -> Iterator[Vendor]:
+    """``with registered(v):``: ``v`` is a vendor inside the block only."""
+    register(vendor)
+    try:
+        yield vendor
+    finally:
+        del VENDORS[vendor.name]
+
+
+def of(code: DeviceCode) -> Vendor:
+    """The vendor whose rules load ``code``."""
+    try:
+        return VENDORS[code.vendor]
+    except KeyError:
+        raise InvalidArgumentError(f"{code}: no vendor named {code.vendor!r} is "
+                                   "registered") from None
+
+
+def _spelling(target: str) -> tuple[Vendor, str]:
+    for vendor in VENDORS.values():
+        kind = vendor.target_kind(target)
+        if kind is not None:
+            return vendor, kind
+    raise InvalidArgumentError(f"{target!r} is not a target any vendor spells "
+                               f"({', '.join(VENDORS)})")
+
+
+def target_kind(target: str) -> str:
+    """The kind of image ``target`` names, as the vendor spelling it says (``compute_90``:
+    ``ptx``); :class:`~fatbinkit.errors.InvalidArgumentError` when no vendor spells it."""
+    return _spelling(target)[1]
+
+
+def target_key(target: str) -> tuple[Any, ...]:
+    """Where ``target`` sorts: by vendor, then the vendor's own order."""
+    vendor, _ = _spelling(target)
+    return (vendor.name, *vendor.target_key(target))
+
+
+def device_machine(machine: int) -> bool:
+    """Whether an ELF file of ``e_machine`` ``machine`` is a vendor's device code (a cubin, an
+    AMDGPU code object) rather than a host file."""
+    return any(machine in v.machines for v in VENDORS.values())
+
+
+def sort_key(code: DeviceCode) -> tuple[Any, ...]:
+    """Summary order across vendors: by vendor name, then the vendor's own
+    (:meth:`Vendor.sort_key`)."""
+    return (code.vendor, *of(code).sort_key(code.kind, code.target))
+
+
+def _install() -> None:
+    from .cuda import CUDA
+
+    register(CUDA)
+
+
+_install()

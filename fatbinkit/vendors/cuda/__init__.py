@@ -1,6 +1,189 @@
-"""NVIDIA CUDA: fatbins, cubins and PTX, NVIDIA's driver tables (:mod:`.driver`) and the driver's
-loading rules (:mod:`.loading`)."""
+"""NVIDIA CUDA: fatbins, cubins and PTX (:mod:`fatbinkit.formats`), NVIDIA's driver tables
+(:mod:`.driver`) and the driver's loading rules (:mod:`.loading`), as the
+:class:`~fatbinkit.vendors.Vendor` :data:`CUDA`. Each member delegates to that code."""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...errors import InvalidArgumentError
+from ...formats.arch import Arch, ArchLike, as_arch
+from ...formats.elf import EM_CUDA
+from ...formats.fatbin import EntryKind, FatbinEntry, kind_name
+
+if TYPE_CHECKING:
+    from ...decision import Decision, Floor, ImageInfo
+    from ...device_code import DeviceCode
+    from ...formats.cubin import CubinFunction
+    from ...formats.fatbin import DecompressionBudget
+    from .driver import DriverLike
+
+__all__ = ["CUDA", "GENERATIONS", "CudaVendor", "entry_of"]
+
+# NVIDIA's generation per compute capability ("CUDA GPUs - Compute Capability",
+# developer.nvidia.com/cuda-gpus, and the CUDA C++ Programming Guide's "Compute Capabilities"
+# table): Blackwell covers data-centre (10.x), Thor (11.0, once 10.1) and GeForce/RTX (12.x).
+GENERATIONS: dict[int, str] = {
+    20: "Fermi", 21: "Fermi", 30: "Kepler", 32: "Kepler", 35: "Kepler", 37: "Kepler",
+    50: "Maxwell", 52: "Maxwell", 53: "Maxwell", 60: "Pascal", 61: "Pascal", 62: "Pascal",
+    70: "Volta", 72: "Volta", 75: "Turing", 80: "Ampere", 86: "Ampere", 87: "Ampere",
+    88: "Ampere", 89: "Ada", 90: "Hopper", 100: "Blackwell", 101: "Blackwell",
+    103: "Blackwell", 110: "Blackwell", 120: "Blackwell", 121: "Blackwell",
+}
+_OLDEST_SHOWN = 50  # Fermi and Kepler appear only when the file has code for them
+_KIND_ORDER = {"ptx": int(EntryKind.PTX), "sass": int(EntryKind.ELF),
+               "ltoir": int(EntryKind.LTOIR)}
+
+
+def entry_of(code: DeviceCode) -> FatbinEntry:
+    """The fatbin entry a CUDA image is (a bare cubin or PTX: a synthetic one)."""
+    entry = code.entry
+    assert isinstance(entry, FatbinEntry), f"{code} is not a CUDA image"
+    return entry
+
+
+@dataclass(frozen=True)
+class CudaVendor:
+    """NVIDIA CUDA as a :class:`~fatbinkit.vendors.Vendor`."""
+
+    name: str = "cuda"
+    kinds: tuple[str, ...] = ("sass", "ptx", "ltoir")
+    loadable: frozenset[str] = frozenset({"sass", "ptx"})
+    function_kinds: frozenset[str] = frozenset({"sass"})
+    machines: frozenset[int] = frozenset({EM_CUDA})
+
+    def sort_key(self, kind: str, target: str) -> tuple[Any, ...]:
+        """As cuobjdump's kinds number them (PTX 1, ELF 2, LTO-IR 8), then SM and suffix."""
+        order = _KIND_ORDER.get(kind)
+        if order is None:  # kind_0x..: the number itself
+            order = int(kind.removeprefix("kind_"), 16)
+        arch = Arch.parse(target)
+        return (order, arch.number, arch.suffix)
+
+    def target_kind(self, target: str) -> str | None:
+        """``ptx`` for ``compute_``, ``sass`` for other spellings of an NVIDIA arch."""
+        try:
+            Arch.parse(target)
+        except InvalidArgumentError:
+            return None
+        return "ptx" if target.startswith("compute_") else "sass"
+
+    def target_key(self, target: str) -> tuple[Any, ...]:
+        """SASS before PTX, then by SM number (``sm_80`` before ``sm_100``), then as spelled."""
+        return (target.startswith("compute_"), Arch.parse(target).number, target)
+
+    def fingerprint(self, code: DeviceCode) -> bytes:
+        e = entry_of(code)
+        return repr((e.header, e.compression)).encode()
+
+    def profile(self, code: DeviceCode) -> tuple[ImageInfo, list[tuple[Any, ...]]]:
+        from dataclasses import replace
+
+        from ...decision import SASS, ImageInfo
+        from .loading import image_from_ptx
+
+        e = entry_of(code)
+        data = e.data()
+        label = f"entry at {code.offset:#x}"
+        if e.header.kind == EntryKind.ELF:
+            from ...formats.cubin import Cubin
+
+            c = Cubin.from_bytes(data)
+            image = ImageInfo(SASS, e.arch, None, label,
+                              frozenset(f.name for f in c.functions if f.entry),
+                              toolkit=c.toolkit, abi_version=c.abi_version,
+                              compression=e.compression,
+                              variables=bool(c.global_size or c.constant), offset=code.offset)
+            return image, [(f.name, f.entry, f.registers, f.stack, f.shared, f.local,
+                            tuple(f.constant.items()), f.spill_stores, f.spill_loads, f.size)
+                           for f in c.functions]
+        image = replace(image_from_ptx(data, label, e.arch, e.compression), offset=code.offset)
+        return image, [(name, True) for name in sorted(image.kernels or ())]
+
+    def file_suffix(self, code: DeviceCode) -> str:
+        """cuobjdump's: ELF names show an ``a`` suffix but not ``f``; PTX names show both."""
+        e = entry_of(code)
+        kind, arch = e.header.kind, e.arch
+        if kind == EntryKind.ELF:
+            return f".sm_{arch.number}a.cubin" if arch.suffix == "a" else f".sm_{arch.number}.cubin"
+        return f".{arch.sm}.{'ptx' if kind == EntryKind.PTX else kind_name(kind)}"
+
+    def version(self, code: DeviceCode) -> str | None:
+        e = entry_of(code)
+        if e.header.kind != EntryKind.PTX:
+            return None
+        major, minor = e.code_version
+        return f"{major}.{minor}"
+
+    def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
+        kind = entry_of(code).header.kind
+        if kind == EntryKind.ELF:
+            from ...formats.cubin import cubin_outline
+
+            c = cubin_outline(code.data())
+            return sorted(c.kernels), c.toolkit
+        if kind == EntryKind.PTX:
+            from ...formats.ptx import Ptx
+
+            return [e.name for e in Ptx.from_bytes(code.data()).entries], None
+        return [], None
+
+    def toolkit_name(self, toolkit: tuple[int, int]) -> str:
+        return f"CUDA {toolkit[0]}.{toolkit[1]}"
+
+    def functions(self, code: DeviceCode) -> tuple[CubinFunction, ...]:
+        if entry_of(code).header.kind != EntryKind.ELF:
+            return ()
+        from ...formats.cubin import Cubin
+
+        return Cubin.from_bytes(code.data()).functions
+
+    def header_image(self, code: DeviceCode, label: str = "") -> ImageInfo | None:
+        from .loading import header_image
+
+        e = entry_of(code)
+        return header_image(e, label) if e.header.kind in (EntryKind.ELF, EntryKind.PTX) else None
+
+    def image(self, code: DeviceCode, budget: DecompressionBudget | None = None,
+              ) -> ImageInfo | None:
+        from .loading import image_from_entry
+
+        return image_from_entry(entry_of(code), f"entry at {code.offset:#x}", budget)
+
+    def may_load(self, image: ImageInfo, device: ArchLike) -> bool:
+        from .loading import ptx_jits_for, sass_runs_on
+
+        return (sass_runs_on if image.kind == "sass" else ptx_jits_for)(
+            image.arch, as_arch(device, "device"))
+
+    def extracted(self, code: DeviceCode, budget: DecompressionBudget | None = None) -> bytes:
+        data = code.data(budget)
+        return data.rstrip(b"\0") if entry_of(code).header.kind == EntryKind.PTX else data
+
+    def devices(self, images: Iterable[ImageInfo]) -> tuple[str, ...]:
+        from .driver import DEVICE_SUPPORT
+
+        present = {i.arch.number for i in images}
+        return tuple(Arch(n).sm for n in sorted(DEVICE_SUPPORT)
+                     if n >= _OLDEST_SHOWN or n in present)
+
+    def generation(self, device: str) -> str:
+        return GENERATIONS.get(Arch.parse(device).number, "?")
+
+    def decide(self, images: Iterable[ImageInfo], device: ArchLike,
+               runtime: DriverLike | None = None,
+               *, raw: bool = False) -> Decision:
+        from .loading import decide
+
+        return decide(images, device, runtime, raw=raw)
+
+    def floors(self, image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
+        from .loading import image_floors
+
+        return image_floors(image)
+
+
+#: the CUDA vendor (registered in :data:`fatbinkit.vendors.VENDORS` as ``"cuda"``)
+CUDA = CudaVendor()

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from ...device_code import LINUX, WINDOWS
 from ...errors import InvalidArgumentError
 from ...formats.arch import Arch, as_arch
 
@@ -47,10 +48,6 @@ CudaVersion = tuple[int, int]
 #: what :func:`as_cuda_version` accepts: ``(12, 4)``, ``"12.4"``, ``"580.65.06"`` or ``12040``
 DriverLike: TypeAlias = tuple[int, int] | str | int
 
-#: the host OS of an input, from its file format (ELF: Linux, PE: Windows): which column of
-#: NVIDIA's driver tables applies. None where the format does not say (a bare fatbin or cubin).
-LINUX = "linux"
-WINDOWS = "windows"
 _OS_NAMES = {LINUX: "Linux", WINDOWS: "Windows"}
 
 

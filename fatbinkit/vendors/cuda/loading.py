@@ -55,10 +55,8 @@ test (tests/gpu/test_check_gpu.py) checks these predictions against the driver.
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Iterable
 
 from ...decision import (
     INVALID_IMAGE,
@@ -71,16 +69,12 @@ from ...decision import (
     Decision,
     Floor,
     ImageInfo,
-    ImageSet,
     Verdict,
-    module_label,
 )
 from ...errors import FatbinkitError, FormatError, InvalidArgumentError, UnsupportedError
-from ...formats import elf
-from ...formats.arch import Arch, ArchLike, as_arch
+from ...formats.arch import Arch, ArchLike
 from ...formats.cubin import ABI_V2, cubin_outline, is_cubin
 from ...formats.fatbin import DecompressionBudget, EntryKind, FatbinEntry
-from ...formats.pe import is_coff_object, is_pe
 from ...formats.ptx import (
     NEWEST_KNOWN_CUDA,
     Ptx,
@@ -88,15 +82,10 @@ from ...formats.ptx import (
     max_ptx_isa_for_driver,
     min_driver_for_ptx_isa,
 )
-from ...infile import as_content, as_input
-from ...progress import Progress
-from ...scan import DeviceCode, EntrylessContainer, scan_modules
 from .driver import (
     DEVICE_SUPPORT,
     FUTURE,
-    LINUX,
     RELEASES,
-    WINDOWS,
     CudaVersion,
     Driver,
     DriverLike,
@@ -117,15 +106,11 @@ __all__ = [
     "decide",
     "device_floor",
     "header_image",
-    "host_of",
     "image_floors",
     "image_from_bytes",
     "image_from_cubin",
     "image_from_entry",
     "image_from_ptx",
-    "image_sets",
-    "input_host",
-    "predict_load",
     "ptx_jits_for",
     "ptx_narrower",
     "sass_runs_on",
@@ -147,24 +132,6 @@ _OLDEST_TABLED = RELEASES[0].cuda
 _PTX_VARIABLE_AT = re.compile(rb"\.(?:global|const)[ \t]")
 _PTX_VARIABLE_LINE = re.compile(rb"[ \t]*(?:\.(?:visible|extern|weak)[ \t]+)*")
 
-
-
-def host_of(head: bytes | bytearray | memoryview) -> str | None:
-    """The OS whose driver numbers apply to an input, from its first bytes: ELF (not a bare
-    cubin) is Linux, a PE image or COFF object Windows, anything else (a bare fatbin, cubin or
-    PTX, a static library) not known."""
-    machine = elf.machine(head)
-    if machine is not None:
-        return None if machine == elf.EM_CUDA else LINUX
-    return WINDOWS if is_pe(head) or is_coff_object(head) else None
-
-
-def input_host(source: str | os.PathLike[str] | bytes | bytearray | memoryview) -> str | None:
-    """:func:`host_of` a file (by its path) or of the bytes given."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return host_of(source[:4096])
-    with open(source, "rb") as f:
-        return host_of(f.read(4096))
 
 
 def sass_runs_on(image: Arch, device: Arch) -> bool:
@@ -493,97 +460,9 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
     return None
 
 
-def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
-               max_decompressed: int | DecompressionBudget | None = None, *,
-               jobs: int | None = None, progress: Progress = None,
-               devices: Iterable[ArchLike] | None = None,
-               codes: Sequence[DeviceCode] | None = None,
-               entryless: Sequence[EntrylessContainer] = ()) -> tuple[ImageSet, ...]:
-    """Every load unit in a file or buffer: each fatbin container (in a fatbin, a host ELF's
-    ``.nv_fatbin``, or an embedded blob), or the bare cubin/PTX itself (a ``str`` is a path).
-    Each image's :attr:`ImageInfo.host` is the input's OS (:func:`host_of`).
-    Images are read on ``jobs`` processes (default: every core; ``progress`` as
-    :func:`fatbinkit.parallel.map_codes` takes it). Decompression is charged to
-    ``max_decompressed`` (:meth:`DecompressionBudget.of`: default 64x the input + 256 MiB) up
-    front, for every cubin and PTX read (:func:`fatbinkit.parallel.charge`).
-
-    With ``devices``, only the images one of those GPUs could load are read (SASS that runs on
-    it, PTX that JITs for it: :func:`sass_runs_on`, :func:`ptx_jits_for`), and every image of a
-    module with none of those (its kernels and variables tell a module built for other GPUs
-    from an empty one); the others come from their entry headers, their kernels and toolkit
-    unknown (None). The image each device picks and its floors are the same; what is not
-    known is which kernels only the unread images hold (a kernel the picked image lacks is
-    ``CUDA_ERROR_NOT_FOUND``). libtorch_cuda.so, three archs: a third of its 5 GiB of images.
-    ``codes``: what :func:`~fatbinkit.scan.scan` found in ``source``, when the caller has it,
-    and ``entryless`` the containers with no entry (:func:`~fatbinkit.scan.scan_modules`):
-    each is a module too (:attr:`ImageSet.entryless`), in its place in file order."""
-    from ...parallel import charge, map_codes
-
-    source = as_input(source, "image_sets() source")
-    if codes is None:
-        codes, entryless = scan_modules(source)
-    host = input_host(source)
-    budget = DecompressionBudget.of(max_decompressed, len(source) if isinstance(
-        source, (bytes, bytearray, memoryview)) else os.path.getsize(source))
-    # the loadable entries (SASS, PTX) per module: a container, or a bare image (an embedded
-    # blob, per archive member)
-    groups: dict[tuple[str, str, int], list[int]] = {}
-    for i, code in enumerate(codes):
-        members = groups.setdefault((code.member, code.source, code.container), [])
-        if code.entry.header.kind in (EntryKind.ELF, EntryKind.PTX):
-            members.append(i)
-    read = {i for members in groups.values() for i in members}
-    if devices is not None:
-        targets = [as_arch(d, "device") for d in devices]
-        read = {i for i in read if any(
-            (sass_runs_on if codes[i].entry.header.kind == EntryKind.ELF else ptx_jits_for)(
-                codes[i].entry.arch, d) for d in targets)}
-        read |= {i for members in groups.values() if read.isdisjoint(members) for i in members}
-    order = sorted(read)
-    chosen = [codes[i] for i in order]
-    charge(chosen, budget)
-    found = dict(zip(order, map_codes(
-        lambda c: image_from_entry(c.entry, f"entry at {c.offset:#x}"), chosen, jobs=jobs,
-        progress=progress, desc="reading images"), strict=True))
-    sets: list[ImageSet] = []
-    for (member, src, c), members in groups.items():
-        images = []
-        for i in members:
-            label = f"entry at {codes[i].offset:#x}"
-            img = found[i] if i in found else header_image(codes[i].entry, label)
-            assert img is not None  # SASS and PTX entries only
-            images.append(replace(img, offset=codes[i].offset, host=host))
-        sets.append(ImageSet(module_label(src, c, member), tuple(images), raw=c < 0,
-                             source=src, container=c if c >= 0 else None))
-    for hole in reversed(entryless):  # each where it is in the file: before the next one
-        at = next((i for i, s in enumerate(sets)
-                   if s.container is not None and s.container > hole.container), len(sets))
-        sets.insert(at, ImageSet.of_entryless(hole))
-    return tuple(sets)
-
-
-
 def header_image(entry: FatbinEntry, label: str = "") -> ImageInfo:
     """What an entry header alone says of its image: kind, arch, PTX ISA, codec."""
     if entry.header.kind == EntryKind.PTX:
         return ImageInfo(PTX, entry.arch, entry.code_version, label,
                          compression=entry.compression)
     return ImageInfo(SASS, entry.arch, None, label, compression=entry.compression)
-
-
-def predict_load(data: bytes | bytearray | memoryview, device: ArchLike,
-                 driver: DriverLike | None = None) -> Decision:
-    """What ``cuModuleLoadData(data)`` would do on ``device``: for a fatbin, its first container
-    (the only one the driver reads); else the bare cubin or PTX. A host ELF (``.so``, ``.o``) is
-    refused as the driver refuses it, even when it carries fatbins: load what :func:`scan` finds
-    in it instead."""
-    data = as_content(data, "predict_load()")
-    machine = elf.machine(data)
-    if machine is not None and machine != elf.EM_CUDA:
-        raise FormatError(f"a host ELF file (e_machine {machine}), not a cubin: the driver takes a "
-                          "fatbin, a cubin or PTX; load the device code scan() finds in it",
-                          offset=18)
-    sets = image_sets(data)
-    if not sets:
-        raise FormatError("no device code: no fatbin container, cubin or PTX to load", offset=0)
-    return sets[0].decide(device, driver)

@@ -1,0 +1,199 @@
+"""The vendor-neutral record of one image found in an input, :class:`DeviceCode`, and of a module
+that holds none, :class:`EntrylessContainer`.
+
+A :class:`DeviceCode` says in neutral words what every operation asks of an image: its
+``vendor`` (``"cuda"``), ``kind`` (CUDA: ``"sass"``, ``"ptx"``, ``"ltoir"``), ``target``
+(``"sm_90a"``, ``"compute_90"``), where it is (``source``, ``container``, ``offset``,
+``member``), its bytes ``stored`` and ``uncompressed``, its ``compression`` and its
+:meth:`~DeviceCode.data`. The vendor's own record of it (a fatbin entry, with its header) is
+:attr:`DeviceCode.entry`, a :class:`Payload`: only the vendor's modules read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .formats.elf import Buffer
+    from .formats.fatbin import DecompressionBudget
+
+__all__ = ["LINUX", "WINDOWS", "DeviceCode", "EntrylessContainer", "Payload"]
+
+#: the host OS of an input, from its file format (ELF: Linux, PE: Windows): which column of a
+#: vendor's driver tables applies. None where the format does not say (a bare fatbin or cubin).
+LINUX = "linux"
+WINDOWS = "windows"
+
+
+class Payload(Protocol):
+    """A vendor's record of one stored image, as :class:`DeviceCode` reads it
+    (:class:`~fatbinkit.formats.fatbin.FatbinEntry` is CUDA's)."""
+
+    @property
+    def vendor(self) -> str:
+        """The vendor whose format this is (``"cuda"``)."""
+        ...
+
+    @property
+    def image_kind(self) -> str:
+        """:attr:`DeviceCode.kind`."""
+        ...
+
+    @property
+    def target(self) -> str:
+        """:attr:`DeviceCode.target`."""
+        ...
+
+    @property
+    def stored(self) -> Buffer:
+        """The payload as stored (compressed and/or padded): a view of the input."""
+        ...
+
+    @property
+    def offset(self) -> int:
+        """Where the record starts in the input it was parsed from (errors name it)."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """Bytes the payload takes in the input."""
+        ...
+
+    @property
+    def data_size(self) -> int:
+        """Bytes of the image once decompressed."""
+        ...
+
+    @property
+    def compression(self) -> str | None:
+        """The codec of the stored payload (None: stored plainly)."""
+        ...
+
+    @property
+    def identifier(self) -> str:
+        """The name the producer gave the image (a source file name; ``""``: none)."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """What the image is in the vendor's words (``ELF sm_90a``)."""
+        ...
+
+    def data(self, max_size: int = ..., budget: DecompressionBudget | None = None) -> bytes:
+        """The image, decompressed (charged to ``budget``)."""
+        ...
+
+    def detached(self) -> Payload:
+        """The same record over a copy of its payload (``bytes``): what crosses a process
+        boundary. A ``ValueError`` where the view it holds was released."""
+        ...
+
+
+@dataclass(frozen=True)
+class DeviceCode:
+    """One image found in an input.
+
+    ``source`` is the ELF section (``.nv_fatbin``, ``__nv_relfatbin``), the start symbol of an
+    embedded blob (``__name_start``), or ``""`` for a bare fatbin/cubin/PTX file. ``container`` is
+    the index of the container (module) across the whole input (file order; -1 for a bare
+    image), ``offset`` the file offset of the entry header (of the image for bare code).
+    ``member`` names the object of a static library (``ar`` archive) the code is in; its
+    ``offset`` is in the archive, or, for a thin archive, in the member's own file.
+    ``vendor``, ``kind`` and ``target`` are the neutral words the vendor gives it (module
+    docstring); ``entry`` is the vendor's own record.
+    """
+
+    source: str
+    container: int
+    entry: Payload = field(repr=False)  # its header tail may be long: str() says what it is
+    offset: int
+    member: str = ""  # the archive member (a static library's object) holding it
+
+    @property
+    def vendor(self) -> str:
+        """Whose rules load it: ``"cuda"`` (a name in :data:`fatbinkit.vendors.VENDORS`)."""
+        return self.entry.vendor
+
+    @property
+    def kind(self) -> str:
+        """What the image is, in the vendor's word: ``sass``, ``ptx``, ``ltoir``."""
+        return self.entry.image_kind
+
+    @property
+    def target(self) -> str:
+        """What it is built for, as the vendor spells it: ``sm_90a``, ``compute_90``."""
+        return self.entry.target
+
+    @property
+    def stored(self) -> int:
+        """Bytes the payload takes in the file (compressed, padded)."""
+        return self.entry.size
+
+    @property
+    def uncompressed(self) -> int:
+        """Bytes of the image once decompressed."""
+        return self.entry.data_size
+
+    @property
+    def compression(self) -> str | None:
+        return self.entry.compression
+
+    @property
+    def identifier(self) -> str:
+        return self.entry.identifier
+
+    @property
+    def view(self) -> Buffer:
+        """The payload as stored: a view of the input (released by
+        :meth:`fatbinkit.binary.Binary.close`)."""
+        return self.entry.stored
+
+    def data(self, budget: DecompressionBudget | None = None) -> bytes:
+        """The image, decompressed (charged to ``budget``)."""
+        return self.entry.data(budget=budget)
+
+    def charge(self, budget: DecompressionBudget) -> None:
+        """Take what decompressing the image costs from ``budget`` (nothing when stored
+        plainly; once per budget, however often it is then read)."""
+        if self.compression is not None:
+            budget.charge(self.uncompressed, self.entry.offset, id(self.entry))
+
+    def __str__(self) -> str:
+        """``.nv_fatbin container 0: ELF sm_90a at 0x1050, 4096 bytes (lz4, 1024 stored)``,
+        ``bare image: PTX compute_90 at 0x0, 2310 bytes``."""
+        where = (f"{self.source or 'fatbin'} container {self.container}" if self.container >= 0
+                 else "bare image")
+        codec = self.compression
+        size = (f"{self.uncompressed} bytes ({codec}, {self.stored} stored)" if codec else
+                f"{self.stored} bytes")
+        return f"{where}: {self.entry.name} at {self.offset:#x}, {size}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with a copy of its payload as stored (``bytes``; a view of a memory-mapped
+        file or of the caller's buffer cannot cross a process boundary): an image sent to
+        another process stands alone there, and reads as it reads here. An image of a closed
+        :class:`~fatbinkit.binary.Binary` has no payload left: an
+        :class:`~fatbinkit.errors.InvalidArgumentError`."""
+        try:
+            entry = self.entry.detached()
+        except ValueError as err:  # a view released by Binary.close()
+            raise InvalidArgumentError(f"cannot pickle {self}: the Binary it belongs to is "
+                                       "closed (pickle it, or its items, before closing)") from err
+        return DeviceCode, (self.source, self.container, entry, self.offset, self.member)
+
+
+@dataclass(frozen=True)
+class EntrylessContainer:
+    """A container with no entry at all: what ``prune`` leaves of a module no kept target
+    loads. The runtime still registers it (CUDA: its ``__fatbinwrap`` record and the host stubs
+    of its kernels stay), so it is a module that holds no image for any GPU, its kernels
+    unknown; ``source``, ``container``, ``member`` as in :class:`DeviceCode`, ``offset`` the
+    file offset of its header."""
+
+    source: str
+    container: int
+    offset: int
+    member: str = ""
