@@ -7,17 +7,13 @@ image the compatibility engine says cannot load, before the driver is called.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .compat import UNSUPPORTED_PTX, Decision, predict_load
 from .driver import DriverLike
-from .errors import CompatibilityError, CudaError, FatbinkitError
-from .formats.arch import ArchLike
+from .errors import CompatibilityError, CudaError, FatbinkitError, cuda_error_class
+from .formats.arch import Arch, ArchLike
 from .formats.ptx import max_ptx_isa_for_driver, min_driver_for_ptx_isa
-from .runtime import _ERROR_CLASSES
-
-if TYPE_CHECKING:
-    from .runtime import Device
 
 __all__ = [
     "explain_load_error",
@@ -25,13 +21,28 @@ __all__ = [
 ]
 
 
+class _Device(Protocol):
+    """What an explanation reads of a device. The loader's ``Device`` has these; a protocol, so
+    that this module does not import the loader, which imports it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def arch(self) -> Arch: ...
+
+    @property
+    def driver_version(self) -> tuple[int, int]: ...
+
+
 def _version(v: tuple[int, int]) -> str:
     return f"{v[0]}.{v[1]}"
 
 
-def explain_load_error(code: str, image: bytes | memoryview, device: Device, log: str) -> CudaError:
+def explain_load_error(code: str, image: bytes | memoryview, device: _Device,
+                       log: str) -> CudaError:
     """Build the library's exception for a failed load of ``image`` on ``device``."""
-    cls = _ERROR_CLASSES.get(code, CudaError)
+    cls = cuda_error_class(code)
     where = (f"cannot load on {device.name} ({device.arch.sm}, driver for CUDA "
              f"{_version(device.driver_version)})")
     try:

@@ -34,6 +34,7 @@ __all__ = [
     "TruncatedError",
     "UnsupportedError",
     "UnsupportedPtxVersionError",
+    "cuda_error_class",
     "naming",
     "option",
     "spelled_for_cli",
@@ -206,3 +207,22 @@ class UnsupportedPtxVersionError(CudaError):
 
 class JitError(CudaError):
     """CUDA_ERROR_INVALID_PTX or another JIT failure; ``log`` holds the JIT error log."""
+
+
+#: CUresult names that map to a more specific exception than :class:`CudaError`
+_CUDA_ERROR_CLASSES: dict[str, type[CudaError]] = {
+    "CUDA_ERROR_NO_BINARY_FOR_GPU": NoBinaryForGpuError,
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": UnsupportedPtxVersionError,
+    "CUDA_ERROR_INVALID_PTX": JitError,
+    "CUDA_ERROR_JIT_COMPILER_NOT_FOUND": JitError,
+    "CUDA_ERROR_INVALID_IMAGE": JitError,
+    "CUDA_ERROR_NO_DEVICE": CudaUnavailableError,
+    "CUDA_ERROR_NOT_INITIALIZED": CudaUnavailableError,
+    "CUDA_ERROR_INSUFFICIENT_DRIVER": CudaUnavailableError,
+}
+
+
+def cuda_error_class(name: str) -> type[CudaError]:
+    """The exception class for the CUresult ``name`` (``"CUDA_ERROR_INVALID_PTX"`` ->
+    :class:`JitError`); :class:`CudaError` itself for a name with no more specific class."""
+    return _CUDA_ERROR_CLASSES.get(name, CudaError)

@@ -21,9 +21,7 @@ from .errors import (
     CudaError,
     CudaUnavailableError,
     InvalidArgumentError,
-    JitError,
-    NoBinaryForGpuError,
-    UnsupportedPtxVersionError,
+    cuda_error_class,
 )
 from .formats.arch import Arch
 from .infile import as_path, read_input
@@ -43,18 +41,6 @@ __all__ = [
 ]
 
 LOG_SIZE = 64 * 1024
-
-# CUresult names that map to a more specific exception than CudaError.
-_ERROR_CLASSES: dict[str, type[CudaError]] = {
-    "CUDA_ERROR_NO_BINARY_FOR_GPU": NoBinaryForGpuError,
-    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": UnsupportedPtxVersionError,
-    "CUDA_ERROR_INVALID_PTX": JitError,
-    "CUDA_ERROR_JIT_COMPILER_NOT_FOUND": JitError,
-    "CUDA_ERROR_INVALID_IMAGE": JitError,
-    "CUDA_ERROR_NO_DEVICE": CudaUnavailableError,
-    "CUDA_ERROR_NOT_INITIALIZED": CudaUnavailableError,
-    "CUDA_ERROR_INSUFFICIENT_DRIVER": CudaUnavailableError,
-}
 
 
 def image_kind(data: bytes | memoryview) -> str:
@@ -101,7 +87,7 @@ def _check(ret: tuple[Any, ...], what: str) -> Any:
     result, *values = ret
     if int(result) != 0:
         code = _name(result)
-        raise _ERROR_CLASSES.get(code, CudaError)(f"{what} failed", code=code)
+        raise cuda_error_class(code)(f"{what} failed", code=code)
     if not values:
         return None
     return values[0] if len(values) == 1 else tuple(values)

@@ -68,6 +68,7 @@ from .errors import (
     FormatError,
     InvalidArgumentError,
     OutputError,
+    TruncatedError,
     UnsupportedError,
     option,
     spelled_for_cli,
@@ -87,6 +88,12 @@ from .formats.fatbin import (
     compress,
     is_fatbin,
     iter_containers,
+)
+from .formats.wrapper import (
+    CUDA_WRAPPER_MAGIC,
+    CUDA_WRAPPER_PE_SECTION,
+    CUDA_WRAPPER_SECTION,
+    FatbinWrapper,
 )
 from .infile import Content, FilePath, as_input, as_path, open_input
 from .outfile import atomic_path
@@ -120,17 +127,14 @@ PtxPolicy: TypeAlias = Literal["keep", "floor", "none"]
 Codec: TypeAlias = Literal["none", "lz4", "zstd"]
 PTX_POLICIES: tuple[PtxPolicy, ...] = ("keep", "floor", "none")
 CODECS: tuple[Codec, ...] = ("none", "lz4", "zstd")  # fatbin.COMPRESSIONS, and "none"
-WRAPPER_SECTION = ".nvFatBinSegment"
-WRAPPER_MAGIC = 0x466243B1
-#: ``{u32 magic, i32 version, u64 data pointer, u64 filename_or_fatbins}``
-WRAPPER = struct.Struct("<IiQQ")
-WRAPPER_VERSIONS = (1, 2)
+WRAPPER_SECTION = CUDA_WRAPPER_SECTION
+WRAPPER_MAGIC = CUDA_WRAPPER_MAGIC
 _SECTIONS = (FATBIN_SECTION, RELFATBIN_SECTION)
 _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 _CODEC_FLAG = {"lz4": int(EntryFlags.COMPRESSED_LZ4), "zstd": int(EntryFlags.COMPRESSED_ZSTD)}
 _CODEC_BITS = _CODEC_FLAG["lz4"] | _CODEC_FLAG["zstd"]
 _U64 = struct.Struct("<Q")
-_PE_WRAPPER_SECTION = ".nvFatBi"  # .nvFatBinSegment in a PE image's eight-byte section names
+_PE_WRAPPER_SECTION = CUDA_WRAPPER_PE_SECTION  # .nvFatBinSegment in a PE image's section names
 #: a PE file's device code: ``.nv_fatbin`` and ``__nv_relfatbin`` as an image's eight-byte
 #: section names hold them (and whole, as an object's long names keep them)
 _PE_SECTIONS = (PE_FATBIN_SECTION, PE_RELFATBIN_SECTION, *_SECTIONS)
@@ -647,20 +651,27 @@ def _wrapper_records(view: memoryview, name: str, offset: int, size: int,
                      addr: int) -> list[_Wrapper]:
     """The wrapper records of the section ``name`` (``size`` bytes at file ``offset``, address
     ``addr``: a virtual address in ELF, an RVA in PE): each data pointer's slot and target."""
-    if size % WRAPPER.size:
+    n = FatbinWrapper.FORMAT.size
+    if size % n:
         raise UnsupportedError(f"{name} of {size} bytes is not a whole number of "
-                               f"{WRAPPER.size}-byte wrapper records")
+                               f"{n}-byte wrapper records")
     out = []
-    for k in range(size // WRAPPER.size):
-        at = offset + k * WRAPPER.size
-        magic, version, data, _ = WRAPPER.unpack_from(view, at)
-        if magic != WRAPPER_MAGIC:
-            raise UnsupportedError(f"wrapper record {k} in {name} has magic "
-                                   f"{magic:#x}, not {WRAPPER_MAGIC:#x}: an unknown layout")
-        if version not in WRAPPER_VERSIONS:
+    for k in range(size // n):
+        at = offset + k * n
+        try:
+            record = FatbinWrapper.unpack(view[at:at + n], at)
+        except TruncatedError:
+            raise
+        except FormatError as e:  # said as before: which record of which section
+            magic, version, _, _ = FatbinWrapper.FORMAT.unpack_from(view, at)
+            if magic != WRAPPER_MAGIC:
+                raise UnsupportedError(f"wrapper record {k} in {name} has magic "
+                                       f"{magic:#x}, not {WRAPPER_MAGIC:#x}: an unknown layout"
+                                       ) from e
             raise UnsupportedError(f"wrapper record {k} in {name} has version "
-                                   f"{version}; only versions 1 and 2 are known")
-        out.append(_Wrapper(addr + k * WRAPPER.size + 8, at + 8, data))
+                                   f"{version}; only versions 1 and 2 are known") from e
+        slot = FatbinWrapper.DATA_OFFSET
+        out.append(_Wrapper(addr + k * n + slot, at + slot, record.data))
     return out
 
 
@@ -1364,7 +1375,8 @@ def _slim_object(src: _Input, head: elf.FileHeader, out: _Output, req: _Request)
             target = (shndx, value + addend)
             rela = elf.Rela(offset, info, addend)
             is_slot = (wrapper is not None and h.info == wrapper.index
-                       and offset % WRAPPER.size == 8 and info & 0xFFFFFFFF == absolute)
+                       and offset % FatbinWrapper.FORMAT.size == FatbinWrapper.DATA_OFFSET
+                       and info & 0xFFFFFFFF == absolute)
             if is_slot and target in starts:
                 pointers.append((rs, i, rela, shndx, value))
             else:

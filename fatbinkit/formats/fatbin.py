@@ -7,7 +7,8 @@ plus a frozen dataclass, used both to parse and to pack. Unknown kinds, flags an
 kept as raw integers and written back unchanged, so ``Fatbin.from_bytes(b).to_bytes() == b``.
 
 Headers are parsed eagerly; payloads stay memoryviews into the caller's buffer (or mmap) and are
-decompressed only by :meth:`FatbinEntry.data`, with size limits against decompression bombs.
+decompressed only by :meth:`FatbinEntry.data`, with size limits against decompression bombs
+(:mod:`~fatbinkit.formats.codec`).
 See ``docs/fatbin.md`` for the layout and what was verified against NVIDIA's tools.
 """
 
@@ -18,21 +19,33 @@ import errno
 import functools
 import os
 import struct
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from ..errors import (
     DecompressionError,
     FormatError,
     InvalidArgumentError,
     TruncatedError,
-    option,
 )
 from ..infile import as_content
 from . import elf
 from .arch import Arch
+from .codec import (
+    BUDGET_FLOOR,
+    BUDGET_RATIO,
+    COMPRESSIONS,
+    DEFAULT_LEVELS,
+    LEVELS,
+    MAX_DATA_SIZE,
+    decompress,
+)
+
+# DecompressionBudget and compress: re-exported for the modules and tests that import them from
+# here; not in ``__all__``, which lists the classes and functions this module defines
+from .codec import DecompressionBudget as DecompressionBudget
+from .codec import compress as compress
 from .elf import Buffer
 
 __all__ = [
@@ -50,7 +63,6 @@ __all__ = [
     "MAX_DATA_SIZE",
     "OPTIONS_PAIR",
     "ContainerHeader",
-    "DecompressionBudget",
     "EntryFlags",
     "EntryHeader",
     "EntryKind",
@@ -60,7 +72,6 @@ __all__ = [
     "Reader",
     "align8",
     "build_fatbin",
-    "compress",
     "entry_flags",
     "is_fatbin",
     "iter_container_entries",
@@ -74,14 +85,7 @@ FATBIN_MAGIC = 0xBA55ED50
 FATBIN_VERSION = 1
 _MAGIC_BYTES = FATBIN_MAGIC.to_bytes(4, "little")
 ENTRY_VERSION = 0x0101
-#: Largest uncompressed payload :meth:`FatbinEntry.data` will produce by default (1 GiB): the
-#: biggest cubins in NVIDIA's libraries are tens of MiB, a recorded size above this is a bomb.
-MAX_DATA_SIZE = 1 << 30
-# the default decompression budget of one operation: this many times its input, plus a floor
-BUDGET_RATIO = 64
-BUDGET_FLOOR = 256 << 20
 ALIGN = 8
-_LZ4_MAX_RATIO = 255
 _ZERO_BLOCK_SIZE = 4 << 20  # padding is compared with zeros in blocks of this size
 
 
@@ -122,7 +126,6 @@ class EntryFlags(enum.IntFlag):
 _LZ4, _ZSTD = int(EntryFlags.COMPRESSED_LZ4), int(EntryFlags.COMPRESSED_ZSTD)
 _ARCH_SPECIFIC, _FAMILY_SPECIFIC = int(EntryFlags.ARCH_SPECIFIC), int(EntryFlags.FAMILY_SPECIFIC)
 _COMPRESSION_FLAGS = {"lz4": EntryFlags.COMPRESSED_LZ4, "zstd": EntryFlags.COMPRESSED_ZSTD}
-COMPRESSIONS = ("lz4", "zstd")
 
 
 def align8(n: int) -> int:
@@ -547,7 +550,7 @@ class FatbinEntry:
             budget.charge(expected, self.offset, id(self))
         src = self.stored[: h.compressed_size]
         try:
-            out = _decompress(codec, src, expected, self.offset)
+            out = decompress(codec, src, expected, self.offset)
         except DecompressionError:
             raise
         except Exception as e:  # the codec libraries raise their own, unrelated types
@@ -567,115 +570,11 @@ class FatbinEntry:
         return self.header.header_size + self.header.size
 
 
-class DecompressionBudget:
-    """How many bytes one operation (a listing, an extraction, a check) may decompress in total.
-
-    The per-entry limit (``MAX_DATA_SIZE``) does not stop a small file of many entries that each
-    inflate to it; this does. The default, :meth:`for_input`, is ``BUDGET_RATIO`` times the input
-    plus ``BUDGET_FLOOR``: far above what real fatbins inflate to (CUDA's zstd and LZ4 entries
-    shrink cubins a few times), far below what a bomb asks for.
-    """
-
-    def __init__(self, limit: int) -> None:
-        if limit < 0:
-            raise InvalidArgumentError(f"a decompression budget of {limit} bytes is negative")
-        self.limit = limit
-        self.used = 0
-        self._charged: set[int] = set()
-        self._lock = threading.Lock()  # one budget may be shared by threads
-
-    @classmethod
-    def of(cls, value: int | DecompressionBudget | None, size: int) -> DecompressionBudget:
-        """What an entry point's ``max_decompressed`` gives, for an input of ``size`` bytes:
-        None, the default (:meth:`for_input`); a number of bytes, a budget of its own for this
-        call; a budget, that budget, shared with the other calls given it."""
-        if isinstance(value, DecompressionBudget):
-            return value
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise InvalidArgumentError(f"max_decompressed is a number of bytes, a "
-                                       f"DecompressionBudget or None, not {value!r}")
-        return cls.for_input(size, value)
-
-    @classmethod
-    def for_input(cls, size: int, limit: int | None = None) -> DecompressionBudget:
-        """The budget of an operation on ``size`` input bytes (``limit`` overrides it)."""
-        return cls(BUDGET_FLOOR + BUDGET_RATIO * size if limit is None else limit)
-
-    def charge(self, size: int, offset: int, key: int | None = None) -> None:
-        """Take ``size`` bytes from the budget before inflating them, or raise. ``key`` names
-        what is inflated (``id()`` of a fatbin entry): charged once, however often it is read
-        (a command that selects images by kernel reads them again to write them)."""
-        with self._lock:
-            if key is not None and key in self._charged:
-                return
-            if self.used + size > self.limit:
-                raise DecompressionError(
-                    f"inflating {size} more bytes would exceed this operation's decompression "
-                    f"budget of {self.limit} bytes ({self.used} used); raise it if the input is "
-                    f"trusted ({option('max_decompressed', 'SIZE')})",
-                    offset=offset,
-                )
-            self.used += size
-            if key is not None:
-                self._charged.add(key)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"DecompressionBudget(limit={self.limit}, used={self.used})"
-
-    __str__ = __repr__
-
-
 @functools.cache
 def _arch(number: int, suffix: str) -> Arch:
     """``Arch(number, suffix)``, made once per value (at most 990 * 3 valid ones; invalid numbers
     raise and are not cached): listing names an arch per entry."""
     return Arch(number, suffix)
-
-
-def _decompress(codec: str, src: Buffer, expected: int, offset: int) -> bytes:
-    """Decompress at most ``expected + 1`` bytes (so a lying size is detected, never trusted).
-
-    LZ4 needs its output buffer up front, so a size beyond LZ4's maximum ratio (255:1) for the
-    input is refused before allocating. A zstd frame whose header declares exactly ``expected``
-    bytes (what nvcc and fatbinkit write) is decompressed in one call into one buffer of that
-    size; any other is read in 1 MiB steps, so its own header is never trusted either.
-    """
-    if codec == "lz4":
-        import lz4.block
-
-        if expected == 0:
-            return b""
-        if expected > _LZ4_MAX_RATIO * len(src) + 64:
-            raise DecompressionError(
-                f"lz4 payload of {len(src)} bytes cannot inflate to the recorded {expected}",
-                offset=offset,
-            )
-        out: bytes = lz4.block.decompress(bytes(src), uncompressed_size=expected)
-        return out
-    import zstandard
-
-    data = bytes(src)
-    if zstandard.frame_content_size(data) == expected:
-        whole: bytes = zstandard.ZstdDecompressor().decompress(data)
-        return whole
-    chunks: list[bytes] = []
-    total = 0
-    dctx = zstandard.ZstdDecompressor()
-    with dctx.stream_reader(data, read_across_frames=False) as reader:
-        while total <= expected:
-            chunk = reader.read(min(1 << 20, expected + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-    return b"".join(chunks)
 
 
 @dataclass(frozen=True)
@@ -882,36 +781,6 @@ class Fatbin:
 
 
 # -- writer ---------------------------------------------------------------------------------------
-
-
-#: default levels: slightly smaller output than NVIDIA's tools (measured on cuRAND's and CuPy's
-#: entries) at a fraction of the time of the maximum levels
-DEFAULT_LEVELS = {"lz4": 3, "zstd": 6}
-#: the levels each codec takes (LZ4 high-compression mode; zstd's regular levels)
-LEVELS = {"lz4": range(1, 13), "zstd": range(1, 23)}
-
-
-def compress(codec: str, data: Buffer, level: int | None = None) -> bytes:
-    """A payload compressed as fatbins store it, deterministically: an LZ4 block without its
-    size (high-compression mode) or a zstd frame with its content size."""
-    if codec not in COMPRESSIONS:
-        raise InvalidArgumentError(f"compression {codec!r} is not one of {COMPRESSIONS}")
-    if level is None:
-        level = DEFAULT_LEVELS[codec]
-    if level not in LEVELS[codec]:
-        raise InvalidArgumentError(f"{codec} level {level} is not in {LEVELS[codec].start}.."
-                                   f"{LEVELS[codec].stop - 1}")
-    if codec == "lz4":
-        import lz4.block
-
-        out: bytes = lz4.block.compress(
-            data, mode="high_compression", compression=level, store_size=False
-        )
-        return out
-    import zstandard
-
-    z: bytes = zstandard.ZstdCompressor(level=level, write_content_size=True).compress(data)
-    return z
 
 
 def entry_flags(arch: Arch, *, debug: bool = False) -> EntryFlags:
