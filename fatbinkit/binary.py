@@ -43,7 +43,7 @@ from .errors import (
     naming,
 )
 from .formats.arch import Arch, ArchLike
-from .formats.fatbin import DecompressionBudget
+from .formats.codec import DecompressionBudget
 from .infile import as_path
 from .outfile import OutputBatch, atomic_files
 from .progress import Progress, reporter

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .compat import MinDriver, TotalVerdict
     from .driver import CudaVersion, DriverLike
     from .formats.arch import Arch, ArchLike
-    from .formats.fatbin import DecompressionBudget
+    from .formats.codec import DecompressionBudget
     from .progress import Progress
 
 __all__ = ["MAX_MEMBER", "Member", "TotalCheck", "alternatives", "binaries", "check",
@@ -207,7 +207,7 @@ def _walk_error(error: OSError) -> None:
 
 
 def _wheel(path: Path) -> Iterator[Member]:
-    from .formats.fatbin import DecompressionBudget
+    from .formats.codec import DecompressionBudget
 
     seen: set[str] = set()
     with _zip_errors(str(path), "not a readable wheel (zip)"), zipfile.ZipFile(path) as zf:
@@ -359,7 +359,7 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     from .compat import TotalVerdict
     from .driver import as_cuda_version, as_device
     from .formats.arch import Arch
-    from .formats.fatbin import DecompressionBudget
+    from .formats.codec import DecompressionBudget
     from .parallel import as_jobs
 
     if isinstance(archs, (str, int, Arch)):

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
+    from .formats.codec import DecompressionBudget
     from .formats.elf import Buffer
-    from .formats.fatbin import DecompressionBudget
 
 __all__ = ["LINUX", "WINDOWS", "DeviceCode", "EntrylessContainer", "Payload"]
 

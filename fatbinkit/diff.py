@@ -32,7 +32,7 @@ from .binary import ArchFilter, Binary, DeviceSummary, KernelFilter, _size, dema
 from .collection import Member, binaries, member_key, named
 from .errors import FatbinkitError, FormatError, InvalidArgumentError
 from .formats.arch import Arch
-from .formats.fatbin import DecompressionBudget
+from .formats.codec import DecompressionBudget
 from .parallel import as_jobs
 from .progress import Progress
 

@@ -33,7 +33,7 @@ from .diff import (
 from .driver import CudaVersion, Driver, DriverLike, as_cuda_version, as_device, dotted
 from .errors import FatbinkitError, InvalidArgumentError, option
 from .formats.arch import Arch, ArchLike
-from .formats.fatbin import DecompressionBudget
+from .formats.codec import DecompressionBudget
 from .parallel import as_jobs
 from .progress import Progress
 

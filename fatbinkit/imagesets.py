@@ -17,7 +17,7 @@ from .decision import NOT_FOUND, Decision, ImageInfo, _count
 from .device_code import LINUX, WINDOWS, DeviceCode, EntrylessContainer
 from .errors import FormatError, InvalidArgumentError, NotFoundError
 from .formats import elf
-from .formats.fatbin import DecompressionBudget
+from .formats.codec import DecompressionBudget
 from .formats.pe import is_coff_object, is_pe
 from .infile import as_content, as_input
 from .progress import Progress

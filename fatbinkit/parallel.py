@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .device_code import DeviceCode
 from .errors import FatbinkitError, InvalidArgumentError
-from .formats.fatbin import DecompressionBudget
+from .formats.codec import DecompressionBudget
 from .progress import Progress, Reporter, reporter
 
 if TYPE_CHECKING:

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from ..collection import Member
     from ..device_code import DeviceCode
     from ..errors import FatbinkitError
+    from ..formats.codec import DecompressionBudget
     from ..formats.cubin import Cubin, CubinFunction
-    from ..formats.fatbin import DecompressionBudget
     from ..progress import Step
 
 

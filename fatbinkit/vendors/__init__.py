@@ -22,8 +22,8 @@ from ..errors import InvalidArgumentError
 if TYPE_CHECKING:
     from ..decision import Decision, Floor, ImageInfo
     from ..device_code import DeviceCode
+    from ..formats.codec import DecompressionBudget
     from ..formats.cubin import CubinFunction
-    from ..formats.fatbin import DecompressionBudget
 
 __all__ = [
     "VENDORS",

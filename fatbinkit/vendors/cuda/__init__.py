@@ -16,8 +16,8 @@ from ...formats.fatbin import EntryKind, FatbinEntry, kind_name
 if TYPE_CHECKING:
     from ...decision import Decision, Floor, ImageInfo
     from ...device_code import DeviceCode
+    from ...formats.codec import DecompressionBudget
     from ...formats.cubin import CubinFunction
-    from ...formats.fatbin import DecompressionBudget
     from .driver import DriverLike
 
 __all__ = ["CUDA", "GENERATIONS", "CudaVendor", "entry_of"]
