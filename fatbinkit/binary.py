@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import vendors
 from .device_code import DeviceCode, EntrylessContainer
-from .driver import CudaVersion, DriverLike, as_cuda_version, as_device, dotted
+from .driver import CudaVersion, DriverLike, dotted
 from .errors import (
     FatbinkitError,
     InputError,
@@ -332,7 +332,7 @@ class Summary:
         merged = tuple(DeviceSummary(
             device, same[0].generation, sum(d.sass for d in same), sum(d.jit for d in same),
             sum(d.none for d in same), tuple(dict.fromkeys(i for d in same for i in d.images)))
-            for device, same in sorted(devices.items(), key=lambda kv: Arch.parse(kv[0]).number))
+            for device, same in sorted(devices.items(), key=lambda kv: vendors.target_key(kv[0])))
         return cls(file, sum(s.modules for s in summaries), tuple(archs), merged)
 
     def __repr__(self) -> str:
@@ -380,11 +380,10 @@ class Summary:
             yield f"  {d.device:<8} {d.generation:<10} {d.verdict:<8} {what}{images}"
 
 
-def _row_order(kind: str, arch: str) -> tuple[int, int, str]:
-    """Summary rows as :meth:`Binary.summary` sorts them: by kind (its entry-kind number),
-    then SM, then suffix."""
-    a = Arch.parse(arch)
-    return {"ptx": 1, "sass": 2, "ltoir": 8}.get(kind, 99), a.number, a.suffix
+def _row_order(kind: str, arch: str) -> tuple[Any, ...]:
+    """Summary rows as :meth:`Binary.summary` sorts them: by vendor, then the vendor's order
+    (CUDA: by kind, its entry-kind number, then SM, then suffix)."""
+    return vendors.row_key(kind, arch)
 
 
 def _version_order(text: str) -> tuple[int, ...]:
@@ -630,14 +629,14 @@ class Binary:
                                                        "reading kernel names", jobs, progress),
                             strict=True))
         for (_, kind, target), codes in sorted(groups.items(),
-                                               key=lambda kv: vendors.sort_key(kv[1][0])):
+                                               key=lambda kv: _row_order(*kv[0][1:])):
             vendor = vendors.of(codes[0])
             versions = {v for c in codes if (v := vendor.version(c)) is not None}
             row = ArchSummary(
                 kind, target, len(codes), sum(c.stored for c in codes),
                 sum(c.uncompressed for c in codes),
                 tuple(sorted({c.compression or "none" for c in codes})),
-                tuple(sorted(versions, key=_version_key)))
+                tuple(sorted(versions, key=_version_order)))
             if kernels:
                 names = {k for c in codes for k in read[id(c)][0]}
                 toolkits = {tk for c in codes if (tk := read[id(c)][1])}
@@ -754,14 +753,16 @@ class Binary:
         ``sets``: the modules with every image read, when the caller has them
         (:attr:`fatbinkit.diff.Library.sets`): nothing is read again. Images are read on
         ``jobs`` processes, reporting to ``progress``, charged to ``max_decompressed``."""
-        from .compat import ArchVerdict, image_sets
+        from .imagesets import image_sets
+        from .verdict import ArchVerdict
 
         budget = self._budget(max_decompressed, jobs, progress)
-        if isinstance(archs, (str, int, Arch)):
+        if isinstance(archs, (str, int)) or not isinstance(archs, Iterable):
             archs = [archs]
-        wanted = list(dict.fromkeys(Arch(d.number, future=d.future) for d in (
-            as_device(a, "GPU arch") for a in archs)))
-        cuda = None if driver is None else as_cuda_version(driver)
+        found = [vendors.device(a, "GPU arch") for a in archs]
+        wanted = list(dict.fromkeys(d for _, d in found))
+        first = found[0][0] if found else next(iter(vendors.VENDORS.values()))
+        runtime = None if driver is None else first.runtime(driver)
         if not wanted:
             raise InvalidArgumentError("check needs at least one GPU arch")
         kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
@@ -776,7 +777,7 @@ class Binary:
                 if self.codes or self.entryless else ()
         rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
         for s in sets:
-            by_arch = [s.decisions(a, cuda) for a in wanted]
+            by_arch = [s.decisions(a, runtime) for a in wanted]
             kernels = [(pairs[0][0], [d for _, d in pairs])
                        for pairs in zip(*by_arch, strict=True)]
             if kf is not None:
@@ -785,11 +786,11 @@ class Binary:
                     continue
             rows.append((s, kernels))
         names = [[k for k, _ in ks if k is not None] for _, ks in rows]
-        verdicts = tuple(ArchVerdict.of(a, cuda, [(s, [ds[i] for _, ds in ks]) for s, ks in rows],
-                                        names)
+        verdicts = tuple(ArchVerdict.of(a, runtime,
+                                        [(s, [ds[i] for _, ds in ks]) for s, ks in rows], names)
                          for i, a in enumerate(wanted))
         unread = sum(i.kernels is None and not i.unread for s in sets for i in s.images)
-        return Check(str(self.path) if self.path else self.name, tuple(wanted), cuda,
+        return Check(str(self.path) if self.path else self.name, tuple(wanted), runtime,
                      tuple(rows), verdicts, unread == 0)
 
     @_names_its_file
@@ -804,10 +805,10 @@ class Binary:
         library of CUDA 12 cubins. ``kernel``, ``every_image`` as for :meth:`check`; images
         are read on ``jobs`` processes, inflating at most ``max_decompressed`` bytes
         (``progress`` counts them)."""
-        from .compat import ArchMinDriver, MinDriver
-        from .driver import DEVICE_SUPPORT
+        from .verdict import ArchMinDriver, MinDriver
 
-        wanted = list(DEVICE_SUPPORT) if archs is None else archs
+        wanted = [d for v in vendors.VENDORS.values() for d in v.every_device()] \
+            if archs is None else archs
         kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
             KernelFilter.parse(kernel)
         c = self.check(wanted, None, kf, every_image=every_image, jobs=jobs,
@@ -859,9 +860,9 @@ def _check_head(check: Check | TotalCheck, strict: bool) -> dict[str, Any]:
         "driver": dotted(check.driver) if check.driver else None,
         "driver_checked": check.driver is not None,
         "strict": strict,
-        "archs": [a.sm for a in check.archs],
+        "archs": [str(a) for a in check.archs],
         "ok": check.strict_ok if strict else check.ok,
-        "verdicts": {v.device.sm: v.to_dict() for v in check.verdicts},
+        "verdicts": {str(v.device): v.to_dict() for v in check.verdicts},
     }
 
 
@@ -910,11 +911,6 @@ def _outline(code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
 def _loadable(codes: Sequence[DeviceCode]) -> set[str]:
     """The kinds among ``codes`` that a device loads (their kernels are read)."""
     return {c.kind for c in codes if c.kind in vendors.of(c).loadable}
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    """``"10.0"`` after ``"9.1"``."""
-    return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
 def _header_sets(items: Sequence[Item]) -> list[tuple[str, tuple[ImageInfo, ...]]]:

@@ -11,33 +11,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from .driver import (
-    MINOR_COMPAT_DRIVER,
-    CudaVersion,
-    Driver,
-    Release,
-    cuda_name,
-    dotted,
-    driver_name,
-    drivers_text,
-    release_for,
-    version_tuple,
-)
 from .errors import InvalidArgumentError
 from .formats.arch import Arch
-from .formats.ptx import NEWEST_KNOWN_CUDA
+
+if TYPE_CHECKING:
+    from .driver import Release
 
 __all__ = [
+    "BELOW_FLOOR",
     "FAILED",
     "INVALID_IMAGE",
     "INVALID_PTX",
+    "JIT",
+    "KERNEL_NOT_FOUND",
     "LOADS",
+    "NATIVE",
+    "NONE",
     "NOT_FOUND",
     "NO_BINARY",
     "NO_DEVICE",
+    "NO_IMAGE",
+    "OUTCOMES",
     "PTX",
+    "REFUSED",
     "RESTRICTED",
     "SASS",
     "UNSUPPORTED_PTX",
@@ -45,12 +43,27 @@ __all__ = [
     "Floor",
     "ImageInfo",
     "Verdict",
+    "Version",
+    "dotted",
     "highest_release",
     "module_outcome",
 ]
 
 SASS = "sass"
 PTX = "ptx"
+
+#: a runtime version (CUDA 12.4: ``(12, 4)``; ROCm's have the same shape)
+Version: TypeAlias = tuple[int, int]
+
+#: how a runtime loads the image it picks (:attr:`Decision.how`), in the JSON's words (version 1:
+#: CUDA's, whatever the vendor): native code for the device, an IR compiled at load, nothing
+NATIVE, JIT, NONE = "sass", "ptx-jit", "none"
+#: why a decision is what it is (:attr:`Decision.outcome`): an image loads; the module holds no
+#: image for the device; the image picked lacks the kernel asked for; the runtime refuses the
+#: pick (or the device) for a floor it does not meet; or for another reason (a mislabelled IR)
+LOADS, NO_IMAGE, KERNEL_NOT_FOUND, BELOW_FLOOR, REFUSED = (
+    "loads", "no-image", "not-found", "floor", "refused")
+OUTCOMES = (LOADS, NO_IMAGE, KERNEL_NOT_FOUND, BELOW_FLOOR, REFUSED)
 
 NO_BINARY = "CUDA_ERROR_NO_BINARY_FOR_GPU"
 UNSUPPORTED_PTX = "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"
@@ -81,7 +94,7 @@ class ImageInfo:
     label: str = ""
     kernels: frozenset[str] | None = field(default=None, repr=False)  # thousands, at times
     target: Arch | None = None
-    toolkit: CudaVersion | None = None
+    toolkit: Version | None = None
     abi_version: int | None = None
     compression: str | None = None
     variables: bool = False
@@ -123,64 +136,22 @@ class Floor:
     producer), "variant" (``a``/``f`` targets), "compression", "ptx-isa". ``need`` None means
     newer than any release known here. ``error`` is the CUresult a driver below the floor gives.
     ``built`` is the toolkit of a ``family`` floor's cubin, ``host`` the input's OS
-    (:attr:`ImageInfo.host`): whose driver numbers :attr:`release` gives.
+    (:attr:`ImageInfo.host`): whose driver numbers :attr:`release` gives. The vendor that makes
+    a floor fills :attr:`release` and :attr:`needs` (CUDA:
+    :func:`fatbinkit.vendors.cuda.loading.floor`).
     """
 
     what: str
-    need: CudaVersion | None
+    need: Version | None
     why: str
     error: str
     family: bool = False  # any driver of need's major (minor-version compatibility) or newer
-    built: CudaVersion | None = None
+    built: Version | None = None
     host: str | None = None
-
-    @property
-    def release(self) -> Release | None:
-        """The minimum driver versions that meet the floor: Table 3's row for :attr:`need`, or
-        for a family floor whose cubin is newer than its major's first release, the minor-version
-        compatibility row (Table 2: a CUDA 11.7 cubin needs 450.80.02, not the 11.0 driver)."""
-        if self.need is None:
-            return None
-        compat = MINOR_COMPAT_DRIVER.get(self.need[0]) if self.family else None
-        if compat is not None and self.built is not None and self.built >= compat.cuda:
-            return Release(self.need, compat.linux, compat.windows)
-        return release_for(self.need)
-
-    @property
-    def needs(self) -> str:
-        """``CUDA 12.9 (Linux driver >= 575.51.03)``, or for a family ``a CUDA 13.x driver
-        (Linux >= 580.65.06)``."""
-        if self.need is None:
-            return "a CUDA release newer than any known"
-        if self.family:
-            rel = self.release
-            numbers = f" ({drivers_text(rel, self.host, '')})" if rel else ""
-            return f"a CUDA {self.need[0]}.x driver{numbers}"
-        return cuda_name(self.need, self.host)
-
-    def met_by(self, driver: CudaVersion) -> bool:
-        """Whether ``driver`` meets the floor: its CUDA version, and for a :class:`Driver`
-        (named by its version) whose CUDA version is the floor's own or, for a family floor,
-        below the cubin's toolkit (minor-version compatibility), the minimum driver version of
-        :attr:`release` in the column of :attr:`host` (Linux where the input's OS is not
-        known): every R450 driver implements CUDA 11.0, only 450.80.02 and later run 11.1+
-        cubins."""
-        if self.need is None:
-            return driver > NEWEST_KNOWN_CUDA  # beyond the tables: assumed to know it
-        if driver < self.need:
-            return False
-        rel = self.release
-        if not isinstance(driver, Driver) or rel is None:
-            return True
-        if driver > self.need and (not self.family or driver >= (self.built or self.need)):
-            return True
-        number = rel.driver(self.host)
-        return number is None or driver.version >= version_tuple(number)
-
-    def refusal(self, driver: CudaVersion) -> str:
-        """``cubin built by CUDA 13.2 needs CUDA 13.0 (Linux driver >= 580.65.06); driver
-        12.8 refuses it``."""
-        return f"{self.why} needs {self.needs}; driver {driver_name(driver)} refuses it"
+    # filled by the vendor's rules: the minimum driver versions that meet the floor (for host),
+    # and what it needs in words ("CUDA 12.9 (Linux driver >= 575.51.03)")
+    release: Release | None = field(default=None, kw_only=True)
+    needs: str = field(kw_only=True)
 
     def __str__(self) -> str:
         return f"{self.why} needs {self.needs}"
@@ -204,21 +175,32 @@ class Verdict:
 class Decision:
     """What the driver would do with an image set on ``device`` (with ``driver``, if given).
 
-    ``floors`` are the minimums of the image the driver picks (device included), whether or not
+    ``how`` says how the image loads (:data:`NATIVE`, :data:`JIT`, :data:`NONE`), ``outcome``
+    why, in words every vendor shares (:data:`OUTCOMES`); ``error`` is the vendor's name for
+    the failure (``CUDA_ERROR_NO_BINARY_FOR_GPU``), a detail. ``floors`` are the minimums of the
+    image the driver picks (device included), whether or not
     ``driver`` meets them; ``floor`` is the one that failed; ``warnings`` name what could not be
     checked (a device or toolkit the tables do not know).
     """
 
     device: Arch
-    driver: CudaVersion | None
+    driver: Version | None
     image: ImageInfo | None
-    how: str  # "sass", "ptx-jit" or "none"
+    how: str  # NATIVE, JIT or NONE
     reason: str
     error: str | None
     verdicts: tuple[Verdict, ...] = field(repr=False)
     floors: tuple[Floor, ...] = field(default=(), repr=False)
     floor: Floor | None = None
     warnings: tuple[str, ...] = ()
+    outcome: str = field(kw_only=True)  # OUTCOMES: why, in words every vendor shares
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise InvalidArgumentError(f"a decision's outcome is one of {', '.join(OUTCOMES)}, "
+                                       f"not {self.outcome!r}")
+        if (self.outcome == LOADS) != (self.image is not None):
+            raise InvalidArgumentError("a decision loads exactly when it picks an image")
 
     @property
     def loadable(self) -> bool:
@@ -228,10 +210,10 @@ class Decision:
     def restricted(self) -> bool:
         """No image for this arch (not a floor), or the image loaded lacks the kernel: built for
         other GPUs."""
-        return not self.loadable and self.floor is None and self.error in (NO_BINARY, NOT_FOUND)
+        return self.outcome in (NO_IMAGE, KERNEL_NOT_FOUND)
 
     @property
-    def min_driver(self) -> CudaVersion | None:
+    def min_driver(self) -> Version | None:
         """The lowest CUDA version a driver needs for the picked image (None: no image is picked
         or a floor is unknown)."""
         if not self.floors or any(f.need is None for f in self.floors):
@@ -279,16 +261,26 @@ class Decision:
 
 
 def highest_release(releases: Iterable[Release | None]) -> Release | None:
-    """The release of the highest CUDA version, of the highest Linux, then Windows, driver
+    """The release of the highest runtime version, of the highest Linux, then Windows, driver
     among equals (a CUDA 12.0 device floor, 12.0 GA's 525.60.13 / 527.41, and a CUDA 12.9
     cubin's, Table 2's 525.60.13 / 528.33: the latter)."""
     known = [r for r in releases if r is not None]
-    return max(known, key=lambda r: (r.cuda, version_tuple(r.linux),
-                                     version_tuple(r.windows or "0"))) if known else None
+    return max(known, key=lambda r: (r.cuda, _numbers(r.linux),
+                                     _numbers(r.windows or "0"))) if known else None
 
 
-# module outcomes, worst last
-LOADS, RESTRICTED, FAILED = "loads", "restricted", "failed"
+def _numbers(driver: str) -> tuple[int, ...]:
+    """``450.80.02`` -> ``(450, 80, 2)``: driver versions compare part by part."""
+    return tuple(int(p) for p in driver.split("."))
+
+
+def dotted(version: Version) -> str:
+    """``(13, 0)`` -> ``13.0``."""
+    return f"{version[0]}.{version[1]}"
+
+
+# module outcomes, worst last (a module that loads: LOADS)
+RESTRICTED, FAILED = "restricted", "failed"
 
 
 def module_outcome(decisions: Iterable[Decision]) -> str:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .formats.codec import DecompressionBudget
     from .formats.elf import Buffer
 
-__all__ = ["LINUX", "WINDOWS", "DeviceCode", "EntrylessContainer", "Payload"]
+__all__ = ["LINUX", "WINDOWS", "DeviceCode", "EntrylessContainer", "Payload", "Place"]
 
 #: the host OS of an input, from its file format (ELF: Linux, PE: Windows): which column of a
 #: vendor's driver tables applies. None where the format does not say (a bare fatbin or cubin).
@@ -197,3 +197,18 @@ class EntrylessContainer:
     container: int
     offset: int
     member: str = ""
+
+
+@dataclass(frozen=True)
+class Place:
+    """Bytes of an input where device code may be: a section or an embedded blob of a host
+    file (``source``: its name, as :attr:`DeviceCode.source`), or a whole file (``source``
+    ``""``). ``base`` is the file offset of ``view``, ``first`` the index the first container
+    found here takes across the input, ``fd`` the file (a reader may read through it rather
+    than touch the memory map)."""
+
+    source: str
+    view: memoryview = field(repr=False)
+    base: int
+    first: int
+    fd: int | None = None

@@ -4,6 +4,7 @@ kept where they were. The tables and their sources live in :mod:`fatbinkit.vendo
 
 from __future__ import annotations
 
+from .decision import dotted
 from .vendors.cuda.driver import (
     DEVICE_SUPPORT,
     FUTURE,
@@ -20,7 +21,6 @@ from .vendors.cuda.driver import (
     as_device,
     cuda_for_driver,
     cuda_name,
-    dotted,
     driver_name,
     drivers_text,
     parse_driver,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from . import vendors
-from .decision import NOT_FOUND, Decision, ImageInfo, _count
+from .decision import KERNEL_NOT_FOUND, NONE, Decision, ImageInfo, _count
 from .device_code import LINUX, WINDOWS, DeviceCode, EntrylessContainer
 from .errors import FormatError, InvalidArgumentError, NotFoundError
 from .formats import elf
@@ -97,8 +97,9 @@ class ImageSet:
         holders = [i.name for i in self.images if i.kernels is None or kernel in i.kernels]
         others = f" (only {', '.join(holders)} has it; no fall back)" if holders else ""
         return replace(
-            d, image=None, how="none", error=NOT_FOUND, floors=(),
-            reason=f"the driver loads {d.image.name} for {d.device.sm}, which has no kernel "
+            d, image=None, how=NONE, error=vendors.VENDORS[self.vendor].not_found,
+            outcome=KERNEL_NOT_FOUND, floors=(),
+            reason=f"the driver loads {d.image.name} for {d.device}, which has no kernel "
                    f"{kernel}{others}")
 
     def __str__(self) -> str:

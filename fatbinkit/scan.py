@@ -24,31 +24,16 @@ from pathlib import Path
 from typing import IO
 
 from . import vendors
-from .device_code import DeviceCode, EntrylessContainer
+from .device_code import DeviceCode, EntrylessContainer, Place
 from .errors import FatbinkitError, FormatError, InputError, naming
 from .formats import elf, pe
 from .formats.archive import ArMember, ar_members, is_archive
 from .formats.elf import Buffer
-from .formats.fatbin import (
-    ENTRY_HEADER_SIZE,
-    ENTRY_VERSION,
-    EntryHeader,
-    EntryKind,
-    FatbinEntry,
-    Reader,
-    entry_flags,
-    is_fatbin,
-    iter_container_entries,
-)
+from .formats.fatbin import Reader
 from .infile import FilePath, as_input, open_input
 
 __all__ = [
-    "FATBIN_SECTION",
-    "PE_FATBIN_SECTION",
-    "PE_RELFATBIN_SECTION",
-    "RELFATBIN_SECTION",
     "archive_objects",
-    "bare_entry",
     "extract_names",
     "listed",
     "scan",
@@ -56,12 +41,7 @@ __all__ = [
     "source_keys",
 ]
 
-FATBIN_SECTION = ".nv_fatbin"
-RELFATBIN_SECTION = "__nv_relfatbin"
-PE_FATBIN_SECTION = ".nv_fatb"  # .nv_fatbin in a PE image's eight-byte section names
-PE_RELFATBIN_SECTION = "__nv_rel"  # __nv_relfatbin in them (nvcc -rdc, clang -fgpu-rdc)
 _PAIR_RE = re.compile(rb"^__(.+)_start$")
-_ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
 
 
 def source_keys(source: str) -> tuple[str | None, str | None]:
@@ -73,70 +53,6 @@ def source_keys(source: str) -> tuple[str | None, str | None]:
     if source.startswith("__") and source.endswith("_start"):
         return None, source
     return source, None
-
-
-def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:
-    """A synthetic entry for a bare cubin or PTX image; ``data()`` returns it unchanged."""
-    if kind == EntryKind.ELF:
-        from .formats.cubin import cubin_arch
-
-        arch = cubin_arch(data)
-        major, minor = 1, elf.FileHeader.unpack(data).abi_version
-    else:
-        from .formats.ptx import ptx_header
-
-        (major, minor), arch = ptx_header(data)
-    header = EntryHeader(
-        kind=int(kind), version=ENTRY_VERSION, header_size=ENTRY_HEADER_SIZE, size=len(data),
-        compressed_size=0, options_offset=0, minor=minor, major=major, sm=arch.number,
-        identifier_offset=0, identifier_size=0, flags=int(entry_flags(arch)), reserved=0,
-        uncompressed_size=0,
-    )
-    return FatbinEntry(header, b"", data)
-
-
-def _fatbin_codes(
-    source: str, view: memoryview, base: int, first: int, fd: int | None,
-    entryless: list[EntrylessContainer]
-) -> list[DeviceCode]:
-    """The entries of every container in ``view``; containers with none go to ``entryless``."""
-    codes = []
-    for i, off, entries in iter_container_entries(Reader(view, fd, base)):
-        if not entries:
-            entryless.append(EntrylessContainer(source, first + i, base + off))
-        codes += [DeviceCode(source, first + i, e, base + e.offset) for e in entries]
-    return codes
-
-
-def _blob_codes(
-    source: str, view: memoryview, base: int, first: int, fd: int | None,
-    entryless: list[EntrylessContainer]
-) -> list[DeviceCode]:
-    """Device code in one blob (fatbin, cubin or PTX); [] when it is none of these."""
-    if is_fatbin(view):
-        try:
-            return _fatbin_codes(source, view, base, first, fd, entryless)
-        except FormatError as e:
-            raise type(e)(f"{source}: {e}") from e
-    code = _bare_code(source, view, base)
-    return [] if code is None else [code]
-
-
-def _bare_code(source: str, view: memoryview, base: int) -> DeviceCode | None:
-    """A bare cubin or PTX image as device code; None when ``view`` is neither.
-
-    The cubin and PTX modules are imported here, not at the top: listing the fatbins of a host
-    library (``fatbinkit ls``) never needs them.
-    """
-    from .formats.cubin import is_cubin
-    from .formats.ptx import is_ptx
-
-    if is_cubin(view):
-        return DeviceCode(source, -1, bare_entry(EntryKind.ELF, view), base)
-    if is_ptx(view):
-        end = len(bytes(view).rstrip(b"\0"))
-        return DeviceCode(source, -1, bare_entry(EntryKind.PTX, view[:end]), base)
-    return None
 
 
 def _count_containers(codes: list[DeviceCode], first: int,
@@ -202,42 +118,64 @@ def _pairs(found: dict[bytes, tuple[int, int]], limit: int) -> list[tuple[str, i
     return pairs
 
 
-def _wanted(present: set[str], all: bool, fatbins: tuple[str, ...],
-            relocatable: tuple[str, ...]) -> set[str]:
-    """The sections read, as cuobjdump selects them: the fatbin sections, and the relocatable
-    device code's with ``all`` or where the file has no fatbin section."""
-    if all or present.isdisjoint(fatbins):
-        return {*fatbins, *relocatable}
-    return set(fatbins)
-
-
 def _scan_elf(view: memoryview, fd: int | None, all: bool,
               entryless: list[EntrylessContainer], base: int = 0) -> list[DeviceCode]:
     """Device code in a host ELF file, or in one at ``base`` in the file ``fd`` reads (an
     archive member): offsets are the file's; containers with no entry go to ``entryless``."""
     src = Reader(view, fd, base)
     sections = elf.sections(src)
-    wanted = _wanted({s.name for s in sections}, all, (FATBIN_SECTION,), (RELFATBIN_SECTION,))
+    owners = _owners({s.name for s in sections}, all, pe=False)
     codes: list[DeviceCode] = []
     first = 0
     for sec in sections:
-        if sec.name not in wanted or sec.header.type == elf.SHT_NOBITS or sec.header.size == 0:
+        vendor = owners.get(sec.name)
+        if vendor is None or sec.header.type == elf.SHT_NOBITS or sec.header.size == 0:
             continue
         off, size = sec.header.offset, sec.header.size  # inside the file: elf.sections checks
-        try:
-            found = _fatbin_codes(sec.name, view[off : off + size], base + off, first, fd,
-                                  entryless)
-        except FormatError as e:
-            where = None if e.offset is None else base + off + e.offset
-            msg = str(e).rsplit(" (at offset", 1)[0]
-            raise type(e)(f"{sec.name}: {msg}", offset=where) from e
-        codes += found
+        codes += _section(vendor, Place(sec.name, view[off : off + size], base + off, first, fd),
+                          entryless)
         first = _count_containers(codes, first, entryless)
     for sym, off, size in _symbol_pairs(src, sections):
-        found = _blob_codes(sym, view[off : off + size], base + off, first, fd, entryless)
-        codes += found
+        codes += _blob(Place(sym, view[off : off + size], base + off, first, fd),
+                       entryless) or []
         first = _count_containers(codes, first, entryless)
     return codes
+
+
+def _owners(present: set[str], all: bool, pe: bool) -> dict[str, vendors.Vendor]:
+    """The sections each vendor reads in a host file whose sections are ``present`` (the first
+    vendor to name one owns it)."""
+    owners: dict[str, vendors.Vendor] = {}
+    for vendor in vendors.VENDORS.values():
+        for name in vendor.sections(present, all, pe):
+            owners.setdefault(name, vendor)
+    return owners
+
+
+def _section(vendor: vendors.Vendor, place: Place,
+             entryless: list[EntrylessContainer]) -> list[DeviceCode]:
+    """The device code of a section ``vendor`` owns; its errors name the section and the file
+    offset."""
+    try:
+        found = vendor.read(place, True)
+    except FormatError as e:
+        where = None if e.offset is None else place.base + e.offset
+        msg = str(e).rsplit(" (at offset", 1)[0]
+        raise type(e)(f"{place.source}: {msg}", offset=where) from e
+    assert found is not None  # a claimed section is read, or its error raised
+    entryless += found[1]
+    return found[0]
+
+
+def _blob(place: Place, entryless: list[EntrylessContainer]) -> list[DeviceCode] | None:
+    """The device code of an embedded blob or a whole file, from the first vendor whose it is;
+    None when it is no vendor's."""
+    for vendor in vendors.VENDORS.values():
+        found = vendor.read(place, False)
+        if found is not None:
+            entryless += found[1]
+            return found[0]
+    return None
 
 
 def _pe_symbol_pairs(view: memoryview, image: pe.PeFile) -> list[tuple[str, int, int]]:
@@ -308,16 +246,14 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
     fd = None if file is None else file.fileno()
     if is_archive(view):
         return tuple(_scan_archive(view, fd, all, path, entryless))
-    if is_fatbin(view):
-        return tuple(_fatbin_codes("", view, 0, 0, fd, entryless))
     if _host_elf(view):  # a host file: .so, .o, executable
         return tuple(_scan_elf(view, fd, all, entryless))
     if pe.is_pe(view) or pe.is_coff_object(view):  # a Windows DLL, .pyd, EXE or .obj
         return tuple(_scan_pe(view, fd, all, entryless))
-    code = _bare_code("", view, 0)
-    if code is None:
+    codes = _blob(Place("", view, 0, 0, fd), entryless)  # a vendor's own file: a fatbin...
+    if codes is None:
         raise FormatError("no device code: not a fatbin, cubin, PTX, ELF or PE file", offset=0)
-    return (code,)
+    return tuple(codes)
 
 
 def _scan_pe(view: memoryview, fd: int | None, all: bool,
@@ -328,24 +264,19 @@ def _scan_pe(view: memoryview, fd: int | None, all: bool,
     :func:`_scan_elf` selects an ELF file's, in file order; then blobs between
     ``__X_start``/``__X_end`` symbols (fatbinkit's COFF embedding objects)."""
     image = pe.read(view)
-    wanted = _wanted({s.name for s in image.sections}, all,
-                     (PE_FATBIN_SECTION, FATBIN_SECTION), (PE_RELFATBIN_SECTION, RELFATBIN_SECTION))
+    owners = _owners({s.name for s in image.sections}, all, pe=True)
     codes: list[DeviceCode] = []
     first = 0
     for sec in image.sections:
-        if sec.name not in wanted or not sec.size:
+        vendor = owners.get(sec.name)
+        if vendor is None or not sec.size:
             continue
         off, size = sec.offset, sec.size  # inside the file: pe.read checks
-        try:
-            found = _fatbin_codes(sec.name, view[off : off + size], off, first, fd, entryless)
-        except FormatError as e:
-            where = None if e.offset is None else off + e.offset
-            msg = str(e).rsplit(" (at offset", 1)[0]
-            raise type(e)(f"{sec.name}: {msg}", offset=where) from e
-        codes += found
+        codes += _section(vendor, Place(sec.name, view[off : off + size], off, first, fd),
+                          entryless)
         first = _count_containers(codes, first, entryless)
     for sym, off, size in _pe_symbol_pairs(view, image):
-        codes += _blob_codes(sym, view[off : off + size], off, first, fd, entryless)
+        codes += _blob(Place(sym, view[off : off + size], off, first, fd), entryless) or []
         first = _count_containers(codes, first, entryless)
     return codes
 

@@ -100,7 +100,12 @@ from .outfile import atomic_path
 from .parallel import as_jobs
 from .progress import Progress, reporter
 from .progress import check as check_progress
-from .scan import FATBIN_SECTION, PE_FATBIN_SECTION, PE_RELFATBIN_SECTION, RELFATBIN_SECTION
+from .vendors.cuda.finding import (
+    FATBIN_SECTION,
+    PE_FATBIN_SECTION,
+    PE_RELFATBIN_SECTION,
+    RELFATBIN_SECTION,
+)
 
 __all__ = [
     "CODECS",

@@ -11,28 +11,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import vendors
 from .decision import (
     FAILED,
+    NATIVE,
     RESTRICTED,
-    SASS,
     Decision,
     _count,
     highest_release,
     module_outcome,
 )
 from .driver import (
-    DEVICE_SUPPORT,
     CudaVersion,
     DriverLike,
     Release,
-    as_cuda_version,
-    as_device,
     cuda_name,
     dotted,
     driver_name,
 )
 from .errors import InvalidArgumentError, NotFoundError
-from .formats.arch import Arch, ArchLike, as_arch
+from .formats.arch import ArchLike
 from .imagesets import ImageSet
 
 __all__ = [
@@ -68,7 +66,7 @@ class ArchVerdict:
     ``check --strict``.
     """
 
-    device: Arch
+    device: Any  # the vendor's GPU (CUDA: an Arch, no suffix); str() names it
     driver: CudaVersion | None
     loading: tuple[str, ...]
     restricted: tuple[str, ...]
@@ -84,6 +82,7 @@ class ArchVerdict:
     min_release: Release | None = None  # the driver versions of min_driver (Floor.release)
     host: str | None = None  # the input's OS (ImageInfo.host): whose driver numbers apply
     entryless: tuple[str, ...] = ()  # the restricted modules that are containers with no entry
+    vendor: str = field(kw_only=True)  # whose rules (fatbinkit.vendors.VENDORS) made it
 
     @classmethod
     def of(cls, device: ArchLike, driver: DriverLike | None,
@@ -92,8 +91,8 @@ class ArchVerdict:
         """The verdict over modules whose per-kernel decisions are already made: one decision
         per name of ``kernels`` (one list per module; default: each module's
         :attr:`ImageSet.kernels`, as :meth:`ImageSet.decisions` makes them)."""
-        device = as_device(device, "device")
-        driver = None if driver is None else as_cuda_version(driver)
+        vendor, device = vendors.device(device, "device")
+        driver = None if driver is None else vendor.runtime(driver)
         loading: list[str] = []
         restricted: list[str] = []
         failed: list[tuple[str, Decision]] = []
@@ -125,7 +124,7 @@ class ArchVerdict:
                     entryless.append(s.label)
             else:
                 loading.append(s.label)
-                if not any(d.how == SASS for d in ds):
+                if not any(d.how == NATIVE for d in ds):
                     jit.append(s.label)
                 # ds holds one decision per kernel (one for a set without kernels: none missing)
                 missing += [(s.label, k) for k, d in zip(names[id(s)], ds, strict=False)
@@ -145,11 +144,11 @@ class ArchVerdict:
         kernels_load = not any_kernels or any(
             s.kernels and s.label in loading for s, _ in counted)
         host = next((i.host for s, _ in modules for i in s.images), None)
-        return cls(Arch(device.number, future=device.future), driver, tuple(loading),
+        return cls(device, driver, tuple(loading),
                    tuple(restricted), tuple(failed), tuple(data_only), tuple(missing),
                    tuple(empty), low if known else None, known, kernels_load, tuple(warnings),
                    tuple(jit), highest_release(releases) if known else None, host,
-                   tuple(entryless))
+                   tuple(entryless), vendor=vendor.name)
 
     @property
     def modules(self) -> int:
@@ -190,19 +189,15 @@ class ArchVerdict:
     @property
     def max_driver(self) -> CudaVersion | None:
         """The last CUDA version whose driver drives this device (None: still supported)."""
-        support = DEVICE_SUPPORT.get(self.device.number)
-        return support.last if support else None
+        return vendors.VENDORS[self.vendor].last_runtime(self.device)
 
     @property
     def driver_gap(self) -> str | None:
         """Why no driver meets :attr:`min_driver` on this device, if none does (CUDA 13 cubins
         on a GPU that only CUDA 12 drivers call sm_101)."""
-        last = self.max_driver
-        if last is None or self.min_driver is None or self.min_driver <= last:
+        if self.min_driver is None:
             return None
-        note = DEVICE_SUPPORT[self.device.number].note
-        return (f"{self.device.sm} GPUs are driven up to CUDA {dotted(last)} only ({note}), "
-                f"the images need CUDA {dotted(self.min_driver)}")
+        return vendors.VENDORS[self.vendor].gap(self.device, self.min_driver)
 
     @property
     def ok(self) -> bool:
@@ -221,7 +216,7 @@ class ArchVerdict:
         gap = self.driver_gap
         if gap is None:
             return self._modules_reason
-        gap = f"no driver can load it on {self.device.sm}: {gap}"
+        gap = f"no driver can load it on {self.device!s}: {gap}"
         return f"{self._modules_reason} (and {gap})" if self._coverage_fails else gap
 
     @property
@@ -242,23 +237,23 @@ class ArchVerdict:
             return f"{len(self.failed)}/{_count(n, 'module')} cannot load: {top}" + (
                 f" [{count} of them]" if count != len(self.failed) else "") + more
         if not self.loading:
-            return f"no module holds an image for {self.device.sm}" + (
+            return f"no module holds an image for {self.device!s}" + (
                 f" ({len(self.entryless)} of {_count(n, 'module')} empty containers, no entries: "
                 "images removed, e.g. by prune)" if self.entryless else "")
         if not self.kernels_load:
-            return (f"no module with kernels holds an image for {self.device.sm} (only "
+            return (f"no module with kernels holds an image for {self.device!s} (only "
                     f"{_count(len(self.loading), 'data-only module')} load)")
         text = f"{len(self.loading)}/{_count(n, 'module')} " + ("loads" if n == 1 else "load")
         if self.restricted:
             text += (f"; {_count(len(self.restricted), 'module')} built for other GPUs hold no "
-                     f"image (or kernel) for {self.device.sm}: loaded lazily, they fail only if "
+                     f"image (or kernel) for {self.device!s}: loaded lazily, they fail only if "
                      "used on this one")
         if self.entryless:
             text += (f" ({len(self.entryless)} of them empty containers, no entries: images "
                      "removed, e.g. by prune)")
         if self.missing:
             text += (f"; {_count(len(self.missing), 'kernel')} of loading modules not in the "
-                     f"image for {self.device.sm} (built for other GPUs only)")
+                     f"image for {self.device!s} (built for other GPUs only)")
         if self.data_only_failed:
             _, d = self.data_only_failed[0]
             text += (f"; {_count(len(self.data_only_failed), 'data-only module')} (variables, "
@@ -267,7 +262,7 @@ class ArchVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "device": self.device.sm,
+            "device": str(self.device),
             "driver": dotted(self.driver) if self.driver else None,
             "status": self.status,
             "reason": self.reason,
@@ -292,11 +287,11 @@ class ArchVerdict:
 
     def __str__(self) -> str:
         driver = f" with driver {dotted(self.driver)}" if self.driver else ""
-        return f"{self.device.sm}{driver}: {self.status}: {self.reason}"
+        return f"{self.device!s}{driver}: {self.status}: {self.reason}"
 
     def __repr__(self) -> str:
         """Counts, not the modules' names: short for a library of thousands of modules."""
-        return (f"ArchVerdict({self.device.sm}, driver={_driver_repr(self.driver)}, "
+        return (f"ArchVerdict({self.device!s}, driver={_driver_repr(self.driver)}, "
                 f"status={self.status!r}, modules={self.modules}, "
                 f"loading={len(self.loading)}, restricted={len(self.restricted)}, "
                 f"failed={len(self.failed)}, data_only_failed={len(self.data_only_failed)}, "
@@ -336,7 +331,7 @@ class TotalVerdict:
     the lowest driver. Its driver floor is the lowest any build needs (:meth:`floor`). The
     others are in :attr:`files` and the JSON's ``alternatives`` but neither fail nor count."""
 
-    device: Arch
+    device: Any  # the vendor's GPU (CUDA: an Arch, no suffix); str() names it
     driver: CudaVersion | None
     files: tuple[tuple[str, ArchVerdict], ...]  # (the file's path in the wheel or folder, ...)
     alternatives: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -503,7 +498,7 @@ class TotalVerdict:
         arch, or is partial), and why."""
         units = self.units
         n = len(units)
-        sm = self.device.sm
+        sm = str(self.device)
         failing, nothing = self.named("fails"), self.named("other_gpus_only")
         if failing:
             return _first(failing, n, "cannot load", units)
@@ -535,7 +530,7 @@ class TotalVerdict:
                            "min_driver": _dotted_or_none(verdicts[m].min_driver)}
                           for m in members]})
         return {
-            "device": self.device.sm,
+            "device": str(self.device),
             "driver": dotted(self.driver) if self.driver else None,
             "status": self.status,
             "reason": self.reason,
@@ -556,11 +551,11 @@ class TotalVerdict:
 
     def __str__(self) -> str:
         driver = f" with driver {dotted(self.driver)}" if self.driver else ""
-        return f"{self.device.sm}{driver}: {self.status}: {self.reason}"
+        return f"{self.device!s}{driver}: {self.status}: {self.reason}"
 
     def __repr__(self) -> str:
         """Counts, not the files' verdicts: short for a wheel of hundreds of libraries."""
-        return (f"TotalVerdict({self.device.sm}, driver={_driver_repr(self.driver)}, "
+        return (f"TotalVerdict({self.device!s}, driver={_driver_repr(self.driver)}, "
                 f"status={self.status!r}, files={len(self.files)}, "
                 f"alternatives={len(self.alternatives)}, modules={self.modules})")
 
@@ -576,7 +571,7 @@ class ArchMinDriver:
     ``max_driver`` the last CUDA version that drives the device (None: still driven) and
     ``driver_gap`` why no driver can load the images on it, if none can."""
 
-    device: Arch
+    device: Any  # the vendor's GPU (CUDA: an Arch, no suffix); str() names it
     min_driver: CudaVersion | None
     min_driver_known: bool
     min_release: Release | None
@@ -636,7 +631,7 @@ class ArchMinDriver:
 
     def __str__(self) -> str:
         """``sm_90: CUDA 12.0 (Linux driver >= 525.60.13): every module``."""
-        return f"{self.device.sm}: {self.text}"
+        return f"{self.device!s}: {self.text}"
 
 
 @dataclass(frozen=True)
@@ -655,10 +650,10 @@ class MinDriver:
     alternatives: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __getitem__(self, arch: ArchLike) -> ArchMinDriver:
-        device = as_device(arch, "GPU arch")
-        found = next((a for a in self.archs if a.device.number == device.number), None)
+        _, device = vendors.device(arch, "GPU arch")
+        found = next((a for a in self.archs if a.device == device), None)
         if found is None:
-            raise NotFoundError.among("arch", device.sm, [a.device.sm for a in self.archs],
+            raise NotFoundError.among("arch", str(device), [str(a.device) for a in self.archs],
                                       self.file)
         return found
 
@@ -671,7 +666,7 @@ class MinDriver:
     def to_dict(self) -> dict[str, Any]:
         """``check --min-driver --json``: of a file, or (with :attr:`files`) of a wheel or
         folder."""
-        per_arch = {a.device.sm: a.to_dict() for a in self.archs}
+        per_arch = {str(a.device): a.to_dict() for a in self.archs}
         if self.files is None:
             return {"file": self.file, "modules": self.modules, "min_driver": per_arch}
         return {"file": self.file, "files": list(self.files), "modules": self.modules,
@@ -686,8 +681,8 @@ class MinDriver:
                  + (f" in {len(self.files)} file(s)" if self.files is not None else "")
                  + (f"; {empty} empty ones, no kernels and no variables: never loaded, left "
                     "out" if empty > 0 else "") + ")"]
-        width = max((len(a.device.sm) for a in self.archs), default=0) + 2
-        lines += [f"  {a.device.sm.ljust(width)}{a.text}" for a in self.archs]
+        width = max((len(str(a.device)) for a in self.archs), default=0) + 2
+        lines += [f"  {str(a.device).ljust(width)}{a.text}" for a in self.archs]
         lines += [f"warning: {w}" for w in dict.fromkeys(
             w for a in self.archs for w in a.verdict.warnings)]
         return "\n".join(lines)
@@ -721,8 +716,8 @@ def file_verdict(sets: Sequence[ImageSet], device: ArchLike,
                  driver: DriverLike | None = None) -> ArchVerdict:
     """The verdict on ``device`` (with ``driver``) for every load unit of a file, e.g.
     ``file_verdict(image_sets(Path("libcublas.so.13")), Arch(90), (13, 0)).status``."""
-    device = as_arch(device, "device")
-    driver = None if driver is None else as_cuda_version(driver)
+    vendor, device = vendors.device(device, "device")
+    driver = None if driver is None else vendor.runtime(driver)
     return ArchVerdict.of(device, driver,
                           [(s, [d for _, d in s.decisions(device, driver)]) for s in sets])
 

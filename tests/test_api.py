@@ -57,7 +57,7 @@ MODULES = sorted([m.name for m in pkgutil.iter_modules(fatbinkit.__path__)
 # 28): each re-exports only from these
 FACADES = {"compat": {"fatbinkit.decision", "fatbinkit.imagesets", "fatbinkit.verdict",
                       "fatbinkit.vendors.cuda.loading"},
-           "driver": {"fatbinkit.vendors.cuda.driver"}}
+           "driver": {"fatbinkit.decision", "fatbinkit.vendors.cuda.driver"}}
 
 
 class BytesPath:

@@ -14,25 +14,26 @@ test's toy format; AMD and Intel next)::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from ..decision import Decision, Floor, ImageInfo
-    from ..device_code import DeviceCode
+    from ..device_code import DeviceCode, EntrylessContainer, Place
     from ..formats.codec import DecompressionBudget
     from ..formats.cubin import CubinFunction
 
 __all__ = [
     "VENDORS",
     "Vendor",
+    "device",
     "device_machine",
     "of",
     "register",
     "registered",
-    "sort_key",
+    "row_key",
     "target_key",
     "target_kind",
 ]
@@ -66,10 +67,58 @@ class Vendor(Protocol):
         ...
 
     @property
+    def not_found(self) -> str:
+        """The runtime's name for a kernel the loaded image lacks (CUDA:
+        ``CUDA_ERROR_NOT_FOUND``, what ``cuModuleGetFunction`` returns)."""
+        ...
+
+    @property
     def loadable(self) -> frozenset[str]:
         """The kinds of image a device loads (CUDA: SASS and PTX): listed by default, read
         for kernel names, grouped into modules; other kinds (LTO-IR) are listed with
         ``all``."""
+        ...
+
+    def sections(self, present: Collection[str], all: bool, pe: bool) -> frozenset[str]:
+        """The sections of a host file (ELF, or PE with ``pe``) whose sections are
+        ``present`` that hold this vendor's containers, as its own tools select them (CUDA:
+        cuobjdump's rule for ``.nv_fatbin`` and ``__nv_relfatbin``; ``all``: every one)."""
+        ...
+
+    def read(self, place: Place, claimed: bool,
+             ) -> tuple[list[DeviceCode], list[EntrylessContainer]] | None:
+        """The images at ``place``, and its containers with no entry: for a ``claimed``
+        section (one :meth:`sections` names), its containers, anything else there a
+        :class:`~fatbinkit.errors.FormatError`; for an embedded blob or a whole file, None
+        when the bytes are not this vendor's."""
+        ...
+
+    def device(self, value: object, what: str = "GPU arch") -> Any | None:
+        """The GPU ``value`` names (CUDA: an :class:`~fatbinkit.formats.arch.Arch` of a
+        compute capability NVIDIA lists, no suffix), its ``str()`` its name; None when
+        ``value`` is not this vendor's spelling; :class:`~fatbinkit.errors.
+        InvalidArgumentError` (naming ``what``) when it is, but no such GPU exists."""
+        ...
+
+    def runtime(self, value: object, what: str = "driver") -> tuple[int, int]:
+        """A runtime version (CUDA: a driver, as the CUDA version it implements), from any way
+        a user gives one."""
+        ...
+
+    def runtime_name(self, version: tuple[int, int]) -> str:
+        """``"13.0"``; a driver given by its own number, that number."""
+        ...
+
+    def last_runtime(self, device: Any) -> tuple[int, int] | None:
+        """The last runtime version that drives ``device`` (None: still driven)."""
+        ...
+
+    def gap(self, device: Any, need: tuple[int, int]) -> str | None:
+        """Why no runtime that drives ``device`` meets ``need``, if none does."""
+        ...
+
+    def every_device(self) -> tuple[Any, ...]:
+        """Every GPU the vendor's tables list (``check --min-driver``'s default)."""
         ...
 
     def sort_key(self, kind: str, target: str) -> tuple[Any, ...]:
@@ -217,16 +266,32 @@ def target_key(target: str) -> tuple[Any, ...]:
     return (vendor.name, *vendor.target_key(target))
 
 
+def device(value: object, what: str = "GPU arch") -> tuple[Vendor, Any]:
+    """The vendor of the GPU ``value`` names, and that GPU (:meth:`Vendor.device`); when no
+    vendor knows it, the first vendor's error (CUDA's, for ``sm_91``: no such GPU)."""
+    error: InvalidArgumentError | None = None
+    for vendor in VENDORS.values():
+        try:
+            found = vendor.device(value, what)
+        except InvalidArgumentError as e:
+            error = error or e
+            continue
+        if found is not None:
+            return vendor, found
+    raise error or InvalidArgumentError(f"{what} {value!r}: no vendor names a GPU so")
+
+
 def device_machine(machine: int) -> bool:
     """Whether an ELF file of ``e_machine`` ``machine`` is a vendor's device code (a cubin, an
     AMDGPU code object) rather than a host file."""
     return any(machine in v.machines for v in VENDORS.values())
 
 
-def sort_key(code: DeviceCode) -> tuple[Any, ...]:
-    """Summary order across vendors: by vendor name, then the vendor's own
-    (:meth:`Vendor.sort_key`)."""
-    return (code.vendor, *of(code).sort_key(code.kind, code.target))
+def row_key(kind: str, target: str) -> tuple[Any, ...]:
+    """Where a summary row of ``kind`` images for ``target`` goes: by vendor, then the
+    vendor's own order (:meth:`Vendor.sort_key`)."""
+    vendor, _ = _spelling(target)
+    return (vendor.name, *vendor.sort_key(kind, target))
 
 
 def _install() -> None:

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +15,7 @@ from ...formats.fatbin import EntryKind, FatbinEntry, kind_name
 
 if TYPE_CHECKING:
     from ...decision import Decision, Floor, ImageInfo
-    from ...device_code import DeviceCode
+    from ...device_code import DeviceCode, EntrylessContainer, Place
     from ...formats.codec import DecompressionBudget
     from ...formats.cubin import CubinFunction
     from .driver import DriverLike
@@ -53,6 +53,62 @@ class CudaVendor:
     loadable: frozenset[str] = frozenset({"sass", "ptx"})
     function_kinds: frozenset[str] = frozenset({"sass"})
     machines: frozenset[int] = frozenset({EM_CUDA})
+    not_found: str = "CUDA_ERROR_NOT_FOUND"
+
+    def sections(self, present: Collection[str], all: bool, pe: bool) -> frozenset[str]:
+        from .finding import sections
+
+        return sections(present, all, pe)
+
+    def read(self, place: Place, claimed: bool,
+             ) -> tuple[list[DeviceCode], list[EntrylessContainer]] | None:
+        from .finding import read
+
+        return read(place, claimed)
+
+    def device(self, value: object, what: str = "GPU arch") -> Arch | None:
+        """:func:`~fatbinkit.driver.as_device`, the suffix dropped (a GPU has none); an
+        :class:`~fatbinkit.errors.InvalidArgumentError` for any value that is not one (CUDA is
+        asked first: its errors are the ones users of NVIDIA GPUs see)."""
+        from .driver import as_device
+
+        if isinstance(value, Arch) and not value.suffix:
+            return value
+        d = as_device(value, what)
+        return Arch(d.number, future=d.future)
+
+    def runtime(self, value: object, what: str = "driver") -> tuple[int, int]:
+        from .driver import as_cuda_version
+
+        return as_cuda_version(value, what)
+
+    def runtime_name(self, version: tuple[int, int]) -> str:
+        from .driver import driver_name
+
+        return driver_name(version)
+
+    def last_runtime(self, device: Arch) -> tuple[int, int] | None:
+        from .driver import DEVICE_SUPPORT
+
+        support = DEVICE_SUPPORT.get(device.number)
+        return support.last if support else None
+
+    def gap(self, device: Arch, need: tuple[int, int]) -> str | None:
+        """CUDA 13 cubins on a GPU that only CUDA 12 drivers call sm_101."""
+        from ...decision import dotted
+        from .driver import DEVICE_SUPPORT
+
+        last = self.last_runtime(device)
+        if last is None or need <= last:
+            return None
+        note = DEVICE_SUPPORT[device.number].note
+        return (f"{device.sm} GPUs are driven up to CUDA {dotted(last)} only ({note}), "
+                f"the images need CUDA {dotted(need)}")
+
+    def every_device(self) -> tuple[Arch, ...]:
+        from .driver import DEVICE_SUPPORT
+
+        return tuple(Arch(n) for n in DEVICE_SUPPORT)
 
     def sort_key(self, kind: str, target: str) -> tuple[Any, ...]:
         """As cuobjdump's kinds number them (PTX 1, ELF 2, LTO-IR 8), then SM and suffix."""

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from ...decision import dotted
 from ...device_code import LINUX, WINDOWS
 from ...errors import InvalidArgumentError
 from ...formats.arch import Arch, as_arch
@@ -36,7 +37,6 @@ __all__ = [
     "as_device",
     "cuda_for_driver",
     "cuda_name",
-    "dotted",
     "driver_name",
     "drivers_text",
     "parse_driver",
@@ -49,11 +49,6 @@ CudaVersion = tuple[int, int]
 DriverLike: TypeAlias = tuple[int, int] | str | int
 
 _OS_NAMES = {LINUX: "Linux", WINDOWS: "Windows"}
-
-
-def dotted(version: CudaVersion) -> str:
-    """``(13, 0)`` -> ``13.0``."""
-    return f"{version[0]}.{version[1]}"
 
 
 def version_tuple(driver: str) -> tuple[int, ...]:

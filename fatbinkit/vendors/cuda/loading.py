@@ -59,17 +59,22 @@ import re
 from collections.abc import Iterable
 
 from ...decision import (
+    BELOW_FLOOR,
     INVALID_IMAGE,
     INVALID_PTX,
+    LOADS,
     NO_BINARY,
     NO_DEVICE,
+    NO_IMAGE,
     PTX,
+    REFUSED,
     SASS,
     UNSUPPORTED_PTX,
     Decision,
     Floor,
     ImageInfo,
     Verdict,
+    dotted,
 )
 from ...errors import FatbinkitError, FormatError, InvalidArgumentError, UnsupportedError
 from ...formats.arch import Arch, ArchLike
@@ -85,14 +90,15 @@ from ...formats.ptx import (
 from .driver import (
     DEVICE_SUPPORT,
     FUTURE,
+    MINOR_COMPAT_DRIVER,
     RELEASES,
     CudaVersion,
     Driver,
     DriverLike,
+    Release,
     as_cuda_version,
     as_device,
     cuda_name,
-    dotted,
     driver_name,
     drivers_text,
     release_for,
@@ -105,14 +111,17 @@ __all__ = [
     "VARIANT_MIN_CUDA",
     "decide",
     "device_floor",
+    "floor",
     "header_image",
     "image_floors",
     "image_from_bytes",
     "image_from_cubin",
     "image_from_entry",
     "image_from_ptx",
+    "met_by",
     "ptx_jits_for",
     "ptx_narrower",
+    "refusal",
     "sass_runs_on",
 ]
 
@@ -132,6 +141,66 @@ _OLDEST_TABLED = RELEASES[0].cuda
 _PTX_VARIABLE_AT = re.compile(rb"\.(?:global|const)[ \t]")
 _PTX_VARIABLE_LINE = re.compile(rb"[ \t]*(?:\.(?:visible|extern|weak)[ \t]+)*")
 
+
+
+def floor(what: str, need: CudaVersion | None, why: str, error: str, *, family: bool = False,
+          built: CudaVersion | None = None, host: str | None = None) -> Floor:
+    """A CUDA driver floor, with the driver versions that meet it (:func:`_release`) and what
+    it needs in words (:func:`_needs`)."""
+    release = _release(need, family, built)
+    return Floor(what, need, why, error, family, built, host, release=release,
+                 needs=_needs(need, family, release, host))
+
+
+def _release(need: CudaVersion | None, family: bool, built: CudaVersion | None,
+             ) -> Release | None:
+    """The minimum driver versions that meet a floor: Table 3's row for ``need``, or for a
+    family floor whose cubin is newer than its major's first release, the minor-version
+    compatibility row (Table 2: a CUDA 11.7 cubin needs 450.80.02, not the 11.0 driver)."""
+    if need is None:
+        return None
+    compat = MINOR_COMPAT_DRIVER.get(need[0]) if family else None
+    if compat is not None and built is not None and built >= compat.cuda:
+        return Release(need, compat.linux, compat.windows)
+    return release_for(need)
+
+
+def _needs(need: CudaVersion | None, family: bool, release: Release | None,
+           host: str | None) -> str:
+    """``CUDA 12.9 (Linux driver >= 575.51.03)``, or for a family ``a CUDA 13.x driver
+    (Linux >= 580.65.06)``."""
+    if need is None:
+        return "a CUDA release newer than any known"
+    if family:
+        numbers = f" ({drivers_text(release, host, '')})" if release else ""
+        return f"a CUDA {need[0]}.x driver{numbers}"
+    return cuda_name(need, host)
+
+
+def met_by(f: Floor, driver: CudaVersion) -> bool:
+    """Whether ``driver`` meets the floor ``f``: its CUDA version, and for a :class:`Driver`
+    (named by its version) whose CUDA version is the floor's own or, for a family floor,
+    below the cubin's toolkit (minor-version compatibility), the minimum driver version of
+    :attr:`Floor.release` in the column of :attr:`Floor.host` (Linux where the input's OS is
+    not known): every R450 driver implements CUDA 11.0, only 450.80.02 and later run 11.1+
+    cubins."""
+    if f.need is None:
+        return driver > NEWEST_KNOWN_CUDA  # beyond the tables: assumed to know it
+    if driver < f.need:
+        return False
+    rel = f.release
+    if not isinstance(driver, Driver) or rel is None:
+        return True
+    if driver > f.need and (not f.family or driver >= (f.built or f.need)):
+        return True
+    number = rel.driver(f.host)
+    return number is None or driver.version >= version_tuple(number)
+
+
+def refusal(f: Floor, driver: CudaVersion) -> str:
+    """``cubin built by CUDA 13.2 needs CUDA 13.0 (Linux driver >= 580.65.06); driver 12.8
+    refuses it``."""
+    return f"{f.why} needs {f.needs}; driver {driver_name(driver)} refuses it"
 
 
 def sass_runs_on(image: Arch, device: Arch) -> bool:
@@ -157,7 +226,7 @@ def device_floor(device: Arch, host: str | None = None) -> Floor | None:
     support = DEVICE_SUPPORT.get(device.number)
     if support is None:
         return None
-    return Floor("device", support.first, f"a {device.sm} GPU", NO_DEVICE, host=host)
+    return floor("device", support.first, f"a {device.sm} GPU", NO_DEVICE, host=host)
 
 
 def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
@@ -168,12 +237,12 @@ def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
     bad = INVALID_IMAGE if image.kind == SASS else INVALID_PTX
     host = image.host
     if image.compression in COMPRESSION_MIN_CUDA:
-        floors.append(Floor("compression", COMPRESSION_MIN_CUDA[image.compression],
+        floors.append(floor("compression", COMPRESSION_MIN_CUDA[image.compression],
                             f"{image.compression}-compressed {image.name}", bad, host=host))
     suffix = (image.target or image.arch).suffix
     if suffix:
         kind = "arch-specific" if suffix == "a" else "family-specific"
-        floors.append(Floor("variant", VARIANT_MIN_CUDA[suffix],
+        floors.append(floor("variant", VARIANT_MIN_CUDA[suffix],
                             f"{kind} ({suffix}) target {image.name}", bad, host=host))
     if image.kind == SASS:
         if image.toolkit is not None:
@@ -181,7 +250,7 @@ def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
             # within a major family from CUDA 11 on (minor-version compatibility, with the
             # driver version of Table 2 when the cubin is newer than the driver), else exactly
             need = (major, 0) if major >= 11 else image.toolkit
-            floors.append(Floor("toolkit", need, f"cubin {image.name} built by CUDA "
+            floors.append(floor("toolkit", need, f"cubin {image.name} built by CUDA "
                                 f"{dotted(image.toolkit)}", bad, family=major >= 11,
                                 built=image.toolkit, host=host))
         else:
@@ -194,7 +263,7 @@ def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
                                 "recorded; the toolkit floor is not checked")
             if image.abi_version == ABI_V2:
                 need = next(cuda for low, cuda in ABI_V2_MIN_CUDA if image.arch.number >= low)
-                floors.append(Floor("toolkit", need, f"cubin {image.name} in ELF ABI v2 "
+                floors.append(floor("toolkit", need, f"cubin {image.name} in ELF ABI v2 "
                                     "(producer toolkit not recorded)", bad, host=host))
     else:
         assert image.ptx_version is not None
@@ -202,7 +271,7 @@ def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
             need_isa: CudaVersion | None = min_driver_for_ptx_isa(image.ptx_version)
         except FatbinkitError:
             need_isa = None
-        floors.append(Floor("ptx-isa", need_isa, f"PTX ISA {dotted(image.ptx_version)} "
+        floors.append(floor("ptx-isa", need_isa, f"PTX ISA {dotted(image.ptx_version)} "
                             f"({image.arch.compute})", UNSUPPORTED_PTX, host=host))
     return tuple(floors), tuple(warnings)
 
@@ -240,16 +309,16 @@ def _compat_unknown(floors: Iterable[Floor], driver: CudaVersion) -> list[str]:
 
 def _device_refusal(device: Arch, driver: CudaVersion,
                     host: str | None) -> tuple[Floor, str] | None:
-    floor = device_floor(device)
-    if floor is None:
+    first = device_floor(device)
+    if first is None:
         return None
     support = DEVICE_SUPPORT[device.number]
-    if not floor.met_by(driver):
+    if not met_by(first, driver):
         thor = f" ({support.note})" if support.last is None and support.note else ""
-        return floor, (f"driver {driver_name(driver)} does not drive {device.sm} GPUs: "
+        return first, (f"driver {driver_name(driver)} does not drive {device.sm} GPUs: "
                        f"they need {cuda_name(support.first, host)}{thor}")
     if support.last is not None and driver > support.last:
-        return floor, (f"a driver for CUDA {dotted(driver)} no longer drives {device.sm} GPUs: "
+        return first, (f"a driver for CUDA {dotted(driver)} no longer drives {device.sm} GPUs: "
                        f"the last is CUDA {dotted(support.last)} ({support.note})")
     return None
 
@@ -297,10 +366,10 @@ def decide(
                 f"PTX labelled {img.arch.compute} but its text says .target {img.target.sm}: "
                 f"{_ptx_why_not(img.target, dev)}"), INVALID_PTX)
         else:
-            failed = next((f for f in own if driver is not None and not f.met_by(driver)), None)
+            failed = next((f for f in own if driver is not None and not met_by(f, driver)), None)
             if failed is not None:
                 assert driver is not None
-                verdict = Verdict(img, False, failed.refusal(driver), failed.error, failed)
+                verdict = Verdict(img, False, refusal(failed, driver), failed.error, failed)
             else:
                 verdict = Verdict(img, True, _fits(img, dev, driver))
         verdicts.append(verdict)
@@ -309,8 +378,10 @@ def decide(
 
     def result(image: ImageInfo | None, how: str, reason: str, error: str | None,
                floors: tuple[Floor, ...] = (), floor: Floor | None = None) -> Decision:
+        outcome = (LOADS if image is not None else BELOW_FLOOR if floor is not None else
+                   NO_IMAGE if error == NO_BINARY else REFUSED)
         return Decision(dev, driver, image, how, reason, error, tuple(verdicts), floors, floor,
-                        tuple(warnings))
+                        tuple(warnings), outcome=outcome)
 
     refused = _device_refusal(dev, driver, host) if driver is not None else None
     if sass:
