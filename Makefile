@@ -26,6 +26,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check fatbinkit tests benchmarks fuzz docs/examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 test: lint
 	$(PY) -m pytest -q tests

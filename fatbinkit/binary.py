@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import vendors
+from .decision import Version, dotted
 from .device_code import DeviceCode, EntrylessContainer
-from .driver import CudaVersion, DriverLike, dotted
 from .errors import (
     FatbinkitError,
     InputError,
@@ -44,7 +44,7 @@ from .errors import (
 )
 from .formats.arch import Arch, ArchLike
 from .formats.codec import DecompressionBudget
-from .infile import as_path
+from .infile import as_path, is_collection
 from .outfile import OutputBatch, atomic_files
 from .progress import Progress, reporter
 from .scan import extract_names, listed, scan_modules, source_keys
@@ -52,6 +52,7 @@ from .scan import extract_names, listed, scan_modules, source_keys
 if TYPE_CHECKING:
     from .collection import TotalCheck
     from .compat import ArchVerdict, Decision, ImageInfo, ImageSet, MinDriver
+    from .driver import DriverLike
     from .formats.cubin import CubinFunction
 
 __all__ = [
@@ -666,32 +667,34 @@ class Binary:
 
     @_names_its_file
     def map(self, fn: Callable[[DeviceCode], R], items: Sequence[Item], *,
-            kinds: Sequence[str] | str = ("sass", "ptx"),
+            kinds: Sequence[str] | str | None = None,
             max_decompressed: int | DecompressionBudget | None = None,
             jobs: int | None = None, progress: Progress = None,
             desc: str = "reading images") -> list[R]:
         """``[fn(item.code) for item in items]`` on ``jobs`` processes
         (:func:`fatbinkit.parallel.map_codes`: ``fn`` may be a closure; workers are forked;
         ``progress`` counts images, a bar labelled ``desc``), with the compressed payloads of
-        the ``kinds`` ``fn`` reads charged to ``max_decompressed`` first: ``fn`` reads
-        ``code.data()`` with no budget of its own."""
+        the ``kinds`` ``fn`` reads (None: those a device loads, CUDA's SASS and PTX) charged to
+        ``max_decompressed`` first: ``fn`` reads ``code.data()`` with no budget of its own."""
         budget = self._budget(max_decompressed, jobs, progress)
         if not callable(fn):
             raise InvalidArgumentError(f"map() calls fn on each image's DeviceCode: {fn!r} is "
                                        "not callable")
-        return self._read(fn, [it.code for it in items], _as_kinds(kinds), budget, desc, jobs,
-                          progress)
+        codes = [it.code for it in items]
+        return self._read(fn, codes, _loadable(codes) if kinds is None else _as_kinds(kinds),
+                          budget, desc, jobs, progress)
 
     @_names_its_file
     def extract(self, directory: str | os.PathLike[str],
                 arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
                 kernel: str | KernelFilter | None = None, *,
-                kinds: Sequence[str] | str = ("sass", "ptx"),
+                kinds: Sequence[str] | str | None = None,
                 max_decompressed: int | DecompressionBudget | None = None,
                 jobs: int | None = None, progress: Progress = None,
                 batch: OutputBatch | None = None) -> list[Path]:
-        """Write the selected images into ``directory`` under cuobjdump's names (PTX without its
-        trailing NULs, as cuobjdump writes it); all or nothing: a corrupt entry half-way leaves
+        """Write the selected images of ``kinds`` (None: those a device loads, CUDA's SASS and
+        PTX) into ``directory`` under cuobjdump's names (PTX without its trailing NULs, as
+        cuobjdump writes it); all or nothing: a corrupt entry half-way leaves
         the folder as it was. Returns the paths written (a name written twice, as with cuobjdump
         for equal identifiers, once). With ``batch`` (:func:`fatbinkit.outfile.atomic_files`),
         the files are added to it and put in place when its block ends: many binaries written
@@ -702,9 +705,10 @@ class Binary:
 
         out = as_path(directory, "output folder")
         spend = self._budget(max_decompressed, jobs, progress)
-        wanted = _as_kinds(kinds)
+        wanted = None if kinds is None else _as_kinds(kinds)
         items = [it for it in self.select(arch, kernel, max_decompressed=spend, jobs=jobs,
-                                          progress=progress) if it.kind in wanted]
+                                          progress=progress)
+                 if it.kind in (vendors.of(it.code).loadable if wanted is None else wanted)]
         try:
             created = not out.exists()
             out.mkdir(parents=True, exist_ok=True)
@@ -825,7 +829,7 @@ class Check:
 
     file: str
     archs: tuple[Arch, ...]
-    driver: CudaVersion | None
+    driver: Version | None
     rows: tuple[tuple[ImageSet, list[tuple[str | None, list[Decision]]]], ...]
     verdicts: tuple[ArchVerdict, ...]
     every_image_read: bool = True  # False: kernels only other archs' images hold not looked for
@@ -879,14 +883,14 @@ def _module_dict(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
         "raw": s.raw,
         "empty": s.empty,
         "images": [{"kind": i.kind,
-                    "arch": i.arch.compute if i.kind == "ptx" else i.arch.sm,
+                    "arch": i.arch_name,
                     "offset": i.offset,
                     "ptx_version": dotted(i.ptx_version) if i.ptx_version else None,
                     "toolkit": dotted(i.toolkit) if i.toolkit else None,
                     "compression": i.compression,
                     "read": i.kernels is not None or bool(i.unread)}
                    for i in s.images],
-        "kernels": [{"name": k, "archs": {a.sm: d.to_dict()
+        "kernels": [{"name": k, "archs": {str(a): d.to_dict()
                                           for a, d in zip(archs, ds, strict=True)}}
                     for k, ds in kernels],
     }
@@ -896,7 +900,7 @@ def _verdicts_repr(check: Check | TotalCheck) -> str:
     """``driver='13.0', works: sm_80 sm_90, fails: sm_75``: the archs by status."""
     by: dict[str, list[str]] = {}
     for v in check.verdicts:
-        by.setdefault(v.status, []).append(v.device.sm)
+        by.setdefault(v.status, []).append(str(v.device))
     driver = "None" if check.driver is None else repr(dotted(check.driver))
     return ", ".join([f"driver={driver}", *(f"{k}: {' '.join(a)}" for k, a in by.items())])
 
@@ -1007,10 +1011,8 @@ def _reread(data: bytes, all: bool, name: str) -> Binary:
 
 
 def _one_binary(path: Path) -> None:
-    """Refuse a wheel or a folder (:func:`fatbinkit.collection.is_collection`), pointing to
+    """Refuse a wheel or a folder (:func:`fatbinkit.infile.is_collection`), pointing to
     the API that reads one."""
-    from .collection import is_collection
-
     if is_collection(path):
         what = "a folder" if path.is_dir() else "a wheel"
         raise UnsupportedError(

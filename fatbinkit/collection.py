@@ -41,14 +41,15 @@ from .infile import as_path
 
 if TYPE_CHECKING:
     from .binary import ArchFilter, Binary, Check, KernelFilter
-    from .compat import MinDriver, TotalVerdict
-    from .driver import CudaVersion, DriverLike
+    from .decision import Version
+    from .driver import DriverLike
     from .formats.arch import Arch, ArchLike
     from .formats.codec import DecompressionBudget
     from .progress import Progress
+    from .verdict import MinDriver, TotalVerdict
 
 __all__ = ["MAX_MEMBER", "Member", "TotalCheck", "alternatives", "binaries", "check",
-           "cuda_build", "extract", "is_collection", "member_key", "members", "min_driver",
+           "cuda_build", "extract", "member_key", "members", "min_driver",
            "named"]
 
 MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not inflated
@@ -98,11 +99,6 @@ class Member:
 
     def __str__(self) -> str:
         return self.label
-
-
-def is_collection(path: Path) -> bool:
-    """Whether ``path`` names a folder or a wheel (a ``.whl`` file): an input of many binaries."""
-    return path.is_dir() or (path.suffix == ".whl" and path.is_file())
 
 
 def member_key(name: str) -> str:
@@ -294,7 +290,7 @@ class TotalCheck:
 
     file: str
     archs: tuple[Arch, ...]
-    driver: CudaVersion | None
+    driver: Version | None
     checks: tuple[Check, ...]
     verdicts: tuple[TotalVerdict, ...]
     alternatives: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -355,19 +351,19 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     version (:func:`alternatives`) count as the one build that serves each arch and driver
     (:class:`~fatbinkit.compat.TotalVerdict`). ``archs``, ``driver``, ``kernel`` and ``jobs``
     are checked before anything is read."""
+    from . import vendors
     from .binary import KernelFilter
-    from .compat import TotalVerdict
-    from .driver import as_cuda_version, as_device
-    from .formats.arch import Arch
     from .formats.codec import DecompressionBudget
     from .parallel import as_jobs
+    from .verdict import TotalVerdict
 
-    if isinstance(archs, (str, int, Arch)):
+    if isinstance(archs, (str, int)) or not isinstance(archs, Iterable):
         archs = [archs]
-    devices = [as_device(a, "GPU arch") for a in archs]
+    found = [vendors.device(a, "GPU arch") for a in archs]
+    devices = [d for _, d in found]
     if not devices:
         raise InvalidArgumentError("check needs at least one GPU arch")
-    cuda = None if driver is None else as_cuda_version(driver)
+    runtime = None if driver is None else found[0][0].runtime(driver)
     kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
         KernelFilter.parse(kernel)
     jobs = as_jobs(jobs)
@@ -375,7 +371,7 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     checks: list[Check] = []
     for m, binary in binaries(source, progress=progress, skipped=skipped):
         with named(m):
-            c = binary.check(devices, cuda, kf, every_image=every_image, jobs=jobs,
+            c = binary.check(devices, runtime, kf, every_image=every_image, jobs=jobs,
                              max_decompressed=max_decompressed)
         if c.rows:
             checks.append(replace(c, file=m.name))
@@ -397,15 +393,17 @@ def min_driver(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchL
                jobs: int | None = None, progress: Progress = None,
                max_decompressed: int | DecompressionBudget | None = None,
                skipped: Callable[[Member, FatbinkitError], None] | None = None) -> MinDriver:
-    """The lowest driver each of ``archs`` (default: every GPU arch NVIDIA lists,
-    :data:`fatbinkit.driver.DEVICE_SUPPORT`) needs for the libraries of ``source`` (a wheel, a
-    folder or a file): ``check --min-driver``, the library that needs it named
+    """The lowest driver each of ``archs`` (default: every GPU the vendors list,
+    :meth:`fatbinkit.vendors.Vendor.every_device`: NVIDIA's device table) needs for the
+    libraries of ``source`` (a wheel, a folder or a file): ``check --min-driver``, the
+    library that needs it named
     (:attr:`~fatbinkit.compat.ArchMinDriver.min_driver_file`). The other arguments as for
     :func:`check`."""
-    from .compat import ArchMinDriver, MinDriver
-    from .driver import DEVICE_SUPPORT
+    from . import vendors
+    from .verdict import ArchMinDriver, MinDriver
 
-    total = check(source, list(DEVICE_SUPPORT) if archs is None else archs, None, kernel,
+    every = [d for v in vendors.VENDORS.values() for d in v.every_device()]
+    total = check(source, every if archs is None else archs, None, kernel,
                   every_image=every_image, jobs=jobs, progress=progress,
                   max_decompressed=max_decompressed, skipped=skipped)
     return MinDriver(total.file, total.modules, tuple(map(ArchMinDriver.of, total.verdicts)),
@@ -414,7 +412,7 @@ def min_driver(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchL
 
 def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],
             arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
-            kernel: str | KernelFilter | None = None, *, kinds: Sequence[str] = ("sass", "ptx"),
+            kernel: str | KernelFilter | None = None, *, kinds: Sequence[str] | None = None,
             all: bool = False, max_decompressed: int | DecompressionBudget | None = None,
             jobs: int | None = None, progress: Progress = None,
             skipped: Callable[[Member, FatbinkitError], None] | None = None) -> list[Path]:

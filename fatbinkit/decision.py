@@ -22,23 +22,17 @@ if TYPE_CHECKING:
 __all__ = [
     "BELOW_FLOOR",
     "FAILED",
-    "INVALID_IMAGE",
-    "INVALID_PTX",
     "JIT",
     "KERNEL_NOT_FOUND",
     "LOADS",
     "NATIVE",
     "NONE",
-    "NOT_FOUND",
-    "NO_BINARY",
-    "NO_DEVICE",
     "NO_IMAGE",
     "OUTCOMES",
     "PTX",
     "REFUSED",
     "RESTRICTED",
     "SASS",
-    "UNSUPPORTED_PTX",
     "Decision",
     "Floor",
     "ImageInfo",
@@ -65,20 +59,17 @@ LOADS, NO_IMAGE, KERNEL_NOT_FOUND, BELOW_FLOOR, REFUSED = (
     "loads", "no-image", "not-found", "floor", "refused")
 OUTCOMES = (LOADS, NO_IMAGE, KERNEL_NOT_FOUND, BELOW_FLOOR, REFUSED)
 
-NO_BINARY = "CUDA_ERROR_NO_BINARY_FOR_GPU"
-UNSUPPORTED_PTX = "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"
-INVALID_PTX = "CUDA_ERROR_INVALID_PTX"
-INVALID_IMAGE = "CUDA_ERROR_INVALID_IMAGE"
-NO_DEVICE = "CUDA_ERROR_NO_DEVICE"
-NOT_FOUND = "CUDA_ERROR_NOT_FOUND"
 
 
 
 @dataclass(frozen=True)
 class ImageInfo:
-    """One loadable image: SASS or PTX for an arch; ``kernels`` None when not known.
+    """One loadable image: its vendor's ``kind`` (CUDA: SASS or PTX) for a target, ``arch``;
+    ``kernels`` None when not known. The vendor that reads it checks its kind.
 
-    ``arch`` is what the driver selects by (a fatbin entry's header); ``target`` is set when a PTX
+    ``arch`` is what the runtime selects by (CUDA: an
+    :class:`~fatbinkit.formats.arch.Arch`, from a fatbin entry's header; another vendor's
+    target, whose ``str()`` names it); ``target`` is set when a PTX
     text's own ``.target`` says more than that label (Triton's ``sm_90a`` PTX stored as plain
     ``compute_90``): the JIT compiles for ``target``. ``toolkit`` is the CUDA release that built
     a cubin (None: not recorded), ``abi_version`` its ELF ABI, ``compression`` the fatbin entry's
@@ -89,7 +80,7 @@ class ImageInfo:
     """
 
     kind: str
-    arch: Arch
+    arch: Any
     ptx_version: tuple[int, int] | None = None
     label: str = ""
     kernels: frozenset[str] | None = field(default=None, repr=False)  # thousands, at times
@@ -103,21 +94,21 @@ class ImageInfo:
     host: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in (SASS, PTX):
-            raise InvalidArgumentError(f"image kind {self.kind!r} is not 'sass' or 'ptx'")
         if self.kind == PTX and self.ptx_version is None:
             raise InvalidArgumentError("a PTX image needs its PTX ISA version")
 
     @property
     def arch_name(self) -> str:
-        """``sm_90a`` for SASS, ``compute_90a`` for PTX: what the image's header says."""
-        return self.arch.sm if self.kind == SASS else self.arch.compute
+        """``sm_90a`` for SASS, ``compute_90a`` for PTX, the target as its vendor spells it for
+        other kinds: what the image's header says."""
+        return self.arch.compute if self.kind == PTX else str(self.arch)
 
     @property
     def name(self) -> str:
-        """``sm_90a`` for SASS, ``compute_90a (PTX 8.4)`` for PTX."""
-        if self.kind == SASS:
-            return self.arch.sm
+        """``sm_90a`` for SASS, ``compute_90a (PTX 8.4)`` for PTX (as :attr:`arch_name` for
+        other kinds)."""
+        if self.kind != PTX:
+            return self.arch_name
         assert self.ptx_version is not None
         target = f", .target {self.target.sm}" if self.target else ""
         return f"{self.arch.compute} (PTX {self.ptx_version[0]}.{self.ptx_version[1]}{target})"
@@ -231,7 +222,7 @@ class Decision:
     def to_dict(self) -> dict[str, Any]:
         low = self.min_driver
         return {
-            "device": self.device.sm,
+            "device": str(self.device),
             "driver": dotted(self.driver) if self.driver else None,
             "how": self.how,
             "image": self.image.name if self.image else None,
@@ -254,10 +245,11 @@ class Decision:
             what = ("loads" if self.how == "sass" else
                     "JIT" + (f" (driver >= {dotted(low)})" if low else ""))
             kind = "SASS" if self.image.kind == SASS else "PTX"
-            return f"{self.device.sm}{driver}: {kind} {self.image.name}{where} {what}"
+            return f"{self.device}{driver}: {kind} {self.image.name}{where} {what}"
         why = str(self.floor) if self.floor else next(
-            (v.reason for v in self.verdicts if self.error == NO_BINARY == v.error), self.reason)
-        return f"{self.device.sm}{driver}: no image: {self.error} ({why})"
+            (v.reason for v in self.verdicts if self.outcome == NO_IMAGE and v.error == self.error),
+            self.reason)
+        return f"{self.device}{driver}: no image: {self.error} ({why})"
 
 
 def highest_release(releases: Iterable[Release | None]) -> Release | None:

@@ -15,12 +15,14 @@ kernel, arch, value and limit.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import vendors
 from .binary import ArchFilter, _size, demangle
 from .collection import Member, binaries, named
+from .decision import Version, dotted
 from .diff import (
     WORSE_WHEN_HIGHER,
     Diff,
@@ -30,7 +32,6 @@ from .diff import (
     diff,
     read_library,
 )
-from .driver import CudaVersion, Driver, DriverLike, as_cuda_version, as_device, dotted
 from .errors import FatbinkitError, InvalidArgumentError, option
 from .formats.arch import Arch, ArchLike
 from .formats.codec import DecompressionBudget
@@ -39,6 +40,7 @@ from .progress import Progress
 
 if TYPE_CHECKING:
     from .binary import Check
+    from .driver import DriverLike
 
 __all__ = ["RULES", "Gate", "Rules", "SizeLimit", "Tolerance", "Violation", "escape", "gate",
            "parse_tolerances"]
@@ -69,26 +71,23 @@ def _values(value: object, single: tuple[type, ...], name: str) -> list[Any]:
     return list(value)
 
 
-def _archs(value: object, name: str) -> tuple[Arch, ...]:
-    """GPU archs (:func:`fatbinkit.driver.as_device`: a suffix is ignored), in order, once."""
-    out: dict[Arch, None] = {}
+def _archs(value: object, name: str) -> tuple[Any, ...]:
+    """GPUs (:func:`fatbinkit.vendors.device`: CUDA's archs, a suffix ignored), in order,
+    once."""
+    out: dict[Any, None] = {}
     for v in _values(value, (str, int, Arch), name):
-        d = as_device(v, name)
-        out.setdefault(Arch(d.number, future=d.future))
+        out.setdefault(vendors.device(v, name)[1])
     return tuple(out)
 
 
-def _driver(value: object, name: str) -> CudaVersion | None:
-    return None if value is None else as_cuda_version(value, name)
+def _vendor(devices: Sequence[Any]) -> vendors.Vendor:
+    """The vendor of the first GPU the rules name: whose driver versions they give (with no GPU,
+    the first vendor's: CUDA's)."""
+    return vendors.device(devices[0])[0] if devices else next(iter(vendors.VENDORS.values()))
 
 
-def _sm(arch: Arch) -> str:
-    return f"future:{arch.sm}" if arch.future else arch.sm
-
-
-def _version(version: CudaVersion) -> str:
-    """A driver as it was given: ``580.65.06`` for a driver version, ``12.8`` for CUDA's."""
-    return version.text if isinstance(version, Driver) else dotted(version)
+def _sm(device: Any) -> str:
+    return vendors.device(device)[0].spell_device(device)
 
 
 @dataclass(frozen=True, init=False)
@@ -168,12 +167,12 @@ class Rules:
 
     max_registers: int | None
     no_spills: bool
-    require_archs: tuple[Arch, ...]
-    driver: CudaVersion | None
-    max_min_driver: CudaVersion | None
+    require_archs: tuple[Any, ...]  # the vendors' GPUs (CUDA: an Arch, no suffix)
+    driver: Version | None
+    max_min_driver: Version | None
     max_size: tuple[SizeLimit, ...]
     tolerance: tuple[Tolerance, ...]
-    require_sass: tuple[Arch, ...]
+    require_sass: tuple[Any, ...]
 
     def __init__(self, max_registers: int | None = None, no_spills: bool = False,
                  require_archs: Iterable[ArchLike] | ArchLike = (),
@@ -197,12 +196,15 @@ class Rules:
             else:
                 raise InvalidArgumentError(f"tolerance is a Tolerance or text like "
                                            f"'registers=8', not {t!r}")
+        archs, sass = _archs(require_archs, "require_archs"), _archs(require_sass, "require_sass")
+        vendor = _vendor((*archs, *sass))
         fields = {"max_registers": max_registers, "no_spills": no_spills,
-                  "require_archs": _archs(require_archs, "require_archs"),
-                  "driver": _driver(driver, "driver"),
-                  "max_min_driver": _driver(max_min_driver, "max_min_driver"),
+                  "require_archs": archs,
+                  "driver": None if driver is None else vendor.runtime(driver, "driver"),
+                  "max_min_driver": None if max_min_driver is None else vendor.runtime(
+                      max_min_driver, "max_min_driver"),
                   "max_size": sizes, "tolerance": tuple(tolerances),
-                  "require_sass": _archs(require_sass, "require_sass")}
+                  "require_sass": sass}
         for name, value in fields.items():
             object.__setattr__(self, name, value)
         if self.driver is not None and not self.loads:
@@ -212,7 +214,7 @@ class Rules:
                                        "floors decide what loads")
 
     @property
-    def loads(self) -> tuple[Arch, ...]:
+    def loads(self) -> tuple[Any, ...]:
         """The archs a rule on what loads names (``require_archs``, then ``require_sass``)."""
         return tuple(dict.fromkeys((*self.require_archs, *self.require_sass)))
 
@@ -228,8 +230,9 @@ class Rules:
                  else []) + (["--no-spills"] if self.no_spills else [])
         parts += [f"--require-arch {_sm(a)}" for a in self.require_archs]
         parts += [f"--require-sass-arch {_sm(a)}" for a in self.require_sass]
-        parts += [f"--driver {_version(self.driver)}"] if self.driver else []
-        parts += ([f"--max-min-driver {_version(self.max_min_driver)}"] if self.max_min_driver
+        spell = _vendor(self.loads).spell_runtime
+        parts += [f"--driver {spell(self.driver)}"] if self.driver else []
+        parts += ([f"--max-min-driver {spell(self.max_min_driver)}"] if self.max_min_driver
                   else [])
         parts += [f"--max-size {s}" for s in self.max_size]
         parts += [f"--tolerance {t}" for t in self.tolerance]
@@ -242,13 +245,13 @@ class Rules:
             else []
         parts += ["no_spills=True"] if self.no_spills else []
         for name in ("require_archs", "require_sass"):
-            archs: tuple[Arch, ...] = getattr(self, name)
+            archs: tuple[Any, ...] = getattr(self, name)
             if archs:
                 parts.append(f"{name}={tuple(_sm(a) for a in archs)!r}")
         for name in ("driver", "max_min_driver"):
-            version: CudaVersion | None = getattr(self, name)
+            version: Version | None = getattr(self, name)
             if version is not None:
-                parts.append(f"{name}={_version(version)!r}")
+                parts.append(f"{name}={_vendor(self.loads).spell_runtime(version)!r}")
         if self.max_size:
             parts.append(f"max_size={self.max_size!r}")
         if self.tolerance:
@@ -403,7 +406,7 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
     out: list[Violation] = []
     unknown = 0
     for k in lib.kernels:
-        if k.kind != "sass":
+        if k.kind not in vendors.of_target(k.arch).function_kinds:
             continue
         if rules.max_registers is not None and (k.registers or 0) > rules.max_registers:
             out.append(Violation("max-registers", file, lib.name, k.kernel, k.arch, k.registers,
@@ -427,10 +430,11 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
             if a.min_driver is None:
                 notes.append(f"note: {lib.name}: {a.arch}: minimum driver not known (no floor "
                              "recorded, or one newer than fatbinkit's tables)")
-            elif as_cuda_version(a.min_driver) > rules.max_min_driver:
+            elif _version(a.min_driver) > rules.max_min_driver:
+                label = vendors.of_target(a.arch).runtime_label
                 out.append(Violation("max-min-driver", file, lib.name, None, a.arch,
                                      a.min_driver, limit,
-                                     f"{a.kind.upper()} images need driver (CUDA) "
+                                     f"{a.kind.upper()} images need driver ({label}) "
                                      f"{a.min_driver} > {limit}"))
     for s in rules.max_size:
         chosen = [a for a in lib.archs if s.arch is None or s.arch.matches(a.kind, a.arch)]
@@ -441,6 +445,11 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
                                  total, s.limit, f"{what}: {_size(total)} ({total} bytes) > "
                                  f"{_size(s.limit)} ({s.limit} bytes)"))
     return out
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """A library's minimum driver as its snapshot writes it, ``"12.4"``, as numbers."""
+    return tuple(int(p) for p in text.split("."))
 
 
 def _require(check: Check, lib: Library, file: str, rules: Rules,
@@ -462,7 +471,7 @@ def _require(check: Check, lib: Library, file: str, rules: Rules,
     out: list[Violation] = []
     judge_empty = all(s.empty for s, _ in check.rows)  # a library of empty modules only
     for i, (device, verdict) in enumerate(zip(check.archs, check.verdicts, strict=True)):
-        sm = device.sm
+        sm = str(device)
         named_rules = [r for r, archs in (("require-arch", rules.require_archs),
                                           ("require-sass-arch", rules.require_sass))
                        if device in archs]

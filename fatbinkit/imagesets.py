@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from . import vendors
-from .decision import KERNEL_NOT_FOUND, NONE, Decision, ImageInfo, _count
+from .decision import KERNEL_NOT_FOUND, NO_IMAGE, NONE, Decision, ImageInfo, _count
 from .device_code import LINUX, WINDOWS, DeviceCode, EntrylessContainer
 from .errors import FormatError, InvalidArgumentError, NotFoundError
 from .formats import elf
@@ -77,7 +77,11 @@ class ImageSet:
         return self._for_kernel(self._decide(device, driver), kernel)
 
     def _decide(self, device: ArchLike, driver: DriverLike | None) -> Decision:
-        d = vendors.VENDORS[self.vendor].decide(self.images, device, driver, raw=self.raw)
+        vendor, gpu = vendors.device(device, "device")
+        if vendor.name != self.vendor:  # another vendor's GPU loads nothing of this module
+            return Decision(gpu, None, None, NONE, f"a {self.vendor} module holds no image for "
+                            f"{vendor.name} GPUs", None, (), outcome=NO_IMAGE)
+        d = vendor.decide(self.images, gpu, driver, raw=self.raw)
         if self.entryless and d.floor is None:  # a device floor still says why first
             return replace(d, reason="an empty fatbin container (no entries: its images were "
                            "removed, e.g. by prune): its kernels, unknown, load on no GPU")
@@ -199,9 +203,9 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
             members.append(i)
     read = {i for _, members in groups.values() for i in members}
     if devices is not None:
-        wanted = list(devices)
+        wanted = [vendors.device(d, "device") for d in devices]
         read = {i for i in read if any(
-            vendors.of(codes[i]).may_load(_header(codes[i]), d) for d in wanted)}
+            v.name == codes[i].vendor and v.may_load(_header(codes[i]), d) for v, d in wanted)}
         read |= {i for _, members in groups.values() if read.isdisjoint(members)
                  for i in members}
     order = sorted(read)

@@ -14,8 +14,8 @@ from typing import IO, TypeAlias
 
 from .errors import InputError, InvalidArgumentError
 
-__all__ = ["Content", "FilePath", "as_content", "as_input", "as_path", "open_input",
-           "read_input"]
+__all__ = ["Content", "FilePath", "as_content", "as_input", "as_path", "is_collection",
+           "open_input", "read_input"]
 
 #: a path to a file: ``str`` (always a path, never content), ``os.PathLike`` of str or bytes
 FilePath: TypeAlias = str | os.PathLike[str] | os.PathLike[bytes]
@@ -24,6 +24,12 @@ Content: TypeAlias = bytes | bytearray | memoryview
 
 # O_NONBLOCK: opening a FIFO must not wait for a writer (fstat then refuses it)
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def is_collection(path: Path) -> bool:
+    """Whether ``path`` names a folder or a wheel (a ``.whl`` file): an input of many binaries
+    (:mod:`fatbinkit.collection` reads them)."""
+    return path.is_dir() or (path.suffix == ".whl" and path.is_file())
 
 
 def open_input(path: os.PathLike[str]) -> IO[bytes]:

@@ -29,7 +29,7 @@ from .errors import FatbinkitError, FormatError, InputError, naming
 from .formats import elf, pe
 from .formats.archive import ArMember, ar_members, is_archive
 from .formats.elf import Buffer
-from .formats.fatbin import Reader
+from .formats.reader import Reader
 from .infile import FilePath, as_input, open_input
 
 __all__ = [

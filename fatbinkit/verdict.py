@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import vendors
 from .decision import (
@@ -17,21 +17,18 @@ from .decision import (
     NATIVE,
     RESTRICTED,
     Decision,
+    Version,
     _count,
+    dotted,
     highest_release,
     module_outcome,
 )
-from .driver import (
-    CudaVersion,
-    DriverLike,
-    Release,
-    cuda_name,
-    dotted,
-    driver_name,
-)
 from .errors import InvalidArgumentError, NotFoundError
-from .formats.arch import ArchLike
 from .imagesets import ImageSet
+
+if TYPE_CHECKING:
+    from .driver import DriverLike, Release
+    from .formats.arch import ArchLike
 
 __all__ = [
     "ArchMinDriver",
@@ -67,14 +64,14 @@ class ArchVerdict:
     """
 
     device: Any  # the vendor's GPU (CUDA: an Arch, no suffix); str() names it
-    driver: CudaVersion | None
+    driver: Version | None
     loading: tuple[str, ...]
     restricted: tuple[str, ...]
     failed: tuple[tuple[str, Decision], ...]
     data_only_failed: tuple[tuple[str, Decision], ...]
     missing: tuple[tuple[str, str], ...]  # (module, kernel): not in the image this arch loads
     empty: tuple[str, ...]
-    min_driver: CudaVersion | None  # None: no image is picked, or (min_driver_known False) a
+    min_driver: Version | None  # None: no image is picked, or (min_driver_known False) a
     min_driver_known: bool          # picked image's floor is newer than the tables
     kernels_load: bool = True  # some module with kernels loads (or the file has no kernels)
     warnings: tuple[str, ...] = ()
@@ -102,7 +99,7 @@ class ArchVerdict:
         empty: list[str] = []
         entryless: list[str] = []
         warnings: dict[str, None] = {}
-        low: CudaVersion | None = None
+        low: Version | None = None
         releases: list[Release | None] = []
         known = True
         names = {id(s): s.kernels for s, _ in modules} if kernels is None else {
@@ -187,7 +184,7 @@ class ArchVerdict:
         return bool(self.failed) or not self.loading or not self.kernels_load
 
     @property
-    def max_driver(self) -> CudaVersion | None:
+    def max_driver(self) -> Version | None:
         """The last CUDA version whose driver drives this device (None: still supported)."""
         return vendors.VENDORS[self.vendor].last_runtime(self.device)
 
@@ -291,15 +288,15 @@ class ArchVerdict:
 
     def __repr__(self) -> str:
         """Counts, not the modules' names: short for a library of thousands of modules."""
-        return (f"ArchVerdict({self.device!s}, driver={_driver_repr(self.driver)}, "
+        return (f"ArchVerdict({self.device!s}, driver={_driver_repr(self.vendor, self.driver)}, "
                 f"status={self.status!r}, modules={self.modules}, "
                 f"loading={len(self.loading)}, restricted={len(self.restricted)}, "
                 f"failed={len(self.failed)}, data_only_failed={len(self.data_only_failed)}, "
                 f"empty={len(self.empty)})")
 
 
-def _driver_repr(driver: CudaVersion | None) -> str:
-    return "None" if driver is None else repr(driver_name(driver))
+def _driver_repr(vendor: str, driver: Version | None) -> str:
+    return "None" if driver is None else repr(vendors.VENDORS[vendor].runtime_name(driver))
 
 
 def _driver_numbers(release: Release | None, host: str | None) -> dict[str, Any]:
@@ -332,7 +329,7 @@ class TotalVerdict:
     others are in :attr:`files` and the JSON's ``alternatives`` but neither fail nor count."""
 
     device: Any  # the vendor's GPU (CUDA: an Arch, no suffix); str() names it
-    driver: CudaVersion | None
+    driver: Version | None
     files: tuple[tuple[str, ArchVerdict], ...]  # (the file's path in the wheel or folder, ...)
     alternatives: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
@@ -365,11 +362,11 @@ class TotalVerdict:
         low = self.floor(group)
         return members[-1] if low is None else low[0]
 
-    def floor(self, group: str) -> tuple[str, CudaVersion] | None:
+    def floor(self, group: str) -> tuple[str, Version] | None:
         """``(file, floor)``: the build of ``group`` needing the lowest driver and that driver
         (the last of equals: the newest build); None when no build's floor is known."""
         verdicts = dict(self.files)
-        known: list[tuple[CudaVersion, int, str]] = []
+        known: list[tuple[Version, int, str]] = []
         for i, m in enumerate(dict(self.alternatives)[group]):
             floor = verdicts[m].min_driver
             if floor is not None and verdicts[m].min_driver_known:
@@ -430,7 +427,7 @@ class TotalVerdict:
         counted), each after its file's name."""
         return tuple(f"{n}: {m}" for n, v in self.files for m in v.empty)
 
-    def _floors(self) -> list[tuple[str, CudaVersion | None, bool]]:
+    def _floors(self) -> list[tuple[str, Version | None, bool]]:
         """``(file, floor, known)`` per file that counts, a group's its lowest build's."""
         groups = {self.serving(g): g for g, _ in self.alternatives}
         out = []
@@ -444,7 +441,7 @@ class TotalVerdict:
         return all(known for _, _, known in self._floors())
 
     @property
-    def min_driver(self) -> CudaVersion | None:
+    def min_driver(self) -> Version | None:
         """The highest driver floor of the files (None: no image picked, or unknown)."""
         floors = [f for _, f, _ in self._floors() if f is not None]
         return max(floors) if floors and self.min_driver_known else None
@@ -470,7 +467,12 @@ class TotalVerdict:
         return hosts.pop() if len(hosts) == 1 else None
 
     @property
-    def max_driver(self) -> CudaVersion | None:
+    def vendor(self) -> str:
+        """Whose rules made the files' verdicts (every file's is the same)."""
+        return self.files[0][1].vendor
+
+    @property
+    def max_driver(self) -> Version | None:
         """The last CUDA version whose driver drives this device (every file's is the same)."""
         return self.files[0][1].max_driver
 
@@ -555,7 +557,7 @@ class TotalVerdict:
 
     def __repr__(self) -> str:
         """Counts, not the files' verdicts: short for a wheel of hundreds of libraries."""
-        return (f"TotalVerdict({self.device!s}, driver={_driver_repr(self.driver)}, "
+        return (f"TotalVerdict({self.device!s}, driver={_driver_repr(self.vendor, self.driver)}, "
                 f"status={self.status!r}, files={len(self.files)}, "
                 f"alternatives={len(self.alternatives)}, modules={self.modules})")
 
@@ -572,11 +574,11 @@ class ArchMinDriver:
     ``driver_gap`` why no driver can load the images on it, if none can."""
 
     device: Any  # the vendor's GPU (CUDA: an Arch, no suffix); str() names it
-    min_driver: CudaVersion | None
+    min_driver: Version | None
     min_driver_known: bool
     min_release: Release | None
     host: str | None
-    max_driver: CudaVersion | None
+    max_driver: Version | None
     driver_gap: str | None
     min_driver_file: str | None
     verdict: ArchVerdict | TotalVerdict = field(repr=False, compare=False)
@@ -600,8 +602,10 @@ class ArchMinDriver:
             return "needs an unknown driver (a floor newer than the tables)"
         if self.min_driver is None:
             return ""
-        upto = f", up to CUDA {dotted(self.max_driver)}" if self.max_driver else ""
-        return f"needs {cuda_name(self.min_driver, self.host, self.min_release)}{upto}"
+        vendor = vendors.VENDORS[self.verdict.vendor]
+        upto = (f", up to {vendor.runtime_label} {dotted(self.max_driver)}" if self.max_driver
+                else "")
+        return f"needs {vendor.runtime_text(self.min_driver, self.host, self.min_release)}{upto}"
 
     @property
     def covers(self) -> str:
@@ -693,7 +697,7 @@ class MinDriver:
                 f"archs={len(self.archs)}{files})")
 
 
-def _dotted_or_none(version: CudaVersion | None) -> str | None:
+def _dotted_or_none(version: Version | None) -> str | None:
     return dotted(version) if version else None
 
 

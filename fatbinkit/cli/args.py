@@ -76,6 +76,15 @@ def arch(text: str) -> Arch:
     return _usage(as_device, text)
 
 
+def gpu(text: str) -> Any:
+    """A GPU (``check --arch``, ``gate --require-arch``): what a vendor names one by
+    (:func:`fatbinkit.vendors.device`: CUDA's ``sm_90``, ``90``, ``future:sm_130``, the suffix
+    dropped); anything else is a usage error, in CUDA's words."""
+    from .. import vendors
+
+    return _usage(lambda t: vendors.device(t, "device")[1], text)
+
+
 def image_arch(text: str) -> Arch:
     """The arch label of an image (``build --cubin sm_90=k.cubin``): any name
     :meth:`~fatbinkit.formats.arch.Arch.parse` reads."""

@@ -18,11 +18,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..collection import is_collection
-from ..driver import cuda_name, dotted
+from .. import vendors
+from ..decision import dotted
 from ..errors import FormatError
 from ..formats.arch import Arch
-from .args import add_budget, arch, driver, examples, kernel_filter
+from ..infile import is_collection
+from .args import add_budget, driver, examples, gpu, kernel_filter
 from .fatbin import (
     dump,
     open_input,
@@ -38,7 +39,9 @@ if TYPE_CHECKING:  # the engine is imported by the handler: `fatbinkit ls` start
 
     from ..binary import Check
     from ..collection import TotalCheck
-    from ..compat import ArchVerdict, Decision, ImageSet, TotalVerdict
+    from ..decision import Decision
+    from ..imagesets import ImageSet
+    from ..verdict import ArchVerdict, TotalVerdict
 
 JIT_NOTE = ("PTX-JIT: the driver compiles the PTX at first load (cold start: ~0.1-1 s per kernel, "
             "cached in ~/.nv/ComputeCache unless CUDA_CACHE_DISABLE=1)")
@@ -60,7 +63,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("file", type=Path,
                    help="fatbin, cubin, PTX, an ELF or PE file holding fatbins, a static "
                    "library, or a wheel or folder of them")
-    p.add_argument("--arch", action="append", type=arch, metavar="ARCH",
+    p.add_argument("--arch", action="append", type=gpu, metavar="ARCH",
                    help="device arch to check, e.g. sm_90 (repeat for several)")
     p.add_argument("--driver", type=driver, metavar="VERSION",
                    help="the driver: its CUDA version (13.0) or driver version (580.65.06); "
@@ -130,7 +133,7 @@ def _check_many(args: argparse.Namespace) -> int:
     sets it. A library built once per CUDA version counts as the build that serves each arch
     (and driver), which the text and JSON name with the group's lowest driver."""
     from ..collection import check, min_driver
-    from ..compat import TotalVerdict
+    from ..verdict import TotalVerdict
 
     every_image = args.strict or args.verbose
     if args.min_driver:
@@ -170,7 +173,7 @@ def _print_alternatives(alternatives: Sequence[tuple[str, Sequence[str]]],
     from ..collection import cuda_build
 
     print("\nalternatives (one library built per CUDA version; the package loads one):")
-    width = max(len(v.device.sm) for v in verdicts) + 2
+    width = max(len(str(v.device)) for v in verdicts) + 2
     for group, members in alternatives:
         builds = [b for b in map(cuda_build, members) if b is not None]  # each names one
         print(f"  {group}: {len(members)} builds (CUDA "
@@ -178,10 +181,16 @@ def _print_alternatives(alternatives: Sequence[tuple[str, Sequence[str]]],
         for v in verdicts:
             low = v.floor(group)
             lowest = ("no build's driver floor known" if low is None else
-                      f"lowest driver {cuda_name(low[1])}: {_in_group(group, low[0])}")
-            print(f"    {v.device.sm.ljust(width)}"
+                      f"lowest driver {_vendor(v).runtime_text(low[1])}: "
+                      f"{_in_group(group, low[0])}")
+            print(f"    {str(v.device).ljust(width)}"
                   + (f"served by {_in_group(group, v.serving(group))}; " if serving else "")
                   + lowest)
+
+
+def _vendor(verdict: ArchVerdict | TotalVerdict) -> vendors.Vendor:
+    """The vendor whose rules made ``verdict`` (whose words its text uses)."""
+    return vendors.VENDORS[verdict.vendor]
 
 
 def _in_group(group: str, name: str) -> str:
@@ -191,7 +200,8 @@ def _in_group(group: str, name: str) -> str:
 
 
 def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
-    driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
+    driver = (f", driver {_vendor(total.verdicts[0]).runtime_label} {dotted(args.driver)}"
+              if args.driver else "")
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
     empty = len(total.verdicts[0].empty)
     print(f"{args.file}: {len(total.checks)} file(s) with device code, {total.modules} module(s)"
@@ -206,14 +216,14 @@ def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
     cells = [[_file_cell(v, args.strict) if c.file in counted[i] else
               f"({'none' if v.holds_nothing else v.status})" for i, v in enumerate(c.verdicts)]
              for c in total.checks]
-    cw = max(9, *(len(a.sm) + 2 for a in total.archs), *(len(x) + 2 for r in cells for x in r))
-    print("\n  " + "FILE".ljust(width) + "".join(a.sm.ljust(cw) for a in total.archs).rstrip())
+    cw = max(9, *(len(str(a)) + 2 for a in total.archs), *(len(x) + 2 for r in cells for x in r))
+    print("\n  " + "FILE".ljust(width) + "".join(str(a).ljust(cw) for a in total.archs).rstrip())
     for c, row in zip(total.checks, cells, strict=True):
         print("  " + c.file.ljust(width) + "".join(x.ljust(cw) for x in row).rstrip())
     if any(x.startswith("(") for r in cells for x in r):
         print("  (status): a build for another CUDA version, not the one loaded on this arch "
               "(and driver): not counted")
-    why = [f"  {c.file}: {v.device.sm}: {v.reason}" for c in total.checks
+    why = [f"  {c.file}: {v.device!s}: {v.reason}" for c in total.checks
            for i, v in enumerate(c.verdicts) if v.status != "works" and c.file in counted[i]]
     if why:
         print("\nwhy:")
@@ -239,7 +249,7 @@ def _file_cell(v: ArchVerdict, strict: bool) -> str:
 def _needs(v: ArchVerdict | TotalVerdict) -> str:
     """``needs CUDA 12.0 (driver >= 525.60.13)``, with the device's last driver when it has one;
     empty when no image is picked (:attr:`fatbinkit.compat.ArchMinDriver.needs`)."""
-    from ..compat import ArchMinDriver
+    from ..verdict import ArchMinDriver
 
     return ArchMinDriver.of(v).needs
 
@@ -248,15 +258,16 @@ def _cell(d: Decision) -> str:
     if d.image is None:
         return f"none: {(d.error or '').removeprefix('CUDA_ERROR_')}"
     if d.how == "sass":
-        return f"SASS {d.image.arch.sm}"
-    return f"PTX-JIT {d.image.arch.compute} *"
+        return f"SASS {d.image.arch_name}"
+    return f"PTX-JIT {d.image.arch_name} *"
 
 
 def _print(args: argparse.Namespace, result: Check) -> None:
     """The verdict first (one line per arch), then the modules a user has to look at: those
     that cannot load or need PTX JIT (every module with --verbose)."""
     archs, rows, verdicts = result.archs, result.rows, result.verdicts
-    driver = f", driver CUDA {dotted(args.driver)}" if args.driver else ""
+    driver = (f", driver {_vendor(verdicts[0]).runtime_label} {dotted(args.driver)}"
+              if args.driver else "")
     empty = len(verdicts[0].empty) if verdicts else 0
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
     print(f"{result.file}: {len(rows)} module(s)" + (f", {empty} of them empty (no kernels, no "
@@ -290,17 +301,17 @@ def _print_verdicts(args: argparse.Namespace,
                     verdicts: Sequence[ArchVerdict] | Sequence[TotalVerdict]) -> None:
     """One line per arch: status, module counts and the driver needed, then why (for a wheel
     or folder, which file first)."""
-    from ..compat import ArchVerdict
+    from ..verdict import ArchVerdict
 
     print("verdict" + (" (--strict)" if args.strict else "") + ":")
-    width = max(len(v.device.sm) for v in verdicts) + 2
+    width = max(len(str(v.device)) for v in verdicts) + 2
     for v in verdicts:
         status = v.status if (v.strict_ok if args.strict else v.ok) else v.status.upper()
         n = v.counts
         counts = f"{n['sass']} SASS, {n['jit']} PTX JIT, {n['cannot']} cannot load" + (
             f", {n['other_gpus']} for other GPUs only" if n["other_gpus"] else "")
         needs = _needs(v)
-        print(f"  {v.device.sm.ljust(width)}{status.ljust(9)}{counts}"
+        print(f"  {str(v.device).ljust(width)}{status.ljust(9)}{counts}"
               + (f"; {needs}" if needs else ""))
         if v.status != "works":  # why: the reason groups, under the verdict line
             print(f"  {''.ljust(width)}{''.ljust(9)}{v.reason}")
@@ -346,7 +357,7 @@ def _print_module(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
     limit = 1 << 30 if verbose else 60
     width = max(8, *(len(_label(v, limit)) for v in grouped.values())) + 2
     cw = max(10, *(len(c) for cells in grouped for c in cells)) + 2
-    print("  " + "KERNEL".ljust(width) + "".join(a.sm.ljust(cw) for a in archs).rstrip())
+    print("  " + "KERNEL".ljust(width) + "".join(str(a).ljust(cw) for a in archs).rstrip())
     jit = False
     for cells, ks in grouped.items():
         print("  " + _label(ks, limit).ljust(width)
@@ -357,7 +368,7 @@ def _print_module(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
         for a, d in zip(archs, ds, strict=True):
             if d.how != "sass":
                 floor = f"[{d.floor.what} floor] " if d.floor else ""
-                reasons.setdefault(f"  {a.sm}: {floor}{d.reason}")
+                reasons.setdefault(f"  {a!s}: {floor}{d.reason}")
     for line in reasons:
         print(line)
     return jit

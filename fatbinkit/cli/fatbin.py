@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..collection import is_collection
 from ..errors import FormatError
 from ..formats.fatbin import DecompressionBudget, EntryKind
+from ..infile import is_collection
 from ..outfile import atomic_path
 from .args import (
     UsageError,

@@ -15,9 +15,7 @@ See ``docs/fatbin.md`` for the layout and what was verified against NVIDIA's too
 from __future__ import annotations
 
 import enum
-import errno
 import functools
-import os
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
@@ -47,6 +45,7 @@ from .codec import (
 from .codec import DecompressionBudget as DecompressionBudget
 from .codec import compress as compress
 from .elf import Buffer
+from .reader import Reader as Reader
 
 __all__ = [
     "ALIGN",
@@ -69,7 +68,6 @@ __all__ = [
     "Fatbin",
     "FatbinContainer",
     "FatbinEntry",
-    "Reader",
     "align8",
     "build_fatbin",
     "entry_flags",
@@ -86,13 +84,9 @@ FATBIN_VERSION = 1
 _MAGIC_BYTES = FATBIN_MAGIC.to_bytes(4, "little")
 ENTRY_VERSION = 0x0101
 ALIGN = 8
-_ZERO_BLOCK_SIZE = 4 << 20  # padding is compared with zeros in blocks of this size
-
-
-@functools.cache
-def _zero_block() -> bytes:
-    return bytes(_ZERO_BLOCK_SIZE)
 _HEADER_READ = 256
+
+
 
 
 class EntryKind(enum.IntEnum):
@@ -152,79 +146,6 @@ def _record(cls: type[_R], names: tuple[str, ...], values: tuple[object, ...]) -
 def _need(raw: Buffer, size: int, what: str, at: int) -> None:
     if len(raw) < size:
         raise TruncatedError(f"{what} needs {size} bytes, only {len(raw)} left", offset=at)
-
-
-class Reader:
-    """What the parser reads: header bytes through :meth:`read`, payloads as views of ``view``.
-
-    Given a file descriptor, headers are read with ``os.pread`` so that listing a memory-mapped
-    file never maps its payload pages (the kernel maps whole neighbourhoods of a touched page);
-    ``base`` is where ``view`` starts in that file.
-    """
-
-    WINDOW = 4096
-
-    def __init__(self, view: memoryview, fd: int | None = None, base: int = 0) -> None:
-        self.view = view
-        self.fd = fd
-        self.base = base
-        self._size = len(view)
-        self._buf = b""
-        self._at = 0
-        self._seek_data = hasattr(os, "SEEK_DATA")
-
-    def __len__(self) -> int:
-        return self._size
-
-    def skip_zeros(self, offset: int) -> int:
-        """The first position at or after ``offset`` whose byte is not zero (the size: none).
-
-        Holes of a sparse file are jumped with ``SEEK_DATA`` before each block where the file
-        system supports it; the rest is read in blocks that double from 4 KiB to 4 MiB, each
-        compared with zeros in C: gigabytes of padding cost a memory scan, not a million 4 KiB
-        steps.
-        """
-        step = self.WINDOW
-        while (offset := self._next_data(offset)) < self._size:
-            n = min(step, self._size - offset)
-            block = (os.pread(self.fd, n, self.base + offset) if self.fd is not None  # read-
-                     else self.view[offset : offset + n].tobytes())  # ahead, not random faults
-            if n != _ZERO_BLOCK_SIZE or block != _zero_block():
-                rest = len(block.lstrip(b"\0"))
-                if rest:
-                    return offset + n - rest
-            offset += n
-            step = min(step * 2, _ZERO_BLOCK_SIZE)
-        return self._size
-
-    def _next_data(self, offset: int) -> int:
-        """``offset``, or past the hole of a sparse file that starts there."""
-        if self.fd is None or not self._seek_data:
-            return offset
-        try:
-            data = os.lseek(self.fd, self.base + offset, os.SEEK_DATA) - self.base
-        except OSError as e:
-            if e.errno != errno.ENXIO:  # EINVAL: the file system cannot tell; read it all
-                self._seek_data = False
-                return offset
-            data = self._size  # ENXIO: only a hole to the end of the file
-        return max(offset, min(data, self._size))
-
-    def read(self, offset: int, size: int) -> bytes:
-        """Up to ``size`` bytes at ``offset`` (fewer at the end); file reads go by 4 KiB windows."""
-        start = offset - self._at
-        if start >= 0 and size >= 0 and start + size <= len(self._buf):  # inside the window
-            return self._buf[start : start + size]
-        size = min(size, self._size - offset)
-        if size <= 0:
-            return b""
-        if self.fd is None:
-            return bytes(self.view[offset : offset + size])
-        self._buf = os.pread(
-            self.fd, max(size, min(self.WINDOW, self._size - offset)), self.base + offset
-        )
-        self._at = offset
-        return self._buf[:size]
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ __all__ = [
     "device",
     "device_machine",
     "of",
+    "of_target",
     "register",
     "registered",
     "row_key",
@@ -103,6 +104,26 @@ class Vendor(Protocol):
     def runtime(self, value: object, what: str = "driver") -> tuple[int, int]:
         """A runtime version (CUDA: a driver, as the CUDA version it implements), from any way
         a user gives one."""
+        ...
+
+    @property
+    def runtime_label(self) -> str:
+        """What its runtime versions are called: ``"CUDA"`` (``CUDA 12.8``)."""
+        ...
+
+    def runtime_text(self, version: tuple[int, int], host: str | None = None,
+                     release: Any = None) -> str:
+        """A runtime version with the driver versions that implement it on ``host``:
+        ``CUDA 12.9 (Linux driver >= 575.51.03)``."""
+        ...
+
+    def spell_device(self, device: Any) -> str:
+        """The text that names ``device`` again (CUDA: ``sm_90``, ``future:sm_130``)."""
+        ...
+
+    def spell_runtime(self, version: tuple[int, int]) -> str:
+        """The text that gives a runtime version again (CUDA: ``12.8``, or a driver's own
+        number, ``580.65.06``)."""
         ...
 
     def runtime_name(self, version: tuple[int, int]) -> str:
@@ -224,6 +245,7 @@ def register(vendor: Vendor) -> None:
     if vendor.name in VENDORS:
         raise InvalidArgumentError(f"a vendor named {vendor.name!r} is registered already")
     VENDORS[vendor.name] = vendor
+    _SPELLINGS.clear()
 
 
 @contextlib.contextmanager
@@ -234,6 +256,7 @@ def registered(vendor: Vendor) -> Iterator[Vendor]:
         yield vendor
     finally:
         del VENDORS[vendor.name]
+        _SPELLINGS.clear()
 
 
 def of(code: DeviceCode) -> Vendor:
@@ -245,13 +268,27 @@ def of(code: DeviceCode) -> Vendor:
                                    "registered") from None
 
 
+# target -> (its vendor, its kind): asked per kernel of a library (diff, gate); cleared when the
+# vendors change
+_SPELLINGS: dict[str, tuple[Vendor, str]] = {}
+
+
 def _spelling(target: str) -> tuple[Vendor, str]:
+    found = _SPELLINGS.get(target)
+    if found is not None:
+        return found
     for vendor in VENDORS.values():
         kind = vendor.target_kind(target)
         if kind is not None:
-            return vendor, kind
+            found = _SPELLINGS[target] = (vendor, kind)
+            return found
     raise InvalidArgumentError(f"{target!r} is not a target any vendor spells "
                                f"({', '.join(VENDORS)})")
+
+
+def of_target(target: str) -> Vendor:
+    """The vendor that spells ``target`` (``sm_90a``: CUDA)."""
+    return _spelling(target)[0]
 
 
 def target_kind(target: str) -> str:

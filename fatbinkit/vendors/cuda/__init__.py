@@ -8,6 +8,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...decision import dotted
 from ...errors import InvalidArgumentError
 from ...formats.arch import Arch, ArchLike, as_arch
 from ...formats.elf import EM_CUDA
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from ...device_code import DeviceCode, EntrylessContainer, Place
     from ...formats.codec import DecompressionBudget
     from ...formats.cubin import CubinFunction
-    from .driver import DriverLike
+    from .driver import DriverLike, Release
 
 __all__ = ["CUDA", "GENERATIONS", "CudaVendor", "entry_of"]
 
@@ -82,6 +83,24 @@ class CudaVendor:
 
         return as_cuda_version(value, what)
 
+    runtime_label: str = "CUDA"
+
+    def runtime_text(self, version: tuple[int, int], host: str | None = None,
+                     release: Release | None = None) -> str:
+        from .driver import cuda_name
+
+        return cuda_name(version, host, release)
+
+    def spell_device(self, device: Arch) -> str:
+        from .driver import FUTURE
+
+        return f"{FUTURE}{device.sm}" if device.future else device.sm
+
+    def spell_runtime(self, version: tuple[int, int]) -> str:
+        from .driver import Driver
+
+        return version.text if isinstance(version, Driver) else dotted(version)
+
     def runtime_name(self, version: tuple[int, int]) -> str:
         from .driver import driver_name
 
@@ -95,7 +114,6 @@ class CudaVendor:
 
     def gap(self, device: Arch, need: tuple[int, int]) -> str | None:
         """CUDA 13 cubins on a GPU that only CUDA 12 drivers call sm_101."""
-        from ...decision import dotted
         from .driver import DEVICE_SUPPORT
 
         last = self.last_runtime(device)

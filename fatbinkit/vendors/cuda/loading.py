@@ -60,16 +60,11 @@ from collections.abc import Iterable
 
 from ...decision import (
     BELOW_FLOOR,
-    INVALID_IMAGE,
-    INVALID_PTX,
     LOADS,
-    NO_BINARY,
-    NO_DEVICE,
     NO_IMAGE,
     PTX,
     REFUSED,
     SASS,
-    UNSUPPORTED_PTX,
     Decision,
     Floor,
     ImageInfo,
@@ -108,6 +103,12 @@ from .driver import (
 __all__ = [
     "ABI_V2_MIN_CUDA",
     "COMPRESSION_MIN_CUDA",
+    "INVALID_IMAGE",
+    "INVALID_PTX",
+    "NOT_FOUND",
+    "NO_BINARY",
+    "NO_DEVICE",
+    "UNSUPPORTED_PTX",
     "VARIANT_MIN_CUDA",
     "decide",
     "device_floor",
@@ -125,6 +126,14 @@ __all__ = [
     "sass_runs_on",
 ]
 
+
+# the CUresult names of the driver's refusals (Decision.error)
+NO_BINARY = "CUDA_ERROR_NO_BINARY_FOR_GPU"
+UNSUPPORTED_PTX = "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"
+INVALID_PTX = "CUDA_ERROR_INVALID_PTX"
+INVALID_IMAGE = "CUDA_ERROR_INVALID_IMAGE"
+NO_DEVICE = "CUDA_ERROR_NO_DEVICE"
+NOT_FOUND = "CUDA_ERROR_NOT_FOUND"
 
 _SUFFIX_RANK = {"a": 2, "f": 1, "": 0}
 
