@@ -803,12 +803,12 @@ class Binary:
                    jobs: int | None = None,
                    max_decompressed: int | DecompressionBudget | None = None,
                    progress: Progress = None) -> MinDriver:
-        """The lowest driver each of ``archs`` (default: every GPU arch NVIDIA lists,
-        :data:`fatbinkit.driver.DEVICE_SUPPORT`) needs for this file's images: ``check
-        --min-driver``; ``lib.min_driver()["sm_90"].min_driver`` is ``(12, 0)`` for a
-        library of CUDA 12 cubins. ``kernel``, ``every_image`` as for :meth:`check`; images
-        are read on ``jobs`` processes, inflating at most ``max_decompressed`` bytes
-        (``progress`` counts them)."""
+        """The lowest driver each of ``archs`` (default: every GPU the vendors list,
+        :meth:`fatbinkit.vendors.Vendor.every_device`: NVIDIA's device table) needs for this
+        file's images: ``check --min-driver``; ``lib.min_driver()["sm_90"].min_driver`` is
+        ``(12, 0)`` for a library of CUDA 12 cubins. ``kernel``, ``every_image`` as for
+        :meth:`check`; images are read on ``jobs`` processes, inflating at most
+        ``max_decompressed`` bytes (``progress`` counts them)."""
         from .verdict import ArchMinDriver, MinDriver
 
         wanted = [d for v in vendors.VENDORS.values() for d in v.every_device()] \

@@ -1,20 +1,21 @@
-"""Find device code in any input: a fatbin, a cubin, PTX, a host ELF file (.so, .o, executable), a
-static library, or a Windows PE file (DLL, .pyd, EXE, COFF .obj).
+"""Find device code in any input: a vendor's own file (CUDA: a fatbin, a cubin, PTX), a host ELF
+file (.so, .o, executable), a static library, or a Windows PE file (DLL, .pyd, EXE, COFF .obj).
 
-In a host ELF, device code lives in ``.nv_fatbin`` (what ``cuobjdump`` lists), ``__nv_relfatbin``
-(relocatable device code; listed with ``all=True`` as ``cuobjdump -all`` does, or when the file
-has no ``.nv_fatbin``, as ``cuobjdump`` also does) and in blobs between ``__<name>_start`` /
-``__<name>_end`` symbol pairs (AOTInductor's model.so, fatbinkit's own objects; invisible to
-cuobjdump). In a PE file, nvcc's fatbins are in the section ``.nv_fatb`` and its relocatable
-device code in ``__nv_rel`` (``.nv_fatbin`` and ``__nv_relfatbin`` cut to the eight bytes an
-image's section name holds; an object keeps the long names), read by the same rule as an ELF
-file's two sections. Files are memory-mapped: listing reads headers only, payloads stay views.
+scan finds the places of a host file and asks each vendor (:mod:`fatbinkit.vendors`, in order)
+which are its own: the sections it names (:meth:`~fatbinkit.vendors.Vendor.sections`; CUDA:
+``.nv_fatbin``, what ``cuobjdump`` lists, and ``__nv_relfatbin``, relocatable device code,
+listed with ``all=True`` as ``cuobjdump -all`` does or when the file has no ``.nv_fatbin``; in a
+PE file ``.nv_fatb`` and ``__nv_rel``, the names cut to eight bytes, an object keeping the long
+ones), blobs between ``__<name>_start`` / ``__<name>_end`` symbol pairs (AOTInductor's model.so,
+fatbinkit's own objects; invisible to cuobjdump) and whole files
+(:meth:`~fatbinkit.vendors.Vendor.read`). An ELF file whose machine is a vendor's device code
+(:func:`fatbinkit.vendors.device_machine`: a cubin) is not searched as a host. Files are
+memory-mapped: listing reads headers only, payloads stay views.
 
-Every image comes back as a :class:`DeviceCode` holding a
-:class:`~fatbinkit.formats.fatbin.FatbinEntry`; a bare cubin or PTX file becomes a synthetic entry
-of kind ELF/PTX with its exact bytes.
+Every image comes back as a :class:`~fatbinkit.device_code.DeviceCode` holding its vendor's
+record (CUDA: a :class:`~fatbinkit.formats.fatbin.FatbinEntry`; a bare cubin or PTX file becomes
+a synthetic entry of kind ELF/PTX with its exact bytes).
 """
-
 from __future__ import annotations
 
 import mmap

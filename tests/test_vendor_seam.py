@@ -302,3 +302,24 @@ def test_a_cuda_gpu_and_a_toy_module_do_not_mix(tmp_path: Path) -> None:
 def test_a_vendor_name_is_registered_once() -> None:
     with pytest.raises(InvalidArgumentError, match="registered already"):
         vendors.register(ToyVendor())
+
+
+def test_cuda_is_asked_first_and_speaks_as_before() -> None:
+    """With another vendor registered, NVIDIA's spellings still mean what they meant, in the
+    order and words the tests of the CUDA side pin down (a table written by hand)."""
+    assert vendors.target_kind("compute_90") == "ptx"
+    assert vendors.target_kind("sm_90a") == "sass"
+    assert vendors.target_kind("toy2") == "toyk"
+    names = ["toy2", "compute_90", "sm_100", "sm_90a", "sm_80", "toy1"]
+    assert sorted(names, key=vendors.target_key) == [
+        "sm_80", "sm_90a", "sm_100", "compute_90", "toy1", "toy2"]
+    rows = [("sass", "sm_90"), ("ptx", "compute_90"), ("ltoir", "sm_90"), ("sass", "sm_80"),
+            ("toyk", "toy3")]
+    assert sorted(rows, key=lambda r: vendors.row_key(*r)) == [
+        ("ptx", "compute_90"), ("sass", "sm_80"), ("sass", "sm_90"), ("ltoir", "sm_90"),
+        ("toyk", "toy3")]
+    assert vendors.device("toy4")[1] == ToyGpu(4)
+    with pytest.raises(InvalidArgumentError, match=r"no NVIDIA GPU has compute capability 9\.1"):
+        vendors.device("sm_91")
+    with pytest.raises(InvalidArgumentError, match="device"):
+        vendors.device("toy9", "device")
