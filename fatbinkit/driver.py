@@ -5,49 +5,8 @@ kept where they were. The tables and their sources live in :mod:`fatbinkit.vendo
 from __future__ import annotations
 
 from .decision import dotted
-from .vendors.cuda.driver import (
-    DEVICE_SUPPORT,
-    FUTURE,
-    LINUX,
-    MINOR_COMPAT_DRIVER,
-    RELEASES,
-    WINDOWS,
-    CudaVersion,
-    DeviceSupport,
-    Driver,
-    DriverLike,
-    Release,
-    as_cuda_version,
-    as_device,
-    cuda_for_driver,
-    cuda_name,
-    driver_name,
-    drivers_text,
-    parse_driver,
-    release_for,
-    version_tuple,
-)
+from .vendors.cuda import driver as _cuda
+from .vendors.cuda.driver import *  # noqa: F403  (every name of _cuda.__all__)
 
-__all__ = [
-    "DEVICE_SUPPORT",
-    "FUTURE",
-    "LINUX",
-    "MINOR_COMPAT_DRIVER",
-    "RELEASES",
-    "WINDOWS",
-    "CudaVersion",
-    "DeviceSupport",
-    "Driver",
-    "DriverLike",
-    "Release",
-    "as_cuda_version",
-    "as_device",
-    "cuda_for_driver",
-    "cuda_name",
-    "dotted",
-    "driver_name",
-    "drivers_text",
-    "parse_driver",
-    "release_for",
-    "version_tuple",
-]
+__all__ = ["dotted"]
+__all__ += _cuda.__all__
