@@ -76,49 +76,32 @@ _DEMANGLE_LIMIT = 16384  # longer names stay mangled: the demangler is native co
 
 @dataclass(frozen=True)
 class ArchFilter:
-    """One ``--arch`` value: SM ``number``, ``suffix`` (None: any of ``""``, ``a``, ``f``) and
-    whether SASS and/or PTX match. ``sm_90`` and ``90``: SASS and PTX of SM 9.0, any suffix (as
-    ``cuobjdump -arch sm_90``); ``sm_90a``: that suffix only; ``compute_90``: PTX only."""
+    """One ``--arch`` value, as the vendor that spells it selects images
+    (:meth:`fatbinkit.vendors.Vendor.target_filter`). CUDA's follows ``cuobjdump -arch``:
+    ``sm_90`` and ``90``: SASS and PTX of SM 9.0, any suffix; ``sm_90a``: that suffix only;
+    ``compute_90``: PTX only (an :class:`~fatbinkit.formats.arch.Arch`: that arch, its suffix
+    exactly)."""
 
-    number: int
-    suffix: str | None
-    sass: bool = True
-    ptx: bool = True
+    rule: Any  # the vendor's own filter: matches(kind, target), matches_device(device), str()
 
     @classmethod
     def parse(cls, text: str | Arch) -> ArchFilter:
-        if isinstance(text, Arch):
-            return cls(text.number, text.suffix)
-        if not isinstance(text, str):
+        if not isinstance(text, (str, Arch)):
             raise InvalidArgumentError(f"an arch filter is a str like 'sm_90', not "
                                        f"{type(text).__name__}")
-        arch = Arch.parse(text)
-        spelled = text.strip().lower()
-        suffix = arch.suffix if spelled.endswith(("a", "f")) else None
-        return cls(arch.number, suffix, sass=not spelled.startswith("compute"),
-                   ptx=not spelled.startswith("lto"))
+        return cls(vendors.target_filter(text))
 
     def matches(self, kind: str, target: str) -> bool:
         """Whether an image of ``kind`` (``sass``, ``ptx``...) for ``target`` (``sm_90a``,
-        ``compute_90``) is selected; a target NVIDIA does not spell never is."""
-        try:
-            arch = Arch.parse(target)
-        except InvalidArgumentError:
-            return False
-        if arch.number != self.number or (self.suffix is not None and arch.suffix != self.suffix):
-            return False
-        return self.ptx if kind == "ptx" else self.sass
+        ``compute_90``) is selected; another vendor's target never is."""
+        return bool(self.rule.matches(kind, target))
 
     def matches_device(self, device: str) -> bool:
-        """Whether a GPU spelled ``device`` (``sm_90``) is of this filter's SM."""
-        try:
-            return Arch.parse(device).number == self.number
-        except InvalidArgumentError:
-            return False
+        """Whether the GPU named ``device`` (``sm_90``) is one this filter is about."""
+        return bool(self.rule.matches_device(device))
 
     def __str__(self) -> str:
-        prefix = "sm" if self.sass else "compute"
-        return f"{prefix}_{self.number}{self.suffix or ''}"
+        return str(self.rule)
 
 
 @functools.lru_cache(maxsize=1 << 16)  # diff and check print a name once per arch and field

@@ -59,7 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, overload
 
-from .compat import PTX, SASS, ImageInfo, decide, image_from_entry
+from . import vendors
+from .compat import PTX, SASS, ImageInfo, image_from_entry
 from .driver import CudaVersion, as_device, dotted
 from .errors import (
     CompatibilityError,
@@ -136,6 +137,8 @@ WRAPPER_SECTION = CUDA_WRAPPER_SECTION
 WRAPPER_MAGIC = CUDA_WRAPPER_MAGIC
 _SECTIONS = (FATBIN_SECTION, RELFATBIN_SECTION)
 _ELF, _PTX = int(EntryKind.ELF), int(EntryKind.PTX)
+# whose rules the planner asks: the vendor of the fatbin containers slim rewrites
+_VENDOR = vendors.VENDORS[FatbinEntry.vendor]
 _CODEC_FLAG = {"lz4": int(EntryFlags.COMPRESSED_LZ4), "zstd": int(EntryFlags.COMPRESSED_ZSTD)}
 _CODEC_BITS = _CODEC_FLAG["lz4"] | _CODEC_FLAG["zstd"]
 _U64 = struct.Struct("<Q")
@@ -322,12 +325,13 @@ def _cheap_image(entry: FatbinEntry) -> ImageInfo | None:
 
 
 def _picks(entries: Sequence[FatbinEntry], devices: Iterable[Arch]) -> dict[Arch, int | None]:
-    """The index of the entry the driver picks on each device (None: nothing loads)."""
+    """The index of the entry the driver picks on each device (None: nothing loads), as the
+    entries' vendor decides (:meth:`fatbinkit.vendors.Vendor.decide`)."""
     images = [_cheap_image(e) for e in entries]
     loadable = [(i, img) for i, img in enumerate(images) if img is not None]
     out: dict[Arch, int | None] = {}
     for dev in devices:
-        d = decide([img for _, img in loadable], dev)
+        d = _VENDOR.decide([img for _, img in loadable], dev)
         out[dev] = next((i for i, img in loadable if img is d.image), None)
     return out
 
@@ -552,11 +556,11 @@ def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> ImageInfo |
 
 
 def _floors_need(img: ImageInfo | None, device: Arch, codec: str | None) -> CudaVersion | None:
-    """The lowest CUDA driver that loads ``img`` on ``device`` (stored as ``codec``), as
-    :func:`fatbinkit.compat.decide` computes it for the image it picks."""
+    """The lowest CUDA driver that loads ``img`` on ``device`` (stored as ``codec``), as the
+    vendor's :meth:`~fatbinkit.vendors.Vendor.decide` computes it for the image it picks."""
     if img is None:
         return None
-    return decide([dataclasses.replace(img, compression=codec)], device).min_driver
+    return _VENDOR.decide([dataclasses.replace(img, compression=codec)], device).min_driver
 
 
 def _later(a: CudaVersion | None, b: CudaVersion | None) -> CudaVersion | None:

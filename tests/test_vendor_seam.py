@@ -88,6 +88,22 @@ class ToyPayload:
 
 
 @dataclass(frozen=True)
+class ToyFilter:
+    """``--arch toy3``: the images built for toy3 (and the toy3 GPU)."""
+
+    target: str
+
+    def matches(self, kind: str, target: str) -> bool:
+        return target == self.target
+
+    def matches_device(self, device: str) -> bool:
+        return device == self.target
+
+    def __str__(self) -> str:
+        return self.target
+
+
+@dataclass(frozen=True)
 class ToyVendor:
     """The toy rules as a :class:`fatbinkit.vendors.Vendor`."""
 
@@ -133,6 +149,9 @@ class ToyVendor:
 
     def every_device(self) -> tuple[ToyGpu, ...]:
         return tuple(ToyGpu(n) for n in range(1, 5))
+
+    def target_filter(self, value: object) -> ToyFilter | None:
+        return ToyFilter(str(value)) if _TARGET.fullmatch(str(value)) else None
 
     def sort_key(self, kind: str, target: str) -> tuple[Any, ...]:
         return (int(target.removeprefix("toy")),)
@@ -264,6 +283,8 @@ def test_embedded_toy_blobs_list_and_check(tmp_path: Path,
     assert [(i.arch, i.code.source) for i in lib.select()] == [
         ("toy1", "__old_start"), ("toy3", "__new_start")]
     assert [i.arch for i in lib.select(kernel="mul")] == ["toy3"]
+    assert [i.arch for i in lib.select(arch="toy1")] == ["toy1"]
+    assert [i.arch for i in lib.select(arch=["sm_90", "toy3"])] == ["toy3"]
     check = lib.check(["toy1", "toy2", "toy3"])
     status = {str(v.device): v.status for v in check.verdicts}
     # toy1 and toy2 load only the toy1 image (its module); the toy3 module is built for others
@@ -274,6 +295,8 @@ def test_embedded_toy_blobs_list_and_check(tmp_path: Path,
     assert doc["archs"] == ["toy3"] and doc["verdicts"]["toy3"]["status"] == "works"
     assert main(["check", str(obj), "--arch", "toy1", "--strict"]) == 1
     capsys.readouterr()
+    assert main(["ls", "--arch", "toy3", "--json", str(obj)]) == 0
+    assert [e["arch"] for e in json.loads(capsys.readouterr().out)["entries"]] == ["toy3"]
     assert main(["ls", "--summary", "--json", str(obj)]) == 0
     rows = json.loads(capsys.readouterr().out)["archs"]
     assert [(r["kind"], r["arch"]) for r in rows] == [("toyk", "toy1"), ("toyk", "toy3")]

@@ -121,16 +121,17 @@ def key_path(spec: str, key: str, *, option: str = "", example: str = "") -> tup
 
 
 def arch_filter(text: str) -> ArchFilter:
-    """``--arch`` of ls, extract and diff: see :class:`fatbinkit.binary.ArchFilter`; its SM must
-    name a GPU as for :func:`arch` (a typo would silently match nothing), ``future:`` before
-    the name accepts one the device table does not know."""
+    """``--arch`` of ls, extract and diff: see :class:`fatbinkit.binary.ArchFilter`; it must
+    name a GPU a vendor knows, as for :func:`gpu` (a typo would silently match nothing),
+    ``future:`` before the name accepts one the device table does not know."""
+    from .. import vendors
     from ..binary import ArchFilter
 
     spelled = text.strip()
     if spelled.lower().startswith(FUTURE):
         spelled = spelled[len(FUTURE):]
     else:
-        _usage(as_device, text)
+        _usage(lambda t: vendors.device(t, "device"), text)
     return _usage(ArchFilter.parse, spelled)
 
 

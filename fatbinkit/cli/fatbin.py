@@ -382,11 +382,11 @@ def skipped(member: Member, error: FatbinkitError) -> None:
 
 def _cubin(code: DeviceCode) -> Cubin | None:
     """The parsed cubin of an image with functions (:attr:`fatbinkit.vendors.Vendor.
-    function_kinds`: CUDA's SASS); None for other kinds. ``ls --resources`` prints cuobjdump's
-    ``-res-usage`` of cubins: another vendor's resources are not printed yet."""
+    function_kinds`: CUDA's SASS, the only vendor with some so far); None for other kinds.
+    ``ls --resources`` prints cuobjdump's ``-res-usage`` of cubins."""
     from .. import vendors
 
-    if code.kind not in vendors.of(code).function_kinds or code.vendor != "cuda":
+    if code.kind not in vendors.of(code).function_kinds:
         return None
     from ..formats.cubin import Cubin
 

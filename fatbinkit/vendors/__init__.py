@@ -35,6 +35,7 @@ __all__ = [
     "register",
     "registered",
     "row_key",
+    "target_filter",
     "target_key",
     "target_kind",
 ]
@@ -140,6 +141,14 @@ class Vendor(Protocol):
 
     def every_device(self) -> tuple[Any, ...]:
         """Every GPU the vendor's tables list (``check --min-driver``'s default)."""
+        ...
+
+    def target_filter(self, value: object) -> Any | None:
+        """An ``--arch`` filter the vendor spells (CUDA: ``sm_90``, ``compute_90a``, an
+        :class:`~fatbinkit.formats.arch.Arch`), with ``matches(kind, target)``,
+        ``matches_device(device)`` and a ``str()`` that gives it again; None when ``value`` is
+        not this vendor's spelling; :class:`~fatbinkit.errors.InvalidArgumentError` when it is,
+        but wrong."""
         ...
 
     def sort_key(self, kind: str, target: str) -> tuple[Any, ...]:
@@ -316,6 +325,21 @@ def device(value: object, what: str = "GPU arch") -> tuple[Vendor, Any]:
         if found is not None:
             return vendor, found
     raise error or InvalidArgumentError(f"{what} {value!r}: no vendor names a GPU so")
+
+
+def target_filter(value: object) -> Any:
+    """The ``--arch`` filter ``value`` spells, from the first vendor that spells it
+    (:meth:`Vendor.target_filter`); when none does, the first vendor's error."""
+    error: InvalidArgumentError | None = None
+    for vendor in VENDORS.values():
+        try:
+            found = vendor.target_filter(value)
+        except InvalidArgumentError as e:
+            error = error or e
+            continue
+        if found is not None:
+            return found
+    raise error or InvalidArgumentError(f"{value!r} is an arch no vendor spells")
 
 
 def device_machine(machine: int) -> bool:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ...formats.cubin import CubinFunction
     from .driver import DriverLike, Release
 
-__all__ = ["CUDA", "GENERATIONS", "CudaVendor", "entry_of"]
+__all__ = ["CUDA", "GENERATIONS", "CudaFilter", "CudaVendor", "entry_of"]
 
 # NVIDIA's generation per compute capability ("CUDA GPUs - Compute Capability",
 # developer.nvidia.com/cuda-gpus, and the CUDA C++ Programming Guide's "Compute Capabilities"
@@ -43,6 +43,53 @@ def entry_of(code: DeviceCode) -> FatbinEntry:
     entry = code.entry
     assert isinstance(entry, FatbinEntry), f"{code} is not a CUDA image"
     return entry
+
+
+@dataclass(frozen=True)
+class CudaFilter:
+    """CUDA's ``--arch`` filter (:class:`fatbinkit.binary.ArchFilter` holds it): SM ``number``,
+    ``suffix`` (None: any of ``""``, ``a``, ``f``) and whether SASS and/or PTX match. ``sm_90``
+    and ``90``: SASS and PTX of SM 9.0, any suffix (as ``cuobjdump -arch sm_90``); ``sm_90a``:
+    that suffix only; ``compute_90``: PTX only."""
+
+    number: int
+    suffix: str | None
+    sass: bool = True
+    ptx: bool = True
+
+    @classmethod
+    def parse(cls, text: str | Arch) -> CudaFilter:
+        """An :class:`~fatbinkit.formats.arch.Arch` (that suffix exactly) or its spelling
+        (:meth:`~fatbinkit.formats.arch.Arch.parse`'s errors for anything else)."""
+        if isinstance(text, Arch):
+            return cls(text.number, text.suffix)
+        arch = Arch.parse(text)
+        spelled = text.strip().lower()
+        suffix = arch.suffix if spelled.endswith(("a", "f")) else None
+        return cls(arch.number, suffix, sass=not spelled.startswith("compute"),
+                   ptx=not spelled.startswith("lto"))
+
+    def matches(self, kind: str, target: str) -> bool:
+        """Whether an image of ``kind`` (``sass``, ``ptx``...) for ``target`` (``sm_90a``,
+        ``compute_90``) is selected; a target NVIDIA does not spell never is."""
+        try:
+            arch = Arch.parse(target)
+        except InvalidArgumentError:
+            return False
+        if arch.number != self.number or (self.suffix is not None and arch.suffix != self.suffix):
+            return False
+        return self.ptx if kind == "ptx" else self.sass
+
+    def matches_device(self, device: str) -> bool:
+        """Whether a GPU spelled ``device`` (``sm_90``) is of this filter's SM."""
+        try:
+            return Arch.parse(device).number == self.number
+        except InvalidArgumentError:
+            return False
+
+    def __str__(self) -> str:
+        prefix = "sm" if self.sass else "compute"
+        return f"{prefix}_{self.number}{self.suffix or ''}"
 
 
 @dataclass(frozen=True)
@@ -127,6 +174,9 @@ class CudaVendor:
         from .driver import DEVICE_SUPPORT
 
         return tuple(Arch(n) for n in DEVICE_SUPPORT)
+
+    def target_filter(self, value: object) -> CudaFilter | None:
+        return CudaFilter.parse(value) if isinstance(value, (str, Arch)) else None
 
     def sort_key(self, kind: str, target: str) -> tuple[Any, ...]:
         """As cuobjdump's kinds number them (PTX 1, ELF 2, LTO-IR 8), then SM and suffix."""
