@@ -9,6 +9,7 @@ CUDA's: :mod:`fatbinkit.vendors.cuda.loading`); these records are what the rules
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -24,6 +25,7 @@ __all__ = [
     "FAILED",
     "JIT",
     "KERNEL_NOT_FOUND",
+    "LOADABLE_KINDS",
     "LOADS",
     "NATIVE",
     "NONE",
@@ -45,6 +47,19 @@ __all__ = [
 
 SASS = "sass"
 PTX = "ptx"
+
+#: the kinds of image a runtime loads, as the registered vendors name them, in their order
+#: (:func:`fatbinkit.vendors.register` keeps it: CUDA's ``sass`` and ``ptx``): an
+#: :class:`ImageInfo` of another kind is refused
+LOADABLE_KINDS: list[str] = []
+
+def _loadable_kinds() -> list[str]:
+    """:data:`LOADABLE_KINDS`, the registry loaded first if nothing has loaded it yet (this
+    module sits below :mod:`fatbinkit.vendors`, which fills the list when it is imported)."""
+    if not LOADABLE_KINDS:
+        importlib.import_module(f"{__package__}.vendors")
+    return LOADABLE_KINDS
+
 
 #: a runtime version (CUDA 12.4: ``(12, 4)``; ROCm's have the same shape)
 Version: TypeAlias = tuple[int, int]
@@ -94,6 +109,11 @@ class ImageInfo:
     host: str | None = None
 
     def __post_init__(self) -> None:
+        if self.kind not in LOADABLE_KINDS:
+            kinds = _loadable_kinds()
+            if self.kind not in kinds:
+                raise InvalidArgumentError(f"image kind {self.kind!r} is not "
+                                           f"{' or '.join(map(repr, kinds))}")
         if self.kind == PTX and self.ptx_version is None:
             raise InvalidArgumentError("a PTX image needs its PTX ISA version")
 

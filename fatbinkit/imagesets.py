@@ -10,7 +10,7 @@ import functools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import vendors
 from .decision import KERNEL_NOT_FOUND, NO_IMAGE, NONE, Decision, ImageInfo, _count
@@ -204,8 +204,7 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     read = {i for _, members in groups.values() for i in members}
     if devices is not None:
         wanted = [vendors.device(d, "device") for d in devices]
-        read = {i for i in read if any(
-            v.name == codes[i].vendor and v.may_load(_header(codes[i]), d) for v, d in wanted)}
+        read = {i for i in read if _may_load(codes[i], wanted)}
         read |= {i for _, members in groups.values() if read.isdisjoint(members)
                  for i in members}
     order = sorted(read)
@@ -228,6 +227,15 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
                    if s.container is not None and s.container > hole.container), len(sets))
         sets.insert(at, ImageSet.of_entryless(hole))
     return tuple(sets)
+
+
+def _may_load(code: DeviceCode, devices: Sequence[tuple[vendors.Vendor, Any]]) -> bool:
+    """Whether one of ``devices`` (each with its vendor) could load ``code``, by its header."""
+    own = [d for v, d in devices if v.name == code.vendor]
+    if not own:
+        return False
+    image = _header(code)
+    return any(vendors.of(code).may_load(image, d) for d in own)
 
 
 def _header(code: DeviceCode) -> ImageInfo:

@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Collection, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..decision import LOADABLE_KINDS
 from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -254,7 +255,7 @@ def register(vendor: Vendor) -> None:
     if vendor.name in VENDORS:
         raise InvalidArgumentError(f"a vendor named {vendor.name!r} is registered already")
     VENDORS[vendor.name] = vendor
-    _SPELLINGS.clear()
+    _changed()
 
 
 @contextlib.contextmanager
@@ -265,7 +266,14 @@ def registered(vendor: Vendor) -> Iterator[Vendor]:
         yield vendor
     finally:
         del VENDORS[vendor.name]
-        _SPELLINGS.clear()
+        _changed()
+
+
+def _changed() -> None:
+    """After the registry changed: the spellings found are forgotten, and the kinds an
+    :class:`~fatbinkit.decision.ImageInfo` may have are the vendors' loadable ones."""
+    _SPELLINGS.clear()
+    LOADABLE_KINDS[:] = [k for v in VENDORS.values() for k in v.kinds if k in v.loadable]
 
 
 def of(code: DeviceCode) -> Vendor:
