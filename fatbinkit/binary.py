@@ -631,7 +631,7 @@ class Binary:
         # a container with no entry is a module the runtime registers that loads nowhere
         sets = _header_sets(items)
         return Summary(self.file, len(sets) + len(self.entryless), tuple(rows),
-                       _devices(sets, len(self.entryless)))
+                       _devices(sets, self.entryless))
 
     @_names_its_file
     def functions(self, items: Sequence[Item] | None = None, *,
@@ -730,7 +730,7 @@ class Binary:
         """What the CUDA driver does with each module on each of ``archs`` (GPUs: a suffix is
         ignored) with ``driver`` (``"12.8"``, ``(12, 8)``, ``"570.124.06"``, ``12080``; None:
         driver floors are reported, not applied): per module and kernel the decision, per arch
-        the verdict (:class:`fatbinkit.compat.ArchVerdict`). With ``kernel``, only the matching
+        the verdict (:class:`fatbinkit.verdict.ArchVerdict`). With ``kernel``, only the matching
         kernels are judged (and modules without one are left out).
 
         Without ``kernel``, only the images these GPUs could load are read
@@ -748,8 +748,7 @@ class Binary:
             archs = [archs]
         found = [vendors.device(a, "GPU arch") for a in archs]
         wanted = list(dict.fromkeys(d for _, d in found))
-        first = found[0][0] if found else next(iter(vendors.VENDORS.values()))
-        runtime = None if driver is None else first.runtime(driver)
+        runtime = vendors.runtime(found, driver)
         if not wanted:
             raise InvalidArgumentError("check needs at least one GPU arch")
         kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
@@ -786,15 +785,16 @@ class Binary:
                    jobs: int | None = None,
                    max_decompressed: int | DecompressionBudget | None = None,
                    progress: Progress = None) -> MinDriver:
-        """The lowest driver each of ``archs`` (default: every GPU the vendors list,
-        :meth:`fatbinkit.vendors.Vendor.every_device`: NVIDIA's device table) needs for this
+        """The lowest driver each of ``archs`` (default: every GPU the vendors of its images
+        list, :meth:`fatbinkit.vendors.Vendor.every_device`: NVIDIA's device table) needs for this
         file's images: ``check --min-driver``; ``lib.min_driver()["sm_90"].min_driver`` is
         ``(12, 0)`` for a library of CUDA 12 cubins. ``kernel``, ``every_image`` as for
         :meth:`check`; images are read on ``jobs`` processes, inflating at most
         ``max_decompressed`` bytes (``progress`` counts them)."""
         from .verdict import ArchMinDriver, MinDriver
 
-        wanted = [d for v in vendors.VENDORS.values() for d in v.every_device()] \
+        own = list(dict.fromkeys(c.vendor for c in self.codes)) or list(vendors.VENDORS)
+        wanted = [d for v in own for d in vendors.VENDORS[v].every_device()] \
             if archs is None else archs
         kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
             KernelFilter.parse(kernel)
@@ -806,7 +806,7 @@ class Binary:
 @dataclass(frozen=True, repr=False)
 class Check:
     """The result of :meth:`Binary.check`: ``rows`` are (module, [(kernel, [decision per
-    arch])]), ``verdicts`` one :class:`~fatbinkit.compat.ArchVerdict` per arch. ``if
+    arch])]), ``verdicts`` one :class:`~fatbinkit.verdict.ArchVerdict` per arch. ``if
     check.ok:`` is the exit status of ``check``, ``check.strict_ok`` that of ``check
     --strict``."""
 
@@ -819,12 +819,12 @@ class Check:
 
     @property
     def ok(self) -> bool:
-        """Every arch works or is partial (:attr:`fatbinkit.compat.ArchVerdict.ok`)."""
+        """Every arch works or is partial (:attr:`fatbinkit.verdict.ArchVerdict.ok`)."""
         return all(v.ok for v in self.verdicts)
 
     @property
     def strict_ok(self) -> bool:
-        """Every arch works (:attr:`fatbinkit.compat.ArchVerdict.strict_ok`)."""
+        """Every arch works (:attr:`fatbinkit.verdict.ArchVerdict.strict_ok`)."""
         return all(v.strict_ok for v in self.verdicts)
 
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
@@ -914,11 +914,12 @@ def _header_sets(items: Sequence[Item]) -> list[tuple[str, tuple[ImageInfo, ...]
 
 
 def _devices(sets: Sequence[tuple[str, tuple[ImageInfo, ...]]],
-             entryless: int) -> tuple[DeviceSummary, ...]:
+             entryless: Sequence[EntrylessContainer]) -> tuple[DeviceSummary, ...]:
     """Per GPU of each vendor the file has code for (of every vendor when it has none), what
-    each module loads: its vendor's modules and the ``entryless`` ones, which load nowhere
-    (modules with the same images decided once)."""
-    present = list(dict.fromkeys(v for v, _ in sets)) or list(vendors.VENDORS)
+    each of its modules loads, the ``entryless`` ones loading nowhere (modules with the same
+    images decided once)."""
+    present = list(dict.fromkeys([*(v for v, _ in sets), *(c.vendor for c in entryless)])) \
+        or list(vendors.VENDORS)
     out: list[DeviceSummary] = []
     for name in present:
         vendor = vendors.VENDORS[name]
@@ -931,7 +932,8 @@ def _devices(sets: Sequence[tuple[str, tuple[ImageInfo, ...]]],
                 picks[images] = [(d.how, "" if d.image is None else d.image.arch_name)
                                  for d in decisions]
         for i, device in enumerate(devices):
-            counts = {"sass": 0, "ptx-jit": 0, "none": entryless}
+            counts = {"sass": 0, "ptx-jit": 0,
+                      "none": sum(c.vendor == name for c in entryless)}
             used: dict[str, int] = {}
             for images in own:
                 how, img = picks[images][i]

@@ -283,7 +283,7 @@ def binaries(source: str | os.PathLike[str], progress: Progress = None,
 @dataclass(frozen=True, repr=False)
 class TotalCheck:
     """:func:`check` of a wheel or folder: each library's :class:`~fatbinkit.binary.Check`
-    (``file`` its path inside), and per arch the :class:`~fatbinkit.compat.TotalVerdict`;
+    (``file`` its path inside), and per arch the :class:`~fatbinkit.verdict.TotalVerdict`;
     ``alternatives`` the groups of builds per CUDA version (:func:`alternatives`). ``if
     total.ok:`` is the exit status of ``check``, ``total.strict_ok`` that of ``check
     --strict``."""
@@ -307,12 +307,12 @@ class TotalCheck:
 
     @property
     def ok(self) -> bool:
-        """Every arch works or is partial (:attr:`fatbinkit.compat.TotalVerdict.ok`)."""
+        """Every arch works or is partial (:attr:`fatbinkit.verdict.TotalVerdict.ok`)."""
         return all(v.ok for v in self.verdicts)
 
     @property
     def strict_ok(self) -> bool:
-        """Every arch works (:attr:`fatbinkit.compat.TotalVerdict.strict_ok`)."""
+        """Every arch works (:attr:`fatbinkit.verdict.TotalVerdict.strict_ok`)."""
         return all(v.strict_ok for v in self.verdicts)
 
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
@@ -349,7 +349,7 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     of bytes; default: 64x the library + 256 MiB), or all of them together (a
     :class:`~fatbinkit.formats.fatbin.DecompressionBudget`). Libraries built once per CUDA
     version (:func:`alternatives`) count as the one build that serves each arch and driver
-    (:class:`~fatbinkit.compat.TotalVerdict`). ``archs``, ``driver``, ``kernel`` and ``jobs``
+    (:class:`~fatbinkit.verdict.TotalVerdict`). ``archs``, ``driver``, ``kernel`` and ``jobs``
     are checked before anything is read."""
     from . import vendors
     from .binary import KernelFilter
@@ -363,7 +363,7 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     devices = [d for _, d in found]
     if not devices:
         raise InvalidArgumentError("check needs at least one GPU arch")
-    runtime = None if driver is None else found[0][0].runtime(driver)
+    runtime = vendors.runtime(found, driver)
     kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
         KernelFilter.parse(kernel)
     jobs = as_jobs(jobs)
@@ -397,7 +397,7 @@ def min_driver(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchL
     :meth:`fatbinkit.vendors.Vendor.every_device`: NVIDIA's device table) needs for the
     libraries of ``source`` (a wheel, a folder or a file): ``check --min-driver``, the
     library that needs it named
-    (:attr:`~fatbinkit.compat.ArchMinDriver.min_driver_file`). The other arguments as for
+    (:attr:`~fatbinkit.verdict.ArchMinDriver.min_driver_file`). The other arguments as for
     :func:`check`."""
     from . import vendors
     from .verdict import ArchMinDriver, MinDriver

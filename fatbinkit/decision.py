@@ -43,6 +43,7 @@ __all__ = [
     "dotted",
     "highest_release",
     "module_outcome",
+    "version_numbers",
 ]
 
 SASS = "sass"
@@ -73,8 +74,6 @@ NATIVE, JIT, NONE = "sass", "ptx-jit", "none"
 LOADS, NO_IMAGE, KERNEL_NOT_FOUND, BELOW_FLOOR, REFUSED = (
     "loads", "no-image", "not-found", "floor", "refused")
 OUTCOMES = (LOADS, NO_IMAGE, KERNEL_NOT_FOUND, BELOW_FLOOR, REFUSED)
-
-
 
 
 @dataclass(frozen=True)
@@ -277,13 +276,14 @@ def highest_release(releases: Iterable[Release | None]) -> Release | None:
     among equals (a CUDA 12.0 device floor, 12.0 GA's 525.60.13 / 527.41, and a CUDA 12.9
     cubin's, Table 2's 525.60.13 / 528.33: the latter)."""
     known = [r for r in releases if r is not None]
-    return max(known, key=lambda r: (r.cuda, _numbers(r.linux),
-                                     _numbers(r.windows or "0"))) if known else None
+    return max(known, key=lambda r: (r.cuda, version_numbers(r.linux),
+                                     version_numbers(r.windows or "0"))) if known else None
 
 
-def _numbers(driver: str) -> tuple[int, ...]:
-    """``450.80.02`` -> ``(450, 80, 2)``: driver versions compare part by part."""
-    return tuple(int(p) for p in driver.split("."))
+def version_numbers(text: str) -> tuple[int, ...]:
+    """``450.80.02`` -> ``(450, 80, 2)``, ``"12.4"`` -> ``(12, 4)``: versions compare part by
+    part."""
+    return tuple(int(p) for p in text.split("."))
 
 
 def dotted(version: Version) -> str:

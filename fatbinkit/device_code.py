@@ -197,6 +197,7 @@ class EntrylessContainer:
     container: int
     offset: int
     member: str = ""
+    vendor: str = field(kw_only=True)  # whose container it is (DeviceCode.vendor)
 
 
 @dataclass(frozen=True)

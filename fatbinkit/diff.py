@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from . import vendors
 from .binary import ArchFilter, Binary, DeviceSummary, KernelFilter, _size, demangle
 from .collection import Member, binaries, member_key, named
+from .decision import dotted, version_numbers
 from .errors import FatbinkitError, FormatError, InvalidArgumentError
 from .formats.arch import Arch
 from .formats.codec import DecompressionBudget
@@ -236,7 +237,7 @@ class Library:
             _text(a["kind"]), _arch(a["arch"]), _count(a["entries"]), _count(a["stored"]),
             _count(a["uncompressed"]), tuple(map(_text, a["compression"])),
             tuple(map(_text, a["toolkits"])),
-            None if a["min_driver"] is None else _dotted(a["min_driver"]))
+            None if a["min_driver"] is None else _dotted(a["min_driver"], a["arch"]))
             for a in doc["archs"])
         modules = tuple(ModuleArchs(_count(m["index"]), tuple(map(_text, m["kernels"])),
                                tuple(map(_arch, m["sass"])), tuple(map(_arch, m["ptx"])))
@@ -267,18 +268,10 @@ def _arch(value: object) -> str:
     return text
 
 
-def _version(text: str) -> tuple[int, ...]:
-    """``"12.4"`` -> ``(12, 4)``: min_driver values compare as numbers."""
-    return tuple(int(p) for p in text.split("."))
-
-
-def _dotted(value: object) -> str:
-    """A version as the snapshot writes it, ``"12.4"``; anything else a ``ValueError``."""
-    text = _text(value)
-    major, dot, minor = text.partition(".")
-    if not (dot and major.isdigit() and minor.isdigit()):
-        raise ValueError(f"expected a version like 12.4, not {text!r}")
-    return f"{int(major)}.{int(minor)}"
+def _dotted(value: object, arch: str) -> str:
+    """A minimum driver as the snapshot writes it, ``"12.4"``, read by the vendor of ``arch``
+    (:meth:`fatbinkit.vendors.Vendor.runtime`: CUDA's ``12``, ``580.65.06`` too)."""
+    return dotted(vendors.of_target(arch).runtime(_text(value)))
 
 
 @dataclass(frozen=True)
@@ -583,7 +576,7 @@ class ArchChange:
         """A higher minimum driver (both known)."""
         if self.field != "min_driver" or self.new is None or self.old is None:
             return False
-        return _version(self.new) > _version(self.old)
+        return version_numbers(self.new) > version_numbers(self.old)
 
     def to_dict(self) -> dict[str, Any]:
         return {"library": self.library, "kind": self.kind, "arch": self.arch,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import vendors
 from .binary import ArchFilter, _size, demangle
 from .collection import Member, binaries, named
-from .decision import Version, dotted
+from .decision import Version, dotted, version_numbers
 from .diff import (
     WORSE_WHEN_HIGHER,
     Diff,
@@ -81,8 +81,8 @@ def _archs(value: object, name: str) -> tuple[Any, ...]:
 
 
 def _vendor(devices: Sequence[Any]) -> vendors.Vendor:
-    """The vendor of the first GPU the rules name: whose driver versions they give (with no GPU,
-    the first vendor's: CUDA's)."""
+    """The vendor of the GPUs the rules name: whose driver versions they give (with no GPU, the
+    first vendor's: CUDA's)."""
     return vendors.device(devices[0])[0] if devices else next(iter(vendors.VENDORS.values()))
 
 
@@ -196,15 +196,14 @@ class Rules:
             else:
                 raise InvalidArgumentError(f"tolerance is a Tolerance or text like "
                                            f"'registers=8', not {t!r}")
-        archs, sass = _archs(require_archs, "require_archs"), _archs(require_sass, "require_sass")
-        vendor = _vendor((*archs, *sass))
+        archs = _archs(require_archs, "require_archs")
+        gpus = [vendors.device(a) for a in archs]
+        driven = vendors.runtime(gpus, driver, "driver")
         fields = {"max_registers": max_registers, "no_spills": no_spills,
-                  "require_archs": archs,
-                  "driver": None if driver is None else vendor.runtime(driver, "driver"),
-                  "max_min_driver": None if max_min_driver is None else vendor.runtime(
-                      max_min_driver, "max_min_driver"),
+                  "require_archs": archs, "driver": driven,
+                  "max_min_driver": vendors.runtime(gpus, max_min_driver, "max_min_driver"),
                   "max_size": sizes, "tolerance": tuple(tolerances),
-                  "require_sass": sass}
+                  "require_sass": _archs(require_sass, "require_sass")}
         for name, value in fields.items():
             object.__setattr__(self, name, value)
         if self.driver is not None and not self.loads:
@@ -430,7 +429,7 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
             if a.min_driver is None:
                 notes.append(f"note: {lib.name}: {a.arch}: minimum driver not known (no floor "
                              "recorded, or one newer than fatbinkit's tables)")
-            elif _version(a.min_driver) > rules.max_min_driver:
+            elif version_numbers(a.min_driver) > rules.max_min_driver:
                 label = vendors.of_target(a.arch).runtime_label
                 out.append(Violation("max-min-driver", file, lib.name, None, a.arch,
                                      a.min_driver, limit,
@@ -447,11 +446,6 @@ def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[V
     return out
 
 
-def _version(text: str) -> tuple[int, ...]:
-    """A library's minimum driver as its snapshot writes it, ``"12.4"``, as numbers."""
-    return tuple(int(p) for p in text.split("."))
-
-
 def _require(check: Check, lib: Library, file: str, rules: Rules,
              notes: list[str]) -> list[Violation]:
     """What ``require_archs`` and ``require_sass`` find in one library's
@@ -459,7 +453,7 @@ def _require(check: Check, lib: Library, file: str, rules: Rules,
     ``rules.driver``'s floors), each module with no kernels (variables only) that does not load
     on it, each container with no entry at all (its kernels, which the runtime still registers,
     are unknown and load on no GPU: what ``prune`` leaves of a module no kept arch loads), and
-    images no driver for that GPU loads (:attr:`~fatbinkit.compat.ArchVerdict.driver_gap`). So
+    images no driver for that GPU loads (:attr:`~fatbinkit.verdict.ArchVerdict.driver_gap`). So
     an arch fails exactly when the check's verdict for it is not ``works``; modules with no
     kernels and no variables are not judged (never loaded), as the check does. For
     ``require_sass`` a kernel (or module with no kernels) the GPU loads by PTX JIT fails too."""

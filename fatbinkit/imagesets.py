@@ -53,7 +53,7 @@ class ImageSet:
     def of_entryless(cls, c: EntrylessContainer) -> ImageSet:
         """The module of a container with no entry."""
         return cls(module_label(c.source, c.container, c.member), (), source=c.source,
-                   container=c.container, entryless=True)
+                   container=c.container, entryless=True, vendor=c.vendor)
 
     @functools.cached_property
     def kernels(self) -> list[str]:
@@ -69,7 +69,8 @@ class ImageSet:
                kernel: str | None = None) -> Decision:
         """The vendor's :meth:`~fatbinkit.vendors.Vendor.decide` for the whole set, as the
         driver loads it: one image for the module.
-        With ``kernel``, a picked image that lacks it gives ``CUDA_ERROR_NOT_FOUND`` (what
+        With ``kernel``, a picked image that lacks it gives the vendor's
+        :attr:`~fatbinkit.vendors.Vendor.not_found` (CUDA: ``CUDA_ERROR_NOT_FOUND``, what
         ``cuModuleGetFunction`` returns), even when another image of the set has it; a kernel
         that no image has is a :class:`~fatbinkit.errors.NotFoundError`."""
         if kernel is not None:
@@ -137,7 +138,6 @@ def module_label(source: str, container: int, member: str = "") -> str:
     image), ``file`` (a bare file), after ``member: `` in a static library."""
     where = f"{source or 'file'} container {container}" if container >= 0 else (source or "file")
     return f"{member}: {where}" if member else where
-
 
 
 def host_of(head: bytes | bytearray | memoryview) -> str | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
@@ -314,11 +315,9 @@ def _scan_archive(view: memoryview, fd: int | None, all: bool, path: Path | None
                      _scan_elf(data, None, all, own))
         except FatbinkitError as e:
             raise naming(e, f"member {m.name}") from e
-        for c in found:
-            codes.append(DeviceCode(c.source, c.container + first if c.container >= 0 else -1,
-                                    c.entry, c.offset, m.name))
-        entryless += [EntrylessContainer(e.source, e.container + first, e.offset, m.name)
-                      for e in own]
+        codes += [replace(c, container=c.container + first if c.container >= 0 else -1,
+                          member=m.name) for c in found]
+        entryless += [replace(e, container=e.container + first, member=m.name) for e in own]
         first = _count_containers(codes, first, entryless)
     return codes
 

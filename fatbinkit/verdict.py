@@ -714,8 +714,6 @@ def _plural(n: int, one: str, many: str) -> str:
     return one if n == 1 else many
 
 
-
-
 def file_verdict(sets: Sequence[ImageSet], device: ArchLike,
                  driver: DriverLike | None = None) -> ArchVerdict:
     """The verdict on ``device`` (with ``driver``) for every load unit of a file, e.g.

@@ -346,3 +346,13 @@ def test_cuda_is_asked_first_and_speaks_as_before() -> None:
         vendors.device("sm_91")
     with pytest.raises(InvalidArgumentError, match="device"):
         vendors.device("toy9", "device")
+
+
+def test_a_driver_goes_with_one_vendors_gpus(tmp_path: Path) -> None:
+    path = tmp_path / "k.toy"
+    path.write_bytes(toy_image("toy2", "add"))
+    lib = fatbinkit.open(path)
+    with pytest.raises(InvalidArgumentError, match="GPUs of one vendor, not of cuda and toy"):
+        lib.check(["sm_90", "toy2"], "12.8")
+    # the lowest driver per GPU of the vendors the file has images of (the toy's: no driver)
+    assert [str(a.device) for a in lib.min_driver().archs] == ["toy1", "toy2", "toy3", "toy4"]

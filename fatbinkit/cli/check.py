@@ -3,7 +3,7 @@
 For every load unit in FILE (each fatbin container, or the bare cubin/PTX), every kernel and every
 requested arch: which image the driver would use (SASS, or PTX JIT-compiled at load: a cold-start
 cost) or why nothing fits, the driver floor that failed and the CUDA error that follows. Then one
-verdict per arch for the whole file (:class:`fatbinkit.compat.ArchVerdict`): exit status 1 when an
+verdict per arch for the whole file (:class:`fatbinkit.verdict.ArchVerdict`): exit status 1 when an
 arch fails (a module the driver would pick an image for cannot load, or no module with kernels
 loads at all), or, with ``--strict``, when some module holds no image for it or a data-only
 module cannot load. The text gives the verdicts first (modules as SASS, by PTX JIT, that cannot
@@ -248,7 +248,7 @@ def _file_cell(v: ArchVerdict, strict: bool) -> str:
 
 def _needs(v: ArchVerdict | TotalVerdict) -> str:
     """``needs CUDA 12.0 (driver >= 525.60.13)``, with the device's last driver when it has one;
-    empty when no image is picked (:attr:`fatbinkit.compat.ArchMinDriver.needs`)."""
+    empty when no image is picked (:attr:`fatbinkit.verdict.ArchMinDriver.needs`)."""
     from ..verdict import ArchMinDriver
 
     return ArchMinDriver.of(v).needs

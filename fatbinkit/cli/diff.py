@@ -19,11 +19,11 @@ from ..outfile import atomic_path
 from .args import (
     UsageError,
     add_budget,
-    arch,
     arch_filter,
     byte_size,
     driver,
     examples,
+    gpu,
     kernel_filter,
     positive,
 )
@@ -88,10 +88,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="no kernel uses more than N registers per thread")
     p.add_argument("--no-spills", action="store_true",
                    help="no kernel spills registers to local memory (as ptxas -v reports)")
-    p.add_argument("--require-arch", action="append", type=arch, default=[], metavar="ARCH",
+    p.add_argument("--require-arch", action="append", type=gpu, default=[], metavar="ARCH",
                    help="every module loads on a GPU of ARCH (SASS it runs, or PTX it JITs): "
                    "fails where `fatbinkit check --strict` does; repeat for several")
-    p.add_argument("--require-sass-arch", action="append", type=arch, default=[],
+    p.add_argument("--require-sass-arch", action="append", type=gpu, default=[],
                    metavar="ARCH",
                    help="every kernel has SASS a GPU of ARCH runs (for ARCH, or an older arch of "
                    "its major): no PTX JIT; repeat for several")

@@ -87,8 +87,6 @@ ALIGN = 8
 _HEADER_READ = 256
 
 
-
-
 class EntryKind(enum.IntEnum):
     """Payload kind of an entry; values not listed here are kept as plain ints."""
 

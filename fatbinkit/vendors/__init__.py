@@ -14,7 +14,7 @@ test's toy format; AMD and Intel next)::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..decision import LOADABLE_KINDS
@@ -36,6 +36,7 @@ __all__ = [
     "register",
     "registered",
     "row_key",
+    "runtime",
     "target_filter",
     "target_key",
     "target_kind",
@@ -159,7 +160,8 @@ class Vendor(Protocol):
 
     def target_kind(self, target: str) -> str | None:
         """The kind of image a target spelled ``target`` names (CUDA: ``compute_90`` PTX,
-        ``sm_90a`` SASS); None when it is not this vendor's spelling."""
+        ``sm_90a`` SASS); None, or an :class:`~fatbinkit.errors.InvalidArgumentError` that
+        says why, when it is not this vendor's spelling."""
         ...
 
     def target_key(self, target: str) -> tuple[Any, ...]:
@@ -288,19 +290,27 @@ def of(code: DeviceCode) -> Vendor:
 # target -> (its vendor, its kind): asked per kernel of a library (diff, gate); cleared when the
 # vendors change
 _SPELLINGS: dict[str, tuple[Vendor, str]] = {}
+_SPELLINGS_KEPT = 4096
 
 
 def _spelling(target: str) -> tuple[Vendor, str]:
     found = _SPELLINGS.get(target)
     if found is not None:
         return found
+    error: InvalidArgumentError | None = None
     for vendor in VENDORS.values():
-        kind = vendor.target_kind(target)
+        try:
+            kind = vendor.target_kind(target)
+        except InvalidArgumentError as e:
+            error = error or e
+            continue
         if kind is not None:
+            if len(_SPELLINGS) >= _SPELLINGS_KEPT:  # hostile input: many spellings
+                _SPELLINGS.clear()
             found = _SPELLINGS[target] = (vendor, kind)
             return found
-    raise InvalidArgumentError(f"{target!r} is not a target any vendor spells "
-                               f"({', '.join(VENDORS)})")
+    raise error or InvalidArgumentError(f"{target!r} is not a target any vendor spells "
+                                        f"({', '.join(VENDORS)})")
 
 
 def of_target(target: str) -> Vendor:
@@ -310,7 +320,8 @@ def of_target(target: str) -> Vendor:
 
 def target_kind(target: str) -> str:
     """The kind of image ``target`` names, as the vendor spelling it says (``compute_90``:
-    ``ptx``); :class:`~fatbinkit.errors.InvalidArgumentError` when no vendor spells it."""
+    ``ptx``); when no vendor spells it, the first vendor's
+    :class:`~fatbinkit.errors.InvalidArgumentError` (CUDA's: not a GPU arch)."""
     return _spelling(target)[1]
 
 
@@ -348,6 +359,21 @@ def target_filter(value: object) -> Any:
         if found is not None:
             return found
     raise error or InvalidArgumentError(f"{value!r} is an arch no vendor spells")
+
+
+def runtime(gpus: Sequence[tuple[Vendor, Any]], value: object, what: str = "driver",
+            ) -> tuple[int, int] | None:
+    """``value`` (None: none) as the runtime version of the vendor of ``gpus``
+    (:func:`device`'s answers; none: the first vendor's, CUDA's); a runtime given with the GPUs
+    of several vendors is an :class:`~fatbinkit.errors.InvalidArgumentError`: whose it is
+    cannot be told."""
+    if value is None:
+        return None
+    owners = list(dict.fromkeys(v.name for v, _ in gpus)) or [next(iter(VENDORS))]
+    if len(owners) > 1:
+        raise InvalidArgumentError(f"a {what} goes with the GPUs of one vendor, not of "
+                                   f"{' and '.join(owners)}: check each vendor's GPUs apart")
+    return VENDORS[owners[0]].runtime(value, what)
 
 
 def device_machine(machine: int) -> bool:

@@ -116,12 +116,13 @@ class CudaVendor:
 
     def device(self, value: object, what: str = "GPU arch") -> Arch | None:
         """:func:`~fatbinkit.driver.as_device`, the suffix dropped (a GPU has none); an
-        :class:`~fatbinkit.errors.InvalidArgumentError` for any value that is not one (CUDA is
-        asked first: its errors are the ones users of NVIDIA GPUs see)."""
-        from .driver import as_device
+        :class:`~fatbinkit.errors.InvalidArgumentError` for any value that names no GPU of the
+        table (CUDA is asked first: its errors are the ones users of NVIDIA GPUs see)."""
+        from .driver import DEVICE_SUPPORT, as_device
 
-        if isinstance(value, Arch) and not value.suffix:
-            return value
+        if isinstance(value, Arch) and not value.suffix and (
+                value.future or value.number in DEVICE_SUPPORT):
+            return value  # a GPU already (check's, for each module)
         d = as_device(value, what)
         return Arch(d.number, future=d.future)
 
@@ -187,11 +188,9 @@ class CudaVendor:
         return (order, arch.number, arch.suffix)
 
     def target_kind(self, target: str) -> str | None:
-        """``ptx`` for ``compute_``, ``sass`` for other spellings of an NVIDIA arch."""
-        try:
-            Arch.parse(target)
-        except InvalidArgumentError:
-            return None
+        """``ptx`` for ``compute_``, ``sass`` for other spellings of an NVIDIA arch
+        (:meth:`~fatbinkit.formats.arch.Arch.parse`'s error for anything else)."""
+        Arch.parse(target)
         return "ptx" if target.startswith("compute_") else "sass"
 
     def target_key(self, target: str) -> tuple[Any, ...]:

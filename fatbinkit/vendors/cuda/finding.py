@@ -104,7 +104,8 @@ def _fatbin_codes(
     codes = []
     for i, off, entries in iter_container_entries(Reader(view, fd, base)):
         if not entries:
-            entryless.append(EntrylessContainer(source, first + i, base + off))
+            entryless.append(EntrylessContainer(source, first + i, base + off,
+                                                vendor=FatbinEntry.vendor))
         codes += [DeviceCode(source, first + i, e, base + e.offset) for e in entries]
     return codes
 

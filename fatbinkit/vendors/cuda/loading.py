@@ -55,6 +55,7 @@ test (tests/gpu/test_check_gpu.py) checks these predictions against the driver.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -151,7 +152,7 @@ _PTX_VARIABLE_AT = re.compile(rb"\.(?:global|const)[ \t]")
 _PTX_VARIABLE_LINE = re.compile(rb"[ \t]*(?:\.(?:visible|extern|weak)[ \t]+)*")
 
 
-
+@functools.lru_cache(maxsize=4096)  # a check builds the same floors per module and GPU
 def floor(what: str, need: CudaVersion | None, why: str, error: str, *, family: bool = False,
           built: CudaVersion | None = None, host: str | None = None) -> Floor:
     """A CUDA driver floor, with the driver versions that meet it (:func:`_release`) and what
@@ -463,7 +464,6 @@ def _ptx_why_not(image: Arch, dev: Arch) -> str:
     if image.suffix == "f":
         return f"PTX {image.compute} is family-specific: JIT only for CC {image.major}.x"
     return f"PTX {image.compute} needs CC >= {image.major}.{image.minor}"
-
 
 
 def image_from_cubin(data: bytes | bytearray | memoryview, label: str = "",
