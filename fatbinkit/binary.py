@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import vendors
-from .decision import Version, dotted
+from .decision import JIT, NATIVE, NONE, Version, dotted
 from .device_code import DeviceCode, EntrylessContainer
 from .errors import (
     FatbinkitError,
@@ -299,7 +299,7 @@ class Summary:
             for a in s.archs:
                 rows.setdefault((a.kind, a.arch), []).append(a)
         archs = []
-        for (kind, arch), same in sorted(rows.items(), key=lambda kv: _row_order(*kv[0])):
+        for (kind, arch), same in sorted(rows.items(), key=lambda kv: vendors.row_key(*kv[0])):
             toolkits = [a.toolkits for a in same if a.toolkits is not None]
             archs.append(ArchSummary(
                 kind, arch, sum(a.entries for a in same), sum(a.stored for a in same),
@@ -362,12 +362,6 @@ class Summary:
             what = ", ".join(p for p in parts if p)
             images = f" [{', '.join(d.images)}]" if d.images else ""
             yield f"  {d.device:<8} {d.generation:<10} {d.verdict:<8} {what}{images}"
-
-
-def _row_order(kind: str, arch: str) -> tuple[Any, ...]:
-    """Summary rows as :meth:`Binary.summary` sorts them: by vendor, then the vendor's order
-    (CUDA: by kind, its entry-kind number, then SM, then suffix)."""
-    return vendors.row_key(kind, arch)
 
 
 def _version_order(text: str) -> tuple[int, ...]:
@@ -613,7 +607,7 @@ class Binary:
                                                        "reading kernel names", jobs, progress),
                             strict=True))
         for (_, kind, target), codes in sorted(groups.items(),
-                                               key=lambda kv: _row_order(*kv[0][1:])):
+                                               key=lambda kv: vendors.row_key(*kv[0][1:])):
             vendor = vendors.of(codes[0])
             versions = {v for c in codes if (v := vendor.version(c)) is not None}
             row = ArchSummary(
@@ -931,17 +925,17 @@ def _devices(sets: Sequence[tuple[str, tuple[ImageInfo, ...]]],
                 decisions = [vendor.decide(images, d) for d in devices]
                 picks[images] = [(d.how, "" if d.image is None else d.image.arch_name)
                                  for d in decisions]
+        nowhere = sum(c.vendor == name for c in entryless)
         for i, device in enumerate(devices):
-            counts = {"sass": 0, "ptx-jit": 0,
-                      "none": sum(c.vendor == name for c in entryless)}
+            counts = {NATIVE: 0, JIT: 0, NONE: nowhere}
             used: dict[str, int] = {}
             for images in own:
                 how, img = picks[images][i]
-                counts[how if how in counts else "none"] += 1
+                counts[how if how in counts else NONE] += 1
                 if img:
                     used[img] = used.get(img, 0) + 1
-            out.append(DeviceSummary(device, vendor.generation(device), counts["sass"],
-                                     counts["ptx-jit"], counts["none"],
+            out.append(DeviceSummary(device, vendor.generation(device), counts[NATIVE],
+                                     counts[JIT], counts[NONE],
                                      tuple(sorted(used, key=lambda a: (-used[a], a)))))
     return tuple(out)
 

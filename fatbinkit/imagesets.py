@@ -49,6 +49,11 @@ class ImageSet:
     # CUDA's, as every set was before there were vendors
     vendor: str = "cuda"
 
+    def __post_init__(self) -> None:
+        if self.vendor not in vendors.VENDORS:
+            raise InvalidArgumentError(f"{self.label}: no vendor named {self.vendor!r} is "
+                                       f"registered ({', '.join(vendors.VENDORS)})")
+
     @classmethod
     def of_entryless(cls, c: EntrylessContainer) -> ImageSet:
         """The module of a container with no entry."""
@@ -231,11 +236,11 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
 
 def _may_load(code: DeviceCode, devices: Sequence[tuple[vendors.Vendor, Any]]) -> bool:
     """Whether one of ``devices`` (each with its vendor) could load ``code``, by its header."""
-    own = [d for v, d in devices if v.name == code.vendor]
+    own = [(v, d) for v, d in devices if v.name == code.vendor]
     if not own:
         return False
     image = _header(code)
-    return any(vendors.of(code).may_load(image, d) for d in own)
+    return any(v.may_load(image, d) for v, d in own)
 
 
 def _header(code: DeviceCode) -> ImageInfo:

@@ -16,6 +16,7 @@ Every image comes back as a :class:`~fatbinkit.device_code.DeviceCode` holding i
 record (CUDA: a :class:`~fatbinkit.formats.fatbin.FatbinEntry`; a bare cubin or PTX file becomes
 a synthetic entry of kind ELF/PTX with its exact bytes).
 """
+
 from __future__ import annotations
 
 import mmap

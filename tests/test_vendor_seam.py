@@ -31,6 +31,7 @@ from fatbinkit.decision import LOADS, NATIVE, NO_IMAGE, NONE, Decision, ImageInf
 from fatbinkit.device_code import DeviceCode, EntrylessContainer, Place
 from fatbinkit.diff import diff, snapshot
 from fatbinkit.errors import InvalidArgumentError
+from fatbinkit.imagesets import ImageSet
 
 MAGIC = b"TOYGPU1\n"
 _TARGET = re.compile(r"toy([1-4])")
@@ -325,6 +326,8 @@ def test_a_cuda_gpu_and_a_toy_module_do_not_mix(tmp_path: Path) -> None:
 def test_a_vendor_name_is_registered_once() -> None:
     with pytest.raises(InvalidArgumentError, match="registered already"):
         vendors.register(ToyVendor())
+    with pytest.raises(InvalidArgumentError, match="no vendor named 'amd'"):
+        ImageSet("m", (), vendor="amd")
 
 
 def test_cuda_is_asked_first_and_speaks_as_before() -> None:

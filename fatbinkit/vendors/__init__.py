@@ -14,7 +14,7 @@ test's toy format; AMD and Intel next)::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..decision import LOADABLE_KINDS
@@ -293,24 +293,31 @@ _SPELLINGS: dict[str, tuple[Vendor, str]] = {}
 _SPELLINGS_KEPT = 4096
 
 
-def _spelling(target: str) -> tuple[Vendor, str]:
-    found = _SPELLINGS.get(target)
-    if found is not None:
-        return found
+def _first(ask: Callable[[Vendor], Any], refusal: str) -> tuple[Vendor, Any]:
+    """The first vendor whose answer to ``ask`` is not None, and that answer; when none answers,
+    the first vendor's :class:`~fatbinkit.errors.InvalidArgumentError` (CUDA's: the words NVIDIA
+    users know), else ``refusal``."""
     error: InvalidArgumentError | None = None
     for vendor in VENDORS.values():
         try:
-            kind = vendor.target_kind(target)
+            found = ask(vendor)
         except InvalidArgumentError as e:
             error = error or e
             continue
-        if kind is not None:
-            if len(_SPELLINGS) >= _SPELLINGS_KEPT:  # hostile input: many spellings
-                _SPELLINGS.clear()
-            found = _SPELLINGS[target] = (vendor, kind)
-            return found
-    raise error or InvalidArgumentError(f"{target!r} is not a target any vendor spells "
-                                        f"({', '.join(VENDORS)})")
+        if found is not None:
+            return vendor, found
+    raise error or InvalidArgumentError(refusal)
+
+
+def _spelling(target: str) -> tuple[Vendor, str]:
+    found = _SPELLINGS.get(target)
+    if found is None:
+        found = _first(lambda v: v.target_kind(target),
+                       f"{target!r} is not a target any vendor spells ({', '.join(VENDORS)})")
+        if len(_SPELLINGS) >= _SPELLINGS_KEPT:  # hostile input: many spellings
+            _SPELLINGS.clear()
+        _SPELLINGS[target] = found
+    return found
 
 
 def of_target(target: str) -> Vendor:
@@ -334,31 +341,13 @@ def target_key(target: str) -> tuple[Any, ...]:
 def device(value: object, what: str = "GPU arch") -> tuple[Vendor, Any]:
     """The vendor of the GPU ``value`` names, and that GPU (:meth:`Vendor.device`); when no
     vendor knows it, the first vendor's error (CUDA's, for ``sm_91``: no such GPU)."""
-    error: InvalidArgumentError | None = None
-    for vendor in VENDORS.values():
-        try:
-            found = vendor.device(value, what)
-        except InvalidArgumentError as e:
-            error = error or e
-            continue
-        if found is not None:
-            return vendor, found
-    raise error or InvalidArgumentError(f"{what} {value!r}: no vendor names a GPU so")
+    return _first(lambda v: v.device(value, what), f"{what} {value!r}: no vendor names a GPU so")
 
 
 def target_filter(value: object) -> Any:
     """The ``--arch`` filter ``value`` spells, from the first vendor that spells it
     (:meth:`Vendor.target_filter`); when none does, the first vendor's error."""
-    error: InvalidArgumentError | None = None
-    for vendor in VENDORS.values():
-        try:
-            found = vendor.target_filter(value)
-        except InvalidArgumentError as e:
-            error = error or e
-            continue
-        if found is not None:
-            return found
-    raise error or InvalidArgumentError(f"{value!r} is an arch no vendor spells")
+    return _first(lambda v: v.target_filter(value), f"{value!r} is an arch no vendor spells")[1]
 
 
 def runtime(gpus: Sequence[tuple[Vendor, Any]], value: object, what: str = "driver",

@@ -102,6 +102,7 @@ class CudaVendor:
     function_kinds: frozenset[str] = frozenset({"sass"})
     machines: frozenset[int] = frozenset({EM_CUDA})
     not_found: str = "CUDA_ERROR_NOT_FOUND"
+    runtime_label: str = "CUDA"
 
     def sections(self, present: Collection[str], all: bool, pe: bool) -> frozenset[str]:
         from .finding import sections
@@ -130,8 +131,6 @@ class CudaVendor:
         from .driver import as_cuda_version
 
         return as_cuda_version(value, what)
-
-    runtime_label: str = "CUDA"
 
     def runtime_text(self, version: tuple[int, int], host: str | None = None,
                      release: Release | None = None) -> str:
@@ -237,8 +236,7 @@ class CudaVendor:
         e = entry_of(code)
         if e.header.kind != EntryKind.PTX:
             return None
-        major, minor = e.code_version
-        return f"{major}.{minor}"
+        return dotted(e.code_version)
 
     def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
         kind = entry_of(code).header.kind
@@ -254,7 +252,7 @@ class CudaVendor:
         return [], None
 
     def toolkit_name(self, toolkit: tuple[int, int]) -> str:
-        return f"CUDA {toolkit[0]}.{toolkit[1]}"
+        return f"{self.runtime_label} {dotted(toolkit)}"
 
     def functions(self, code: DeviceCode) -> tuple[CubinFunction, ...]:
         if entry_of(code).header.kind != EntryKind.ELF:
