@@ -39,6 +39,8 @@ lib19mix   ld.lld 19 ``-shared`` of obj19's kernels.o and second.hip compressed 
 lib22zz    ld.lld 22 ``-shared`` of kernels.hip and second.hip, both compressed by clang 22:
            ``.hip_fatbin`` with 2 CCOB v3, 2 wrappers (the shape of jax's _solver.so)
 ar19       llvm-ar archive of lib19mix's two objects (kernels.o uncompressed, second.o CCOB v2)
+ar19rdc    llvm-ar archive of kernels.hip and second.hip compiled as rdc19 (object-file-handler
+           sections in each member; ``clang-offload-bundler --type=a`` unbundles it)
 ========== ============================================================================
 """
 
@@ -137,11 +139,16 @@ FIXTURES: dict[str, Fixture] = {
         Tool(22, "ld.lld", ("-shared", "-o", "libzz.so", "kernels.o", "second.o")))),
     "ar19": Fixture("libmix.a", (
         *_MIX, Tool(19, "llvm-ar", ("rcs", "libmix.a", "kernels.o", "second.o")))),
+    "ar19rdc": Fixture("librdc.a", (
+        _obj(19, "kernels.hip", "kernels.o", "-fgpu-rdc"),
+        _obj(19, "second.hip", "second.o", "-fgpu-rdc"),
+        Tool(19, "llvm-ar", ("rcs", "librdc.a", "kernels.o", "second.o")))),
 }
 
 
 def _key(fixture: Fixture) -> str:
-    digest = hashlib.sha256(repr(fixture).encode())
+    """The recipe (this file's code included), the LLVM versions and the sources, hashed."""
+    digest = hashlib.sha256(repr(fixture).encode() + Path(__file__).read_bytes())
     for major in sorted({s.major for s in fixture.steps}):
         digest.update(f"{major}={LLVM[major][0].version}".encode())
     for src in sorted(SOURCES.iterdir()):

@@ -215,6 +215,20 @@ def test_archive_members() -> None:
     assert out.count("] .hip_fatbin ") == 2 and out.count("] .hipFatBinSegment ") == 2
 
 
+@pytest.mark.parametrize("major", [19, 22])
+def test_rdc_archive_unbundles(major: int, tmp_path: Path) -> None:
+    """clang-offload-bundler --type=a: one bitcode member per archive member for the target
+    (a hipv4 request matches the hip entries; ':' becomes '_' in the member names)."""
+    out = tmp_path / "gfx90a.a"
+    check(major, "clang-offload-bundler", "--unbundle", "--type=a",
+          f"--input={build('ar19rdc')}", f"--targets={HIPV4}gfx90a:xnack+", f"--output={out}")
+    members = check(19, "llvm-ar", "t", out).split()
+    assert members == [f"{m}-hip-amdgcn-amd-amdhsa--gfx90a_xnack+{m}.bc"
+                       for m in ("kernels", "second")]
+    check(19, "llvm-ar", "x", out, cwd=tmp_path)
+    assert all((tmp_path / m).read_bytes()[:4] == b"BC\xc0\xde" for m in members)
+
+
 def test_llvm22_objdump_misreads_ccob(tmp_path: Path) -> None:
     """llvm-objdump 22 --offloading copies a CCOB's *decompressed* offsets from the file, so
     no extracted code object is an ELF (fixed after 22.1.8 by llvm/llvm-project PR #192729);
