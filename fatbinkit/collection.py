@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .formats.arch import Arch, ArchLike
     from .formats.codec import DecompressionBudget
     from .progress import Progress
-    from .verdict import MinDriver, TotalVerdict
+    from .verdict import ArchVerdict, MinDriver, TotalVerdict
 
 __all__ = ["MAX_MEMBER", "Member", "TotalCheck", "alternatives", "binaries", "check",
            "cuda_build", "extract", "member_key", "members", "min_driver",
@@ -383,9 +383,22 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
         raise FormatError(f"{os.fspath(source)}: {what}")
     first = checks[0]
     groups = tuple(alternatives(c.file for c in checks))
+    owners = [{m.vendor for m, _ in c.rows} for c in checks]
+
+    def files(i: int) -> list[tuple[str, ArchVerdict]]:
+        """The libraries a GPU's verdict counts: those with modules of its vendor (a ROCm
+        library of a wheel is not a CUDA library that fails on sm_90); all where none has."""
+        own = [(c.file, c.verdicts[i]) for c, o in zip(checks, owners, strict=True)
+               if c.verdicts[i].vendor in o]
+        return own or [(c.file, c.verdicts[i]) for c in checks]
+
+    def total(i: int) -> TotalVerdict:
+        counted = files(i)
+        names = {n for n, _ in counted}
+        return TotalVerdict.of(counted, [g for g in groups if set(g[1]) <= names])
+
     return TotalCheck(os.fspath(source), first.archs, first.driver, tuple(checks),
-                      tuple(TotalVerdict.of([(c.file, c.verdicts[i]) for c in checks], groups)
-                            for i in range(len(first.archs))), groups)
+                      tuple(total(i) for i in range(len(first.archs))), groups)
 
 
 def min_driver(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike | None = None,
@@ -393,7 +406,7 @@ def min_driver(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchL
                jobs: int | None = None, progress: Progress = None,
                max_decompressed: int | DecompressionBudget | None = None,
                skipped: Callable[[Member, FatbinkitError], None] | None = None) -> MinDriver:
-    """The lowest driver each of ``archs`` (default: every GPU the vendors list,
+    """The lowest driver each of ``archs`` (default: every GPU the vendors of its modules list,
     :meth:`fatbinkit.vendors.Vendor.every_device`: NVIDIA's device table) needs for the
     libraries of ``source`` (a wheel, a folder or a file): ``check --min-driver``, the
     library that needs it named
@@ -406,7 +419,11 @@ def min_driver(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchL
     total = check(source, every if archs is None else archs, None, kernel,
                   every_image=every_image, jobs=jobs, progress=progress,
                   max_decompressed=max_decompressed, skipped=skipped)
-    return MinDriver(total.file, total.modules, tuple(map(ArchMinDriver.of, total.verdicts)),
+    verdicts = total.verdicts
+    if archs is None:  # the GPUs of the vendors the libraries have modules of (else all)
+        present = {m.vendor for c in total.checks for m, _ in c.rows}
+        verdicts = tuple(v for v in verdicts if not present or v.vendor in present)
+    return MinDriver(total.file, total.modules, tuple(map(ArchMinDriver.of, verdicts)),
                      tuple(c.file for c in total.checks), total.alternatives)
 
 

@@ -193,7 +193,7 @@ class Decision:
     checked (a device or toolkit the tables do not know).
     """
 
-    device: Arch
+    device: Any  # the vendor's GPU (CUDA: an Arch)
     driver: Version | None
     image: ImageInfo | None
     how: str  # NATIVE, JIT or NONE

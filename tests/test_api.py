@@ -290,7 +290,7 @@ def test_driver_and_arch_forms_everywhere(built: Built) -> None:
     with pytest.raises(CompatibilityError):
         preflight_check(built.fatbin, "sm_90", 12040)
     with pytest.raises(InvalidArgumentError, match="device"):
-        s.decide("gfx90a", "13.0")
+        s.decide("tpu90a", "13.0")
     with pytest.raises(InvalidArgumentError, match="driver"):
         s.decide("sm_90", "abc")
     assert as_arch("compute_100f") == Arch(100, "f") and as_arch(" SM_90A ") == Arch(90, "a")

@@ -216,7 +216,7 @@ USAGE_ERRORS = [
      "compute_90a is a virtual (PTX) arch, not the arch of a cubin: give sm_90a=k.cubin"),
     (["build", "-o", "o.fatbin", "--ptx", "lto_90=k.ptx"], "lto_90 is an LTO-IR arch"),
     (["prune", "x.so", "-o", "y.so", "--for", "sm_9"], "not a GPU arch"),
-    (["check", "x.so", "--arch", "gfx90a"], "not a GPU arch"),
+    (["check", "x.so", "--arch", "tpu90a"], "not a GPU arch"),
     # bad sizes and numbers
     (["ls", "x.so", "--max-decompressed", "4X"], "not a size"),
     (["prune", "x.so", "-o", "y.so", "--for", "sm_90", "--max-decompressed", "-1"], "not a size"),

@@ -52,7 +52,7 @@ __all__ = [
     "NT_AMDGPU_METADATA",
     "CodeObject",
     "FeatureSetting",
-    "Kernel",
+    "CodeObjectKernel",
     "KernelDescriptor",
     "is_code_object",
     "read_code_object",
@@ -188,7 +188,7 @@ class KernelDescriptor:
     def kernarg_preload_offset(self) -> int:
         return self.kernarg_preload >> 7
 
-    def disagreements(self, kernel: Kernel) -> tuple[str, ...]:
+    def disagreements(self, kernel: CodeObjectKernel) -> tuple[str, ...]:
         """Where this descriptor and ``kernel``'s metadata differ, one line per field:
         LDS, scratch, kernarg size, wavefront size (wave32 bit) and dynamic stack. A key the
         metadata lacks is not compared. Empty for every kernel LLVM writes."""
@@ -214,7 +214,7 @@ class KernelDescriptor:
 
 
 @dataclass(frozen=True)
-class Kernel:
+class CodeObjectKernel:
     """One kernel of ``amdhsa.kernels``: its resources as the metadata records them (a key the
     metadata lacks is None) and the descriptor at its ``.kd`` symbol, if the object has one."""
 
@@ -273,7 +273,7 @@ class CodeObject:
     sramecc: FeatureSetting
     generic_version: int | None
     metadata: Mapping[str, Any] | None
-    kernels: tuple[Kernel, ...]
+    kernels: tuple[CodeObjectKernel, ...]
 
     @property
     def target_id(self) -> TargetId | None:
@@ -311,7 +311,7 @@ class CodeObject:
         value = self.metadata.get("amdhsa.target") if self.metadata is not None else None
         return value if isinstance(value, str) else None
 
-    def kernel(self, name: str) -> Kernel:
+    def kernel(self, name: str) -> CodeObjectKernel:
         """The kernel called ``name``; :class:`~fatbinkit.errors.NotFoundError` (a
         ``KeyError``) naming the closest ones if absent."""
         for k in self.kernels:
@@ -449,7 +449,7 @@ _INT_KEYS = {
 
 
 def _kernels(data: memoryview, sections: tuple[elf.Section, ...],
-             metadata: Mapping[str, Any]) -> tuple[Kernel, ...]:
+             metadata: Mapping[str, Any]) -> tuple[CodeObjectKernel, ...]:
     entries = metadata.get("amdhsa.kernels", [])
     if not isinstance(entries, list):
         raise FormatError(f"amdhsa.kernels is a {type(entries).__name__}, not a list")
@@ -475,7 +475,7 @@ def _kernels(data: memoryview, sections: tuple[elf.Section, ...],
             raise FormatError(f"kernel {name}: .uses_dynamic_stack is {dynamic!r}, not a bool")
         found = descriptors.get(symbol if symbol is not None else name + _DESCRIPTOR_SUFFIX)
         descriptor = _descriptor(data, sections, found) if found is not None else None
-        out.append(Kernel(name=name, symbol=symbol, uses_dynamic_stack=dynamic,
+        out.append(CodeObjectKernel(name=name, symbol=symbol, uses_dynamic_stack=dynamic,
                           descriptor=descriptor, **fields))
     return tuple(out)
 

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from ..decision import Decision, Floor, ImageInfo
     from ..device_code import DeviceCode, EntrylessContainer, Place
     from ..formats.codec import DecompressionBudget
-    from ..formats.cubin import CubinFunction
 
 __all__ = [
     "VENDORS",
@@ -201,9 +200,10 @@ class Vendor(Protocol):
         """``"CUDA 12.4"``: how a summary names a toolkit :meth:`outline` found."""
         ...
 
-    def functions(self, code: DeviceCode) -> tuple[CubinFunction, ...]:
-        """Per-function resources of an image (``cuobjdump -res-usage``); ``()`` for kinds
-        that have none (PTX). Read with no budget: callers charge first."""
+    def functions(self, code: DeviceCode) -> tuple[Any, ...]:
+        """Per-function resources of an image, as the vendor's records (CUDA:
+        :class:`~fatbinkit.formats.cubin.CubinFunction`, ``cuobjdump -res-usage``); ``()`` for
+        kinds that have none (PTX). Read with no budget: callers charge first."""
         ...
 
     def header_image(self, code: DeviceCode, label: str = "") -> ImageInfo | None:
@@ -380,8 +380,10 @@ def row_key(kind: str, target: str) -> tuple[Any, ...]:
 
 def _install() -> None:
     from .cuda import CUDA
+    from .hip import HIP
 
     register(CUDA)
+    register(HIP)
 
 
 _install()
