@@ -510,6 +510,36 @@ def test_processor_features_agree_with_llvm_assembler() -> None:
         assert (co.sramecc != FeatureSetting.UNSUPPORTED) == features.sramecc, processor
 
 
+def test_target_id_of_every_setting_llvm_writes() -> None:
+    """Each processor family x each sramecc/xnack request x code object v4, v5, v6 (v6 also
+    generic targets), assembled by the wheel's LLVM: the target ID read from e_flags is the one
+    requested, less the features the processor lacks (LLVM warns and writes UNSUPPORTED; CLR
+    adds nothing for those). Triton's LLVM no longer writes v2/v3 (it aborts), so those layouts
+    are covered by FLAGS_TABLE and llvm-readobj alone."""
+    wanted = {"+sramecc": ("sramecc", True), "-sramecc": ("sramecc", False),
+              "+xnack": ("xnack", True), "-xnack": ("xnack", False)}
+    checked = 0
+    for version in (4, 5, 6):
+        for processor in ("gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1010",
+                          "gfx1030", "gfx1100", "gfx9-generic", "gfx9-4-generic",
+                          "gfx10-1-generic"):
+            if version < 6 and amdgpu.is_generic(processor):
+                continue
+            support = amdgpu.PROCESSOR_FEATURES[processor]
+            for features in ("", "+xnack", "-xnack", "+sramecc", "-sramecc", "+sramecc,-xnack",
+                             "-sramecc,+xnack"):
+                asked = dict(wanted[f] for f in features.split(",") if f)
+                expected = TargetId(processor,
+                                    asked.get("sramecc") if support.sramecc else None,
+                                    asked.get("xnack") if support.xnack else None)
+                co = read_code_object(assemble_amdgcn(
+                    f".amdhsa_code_object_version {version}\n", processor, features))
+                assert co.code_object_version == version
+                assert co.target_id == expected, (version, processor, features, hex(co.flags))
+                checked += 1
+    assert checked == 210
+
+
 # --- TargetId and triples
 
 @pytest.mark.parametrize(("text", "canonical", "sramecc", "xnack"), [
