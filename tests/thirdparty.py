@@ -96,19 +96,56 @@ ALL_TEST_MEMBERS = (CUPY12_RANDOM, CUPY13_RANDOM, CURAND13, CURAND130, CUPY102_R
                     CURAND13_WIN, JAX_CUDA12_LINALG, JAX_CUDA12_PRNG, JAX_CUDA12_SOLVER,
                     BITSANDBYTES)
 
+# ROCm builds (AMD device code in `.hip_fatbin`, ../shared/ROCM.md §4). jax's ROCm 7 plugin (wheel
+# 3.8 MB): CCOB v3 zstd bundles, 27 targets, COv6; _solver.so holds two CCOBs and two wrappers.
+# Files: _linalg.so 431 KB, _prng.so 270 KB, _solver.so 790 KB.
+JAX_ROCM7_LINALG = WheelMember("jax-rocm7-plugin", "0.10.2", "jax_rocm7_plugin/_linalg.so")
+JAX_ROCM7_PRNG = WheelMember("jax-rocm7-plugin", "0.10.2", "jax_rocm7_plugin/_prng.so")
+JAX_ROCM7_SOLVER = WheelMember("jax-rocm7-plugin", "0.10.2", "jax_rocm7_plugin/_solver.so")
+# CuPy for ROCm 7.0 (wheel 73.5 MB): one uncompressed bundle, 9 targets, COv6 (file 11.1 MB).
+CUPY_ROCM7_RANDOM = WheelMember(
+    "cupy-rocm-7-0", "14.2.0", "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so"
+)
+# Its CUB module, for benchmarks only (file 152.9 MB, a 148.9 MB `.hip_fatbin`).
+CUPY_ROCM7_CUB = WheelMember(
+    "cupy-rocm-7-0", "14.2.0", "cupy/cuda/cub.cpython-311-x86_64-linux-gnu.so"
+)
+# CuPy for ROCm 5.0 (wheel 60.6 MB): COv4, older targets, the 4-component host entry
+# `host-x86_64-unknown-linux` (file 8.2 MB).
+CUPY_ROCM5_RANDOM = WheelMember(
+    "cupy-rocm-5-0", "13.3.0", "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so"
+)
+
+# The ROCm members the tests read (kept apart from ALL_TEST_MEMBERS, whose users expect NVIDIA
+# device code).
+ROCM_TEST_MEMBERS = (JAX_ROCM7_LINALG, JAX_ROCM7_PRNG, JAX_ROCM7_SOLVER, CUPY_ROCM7_RANDOM,
+                     CUPY_ROCM5_RANDOM)
+
 
 @dataclass(frozen=True)
 class DebianPackage:
-    """A pinned binary package of Debian's archive, unpacked with ``dpkg -x`` (never installed)."""
+    """A pinned binary package of Debian's archive, unpacked with ``dpkg -x`` (never installed).
+
+    ``version`` is spelled as in the .deb's file name (no epoch); ``source`` is the source
+    package whose pool directory holds it (the binary name by default); ``security`` selects the
+    bookworm-security archive, whose pool is under ``updates/``.
+    """
 
     name: str
     version: str
     sha256: str
     component: str = "non-free"
+    source: str = ""
+    security: bool = False
 
     @property
     def url(self) -> str:
-        return (f"http://deb.debian.org/debian/pool/{self.component}/{self.name[0]}/{self.name}/"
+        # Debian policy, pool layout: lib* sources sit under their first four letters.
+        source = self.source or self.name
+        prefix = source[:4] if source.startswith("lib") else source[0]
+        base = ("http://security.debian.org/debian-security/pool/updates" if self.security
+                else "http://deb.debian.org/debian/pool")
+        return (f"{base}/{self.component}/{prefix}/{source}/"
                 f"{self.name}_{self.version}_amd64.deb")
 
 
@@ -120,31 +157,41 @@ CUDA_TOOLKIT_118 = DebianPackage(
 )
 
 
-def debian_tool(package: DebianPackage, tool: str) -> Path:
-    """``usr/bin/<tool>`` of ``package``, downloaded, checked against its SHA256 and unpacked
-    into the cache on first use."""
-    root = CACHE / "debian" / f"{package.name}_{package.version}"
-    path = root / "usr" / "bin" / tool
-    if path.is_file():
-        return path
+def debian_deb(package: DebianPackage) -> Path:
+    """The cached .deb of ``package``, downloaded and checked against its SHA256 on first use."""
     import hashlib
     import shutil
     import urllib.request
 
     deb = CACHE / "debian" / f"{package.name}_{package.version}_amd64.deb"
+    if deb.is_file():
+        return deb
     deb.parent.mkdir(parents=True, exist_ok=True)
-    if not deb.is_file():
-        part = deb.with_name(deb.name + ".part")
-        try:
-            with urllib.request.urlopen(package.url, timeout=300) as src, open(part, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-        except OSError as e:
-            pytest.fail(f"could not download {package.url}: {e}")
-        digest = hashlib.sha256(part.read_bytes()).hexdigest()
-        if digest != package.sha256:
-            part.unlink()
-            pytest.fail(f"{package.url}: SHA256 {digest}, expected {package.sha256}")
-        part.replace(deb)
+    part = deb.with_name(f"{deb.name}.{os.getpid()}.part")
+    try:
+        with urllib.request.urlopen(package.url, timeout=300) as src, open(part, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except OSError as e:
+        part.unlink(missing_ok=True)
+        pytest.fail(f"could not download {package.url}: {e}")
+    digest = hashlib.sha256(part.read_bytes()).hexdigest()
+    if digest != package.sha256:
+        part.unlink()
+        pytest.fail(f"{package.url}: SHA256 {digest}, expected {package.sha256}")
+    part.replace(deb)
+    return deb
+
+
+def debian_tool(package: DebianPackage, tool: str) -> Path:
+    """``usr/bin/<tool>`` of ``package``, downloaded, checked against its SHA256 and unpacked
+    into the cache on first use."""
+    import shutil
+
+    root = CACHE / "debian" / f"{package.name}_{package.version}"
+    path = root / "usr" / "bin" / tool
+    if path.is_file():
+        return path
+    deb = debian_deb(package)
     work = root.with_name(root.name + ".part")
     shutil.rmtree(work, ignore_errors=True)
     proc = subprocess.run(["dpkg", "-x", str(deb), str(work)], capture_output=True, text=True,

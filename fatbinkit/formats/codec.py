@@ -1,8 +1,8 @@
-"""Compressed payloads of device code: LZ4 and zstd, with guards against decompression bombs.
+"""Compressed payloads of device code: LZ4, zstd and zlib, with guards against decompression bombs.
 
 Vendor-neutral: whichever container records a payload's codec and sizes (NVIDIA's fatbin
-entries today; AMD's compressed offload bundles use zlib and zstd the same way) calls
-:func:`decompress` with the size its header records, and :func:`compress` to write one.
+entries, LZ4 or zstd; AMD's compressed offload bundles, zlib or zstd) calls :func:`decompress`
+with the size its header records, and :func:`compress` to write one (LZ4 or zstd).
 
 Two limits keep a small hostile file from inflating without bound: one per payload (the caller's
 ``max_size``, :data:`MAX_DATA_SIZE` by default) and one per operation over all its payloads
@@ -14,6 +14,7 @@ codec is asked for more than one byte beyond it, so a lying size is detected, ne
 from __future__ import annotations
 
 import threading
+import zlib
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DecompressionError, InvalidArgumentError, option
@@ -118,12 +119,14 @@ class DecompressionBudget:
 def decompress(codec: str, src: Buffer, expected: int, offset: int) -> bytes:
     """Decompress at most ``expected + 1`` bytes (so a lying size is detected, never trusted).
 
-    ``codec`` is ``"lz4"`` (a block without its size) or ``"zstd"`` (a frame); ``offset`` is
-    where the payload's record starts, for the error. LZ4 needs its output buffer up front, so a
-    size beyond LZ4's maximum ratio (255:1) for the input is refused before allocating. A zstd
-    frame whose header declares exactly ``expected`` bytes (what nvcc and fatbinkit write) is
-    decompressed in one call into one buffer of that size; any other is read in 1 MiB steps, so
-    its own header is never trusted either. The caller compares the length with ``expected``.
+    ``codec`` is ``"lz4"`` (a block without its size), ``"zstd"`` (a frame) or ``"zlib"`` (a
+    stream, inflated with an output limit; one that ends before its checksum is corrupt);
+    ``offset`` is where the payload's record starts, for the error. LZ4 needs its output buffer
+    up front, so a size beyond LZ4's maximum ratio (255:1) for the input is refused before
+    allocating. A zstd frame whose header declares exactly ``expected`` bytes (what nvcc and
+    fatbinkit write) is decompressed in one call into one buffer of that size; any other is read
+    in 1 MiB steps, so its own header is never trusted either. The caller compares the length
+    with ``expected``.
     """
     if codec == "lz4":
         import lz4.block
@@ -137,6 +140,14 @@ def decompress(codec: str, src: Buffer, expected: int, offset: int) -> bytes:
             )
         out: bytes = lz4.block.decompress(bytes(src), uncompressed_size=expected)
         return out
+    if codec == "zlib":
+        inflater = zlib.decompressobj()
+        inflated = inflater.decompress(src, expected + 1)
+        if len(inflated) <= expected and not inflater.eof:
+            raise DecompressionError(
+                f"zlib stream of {len(src)} bytes ends before its end marker", offset=offset
+            )
+        return inflated
     import zstandard
 
     data = bytes(src)
