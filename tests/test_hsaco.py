@@ -22,6 +22,8 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 import pytest
+from hipbuild import build, remarks
+from llvm import run_llvm
 
 pytest.importorskip("triton")
 
@@ -36,7 +38,7 @@ from fatbinkit.errors import (
     TruncatedError,
     UnsupportedError,
 )
-from fatbinkit.formats import amdgpu, hsaco
+from fatbinkit.formats import amdgpu, elf, hsaco
 from fatbinkit.formats.amdgpu import MACH, TargetId, amdgpu_arch, parse_triple
 from fatbinkit.formats.hsaco import (
     CodeObject,
@@ -45,6 +47,7 @@ from fatbinkit.formats.hsaco import (
     is_code_object,
     read_code_object,
 )
+from fatbinkit.formats.offload_bundle import read_bundle, read_bundles
 
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
@@ -192,9 +195,10 @@ def _block(lines: list[tuple[int, str]], pos: int, indent: int) -> tuple[Any, in
     return mapping, pos
 
 
-def readelf_metadata(path: Path) -> dict[str, Any]:
-    """The AMDGPU metadata map as ``llvm-readelf --notes`` prints it."""
-    text = _run(READELF, "--notes", str(path))
+def readelf_metadata(path: Path, text: str | None = None) -> dict[str, Any]:
+    """The AMDGPU metadata map as ``llvm-readelf --notes`` prints it (the system's, or
+    ``text``, another's output)."""
+    text = _run(READELF, "--notes", str(path)) if text is None else text
     body = re.split(r"\n\s*---\n", text.split("AMDGPU Metadata:", 1)[1], maxsplit=1)[1]
     body = body.split("\n...", 1)[0]
     lines = [(len(line) - len(line.lstrip(" ")), line.strip()) for line in body.splitlines()
@@ -538,6 +542,72 @@ def test_target_id_of_every_setting_llvm_writes() -> None:
                 assert co.target_id == expected, (version, processor, features, hex(co.flags))
                 checked += 1
     assert checked == 210
+
+
+# --- code objects built by clang 19 and 22 (tests/hipbuild.py), unbundled by fatbinkit
+
+CLANG = ["bundle19", "obj19z", "obj22", "generic19"]  # v5 T3, v5 T3 (CCOB v2), v6 T3, v6 G3
+
+
+def _clang_objects(name: str) -> list[tuple[str, bytes]]:
+    """(bundle entry target ID, code object) for each hipv4 entry of fixture ``name``."""
+    path = build(name)
+    data = path.read_bytes()
+    if name.startswith("bundle"):
+        bundles = [read_bundle(data)]
+    else:
+        section = elf.find_section(data, ".hip_fatbin")
+        assert section is not None
+        bundles = read_bundles(section)
+    out = [(e.bundle_id.target_id, bytes(e.data)) for b in bundles for e in b.entries
+           if e.bundle_id.kind == "hipv4"]
+    assert len(out) == 3
+    return out
+
+
+@pytest.mark.parametrize("name", CLANG)
+def test_clang_code_objects(name: str, tmp_path: Path) -> None:
+    """clang named each bundle entry by the target ID it compiled for: e_flags give it back.
+    Each kernel's resources are clang's own -Rpass-analysis=kernel-resource-usage figures
+    for that target, the metadata equals llvm-readelf 22's YAML and llvm-readelf 22 -h names
+    the processor (and generic version)."""
+    notes = remarks(name)
+    major = 22 if name.endswith("22") else 19
+    for target, data in _clang_objects(name):
+        co = read_code_object(data)
+        assert str(co.target_id) == target
+        assert co.code_object_version == (6 if major == 22 or name.startswith("generic") else 5)
+        path = tmp_path / f"{target.replace(':', '_')}.hsaco"
+        path.write_bytes(data)
+        header = run_llvm(22, "llvm-readelf", "-h", path).stdout
+        flags = re.search(r"Flags:\s+(0x[0-9a-fA-F]+), (\S+?)(?:,|$)", header, re.M)
+        assert flags is not None and int(flags[1], 16) == co.flags and flags[2] == co.processor
+        assert ("generic_v1" in header) == bool(co.generic_version)
+        theirs = readelf_metadata(path, run_llvm(22, "llvm-readelf", "--notes", path).stdout)
+        assert co.metadata == theirs
+        clang = notes[("kernels", target)]
+        assert sorted(k.name for k in co.kernels) == sorted(clang)
+        for k in co.kernels:
+            r = clang[k.name]
+            assert k.descriptor is not None and k.descriptor.disagreements(k) == ()
+            sgprs = r["SGPRs"] if "SGPRs" in r else r["TotalSGPRs"]  # clang 22: TotalSGPRs
+            assert (k.sgpr_count, k.vgpr_count) == (int(sgprs), int(r["VGPRs"])), k.name
+            # no AGPRs before gfx90a: no remark line, no metadata key
+            assert k.agpr_count == (int(r["AGPRs"]) if "AGPRs" in r else None), k.name
+            assert k.private_segment_fixed_size == int(r["ScratchSize [bytes/lane]"])
+            assert k.group_segment_fixed_size == int(r["LDS Size [bytes/block]"])
+            assert (k.sgpr_spill_count, k.vgpr_spill_count) == (
+                int(r["SGPRs Spill"]), int(r["VGPRs Spill"])), k.name
+            assert k.uses_dynamic_stack == (r["Dynamic Stack"] == "True")
+            assert k.descriptor.enable_private_segment == bool(k.private_segment_fixed_size)
+
+
+def test_clang_kernels_cover_the_resources() -> None:
+    """The fixtures exercise what the comparisons compare: LDS, scratch, spills."""
+    co = read_code_object(dict(_clang_objects("obj22"))["gfx942"])
+    assert co.kernel("lds_reverse").group_segment_fixed_size == 1024
+    assert co.kernel("scratch").private_segment_fixed_size
+    assert co.kernel("spill").vgpr_spill_count
 
 
 # --- TargetId and triples
