@@ -24,6 +24,14 @@ import msgpack  # type: ignore[import-untyped]
 import pytest
 from hipbuild import build, remarks
 from llvm import run_llvm
+from thirdparty import (
+    CUPY_ROCM5_RANDOM,
+    CUPY_ROCM7_RANDOM,
+    JAX_ROCM7_PRNG,
+    JAX_ROCM7_SOLVER,
+    WheelMember,
+    fetch,
+)
 
 pytest.importorskip("triton")
 
@@ -608,6 +616,46 @@ def test_clang_kernels_cover_the_resources() -> None:
     assert co.kernel("lds_reverse").group_segment_fixed_size == 1024
     assert co.kernel("scratch").private_segment_fixed_size
     assert co.kernel("spill").vgpr_spill_count
+
+
+# --- real ROCm builds from the package registry (tests/thirdparty.py's cache)
+
+ROCM = [  # member, hipv4 entries, code object version
+    (CUPY_ROCM5_RANDOM, 9, 4),  # ROCm 5.0's clang
+    (CUPY_ROCM7_RANDOM, 9, 6),
+    (JAX_ROCM7_PRNG, 27, 6),  # one CCOB v3
+    (JAX_ROCM7_SOLVER, 54, 6),  # two CCOB v3
+]
+
+
+@pytest.mark.parametrize(("member", "count", "version"), ROCM,
+                         ids=["cupy-rocm5", "cupy-rocm7", "jax-prng", "jax-solver"])
+def test_rocm_code_objects(member: WheelMember, count: int, version: int,
+                           tmp_path: Path) -> None:
+    """Every code object of a ROCm wheel: its e_flags give the target ID clang named its bundle
+    entry by, every kernel has a descriptor that agrees with its metadata, and the metadata of
+    the first equals llvm-readelf 22's YAML."""
+    section = elf.find_section(fetch(member).read_bytes(), ".hip_fatbin")
+    assert section is not None
+    entries = [e for b in read_bundles(section) for e in b.entries
+               if e.bundle_id.kind == "hipv4"]
+    assert len(entries) == count
+    flags = {}
+    for e in entries:
+        co = read_code_object(e.data)
+        assert str(co.target_id) == e.bundle_id.target_id
+        assert co.code_object_version == version and co.kernels
+        for k in co.kernels:
+            assert k.descriptor is not None and k.descriptor.disagreements(k) == (), k.name
+        flags[co.processor] = co.flags
+    if member is CUPY_ROCM5_RANDOM:  # ../shared/ROCM.md §2.1, read by hand with readelf
+        assert {p: flags[p] for p in ("gfx801", "gfx802", "gfx900", "gfx906", "gfx1010")} == {
+            "gfx801": 0x128, "gfx802": 0x29, "gfx900": 0x12C, "gfx906": 0x52F,
+            "gfx1010": 0x133}
+    path = tmp_path / "first.hsaco"
+    path.write_bytes(entries[0].data)
+    theirs = readelf_metadata(path, run_llvm(22, "llvm-readelf", "--notes", path).stdout)
+    assert read_code_object(entries[0].data).metadata == theirs
 
 
 # --- TargetId and triples
