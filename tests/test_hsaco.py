@@ -22,6 +22,16 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 import pytest
+from hipbuild import build, remarks
+from llvm import run_llvm
+from thirdparty import (
+    CUPY_ROCM5_RANDOM,
+    CUPY_ROCM7_RANDOM,
+    JAX_ROCM7_PRNG,
+    JAX_ROCM7_SOLVER,
+    WheelMember,
+    fetch,
+)
 
 pytest.importorskip("triton")
 
@@ -36,7 +46,7 @@ from fatbinkit.errors import (
     TruncatedError,
     UnsupportedError,
 )
-from fatbinkit.formats import amdgpu, hsaco
+from fatbinkit.formats import amdgpu, elf, hsaco
 from fatbinkit.formats.amdgpu import MACH, TargetId, amdgpu_arch, parse_triple
 from fatbinkit.formats.hsaco import (
     CodeObject,
@@ -45,6 +55,7 @@ from fatbinkit.formats.hsaco import (
     is_code_object,
     read_code_object,
 )
+from fatbinkit.formats.offload_bundle import read_bundle, read_bundles
 
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
@@ -192,9 +203,10 @@ def _block(lines: list[tuple[int, str]], pos: int, indent: int) -> tuple[Any, in
     return mapping, pos
 
 
-def readelf_metadata(path: Path) -> dict[str, Any]:
-    """The AMDGPU metadata map as ``llvm-readelf --notes`` prints it."""
-    text = _run(READELF, "--notes", str(path))
+def readelf_metadata(path: Path, text: str | None = None) -> dict[str, Any]:
+    """The AMDGPU metadata map as ``llvm-readelf --notes`` prints it (the system's, or
+    ``text``, another's output)."""
+    text = _run(READELF, "--notes", str(path)) if text is None else text
     body = re.split(r"\n\s*---\n", text.split("AMDGPU Metadata:", 1)[1], maxsplit=1)[1]
     body = body.split("\n...", 1)[0]
     lines = [(len(line) - len(line.lstrip(" ")), line.strip()) for line in body.splitlines()
@@ -508,6 +520,142 @@ def test_processor_features_agree_with_llvm_assembler() -> None:
         co = read_code_object(assemble_amdgcn(".amdhsa_code_object_version 6\n", processor, ""))
         assert (co.xnack != FeatureSetting.UNSUPPORTED) == features.xnack, processor
         assert (co.sramecc != FeatureSetting.UNSUPPORTED) == features.sramecc, processor
+
+
+def test_target_id_of_every_setting_llvm_writes() -> None:
+    """Each processor family x each sramecc/xnack request x code object v4, v5, v6 (v6 also
+    generic targets), assembled by the wheel's LLVM: the target ID read from e_flags is the one
+    requested, less the features the processor lacks (LLVM warns and writes UNSUPPORTED; CLR
+    adds nothing for those). Triton's LLVM no longer writes v2/v3 (it aborts), so those layouts
+    are covered by FLAGS_TABLE and llvm-readobj alone."""
+    wanted = {"+sramecc": ("sramecc", True), "-sramecc": ("sramecc", False),
+              "+xnack": ("xnack", True), "-xnack": ("xnack", False)}
+    checked = 0
+    for version in (4, 5, 6):
+        for processor in ("gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1010",
+                          "gfx1030", "gfx1100", "gfx9-generic", "gfx9-4-generic",
+                          "gfx10-1-generic"):
+            if version < 6 and amdgpu.is_generic(processor):
+                continue
+            support = amdgpu.PROCESSOR_FEATURES[processor]
+            for features in ("", "+xnack", "-xnack", "+sramecc", "-sramecc", "+sramecc,-xnack",
+                             "-sramecc,+xnack"):
+                asked = dict(wanted[f] for f in features.split(",") if f)
+                expected = TargetId(processor,
+                                    asked.get("sramecc") if support.sramecc else None,
+                                    asked.get("xnack") if support.xnack else None)
+                co = read_code_object(assemble_amdgcn(
+                    f".amdhsa_code_object_version {version}\n", processor, features))
+                assert co.code_object_version == version
+                assert co.target_id == expected, (version, processor, features, hex(co.flags))
+                checked += 1
+    assert checked == 210
+
+
+# --- code objects built by clang 19 and 22 (tests/hipbuild.py), unbundled by fatbinkit
+
+CLANG = ["bundle19", "obj19z", "obj22", "generic19"]  # v5 T3, v5 T3 (CCOB v2), v6 T3, v6 G3
+
+
+def _clang_objects(name: str) -> list[tuple[str, bytes]]:
+    """(bundle entry target ID, code object) for each hipv4 entry of fixture ``name``."""
+    path = build(name)
+    data = path.read_bytes()
+    if name.startswith("bundle"):
+        bundles = [read_bundle(data)]
+    else:
+        section = elf.find_section(data, ".hip_fatbin")
+        assert section is not None
+        bundles = read_bundles(section)
+    out = [(e.bundle_id.target_id, bytes(e.data)) for b in bundles for e in b.entries
+           if e.bundle_id.kind == "hipv4"]
+    assert len(out) == 3
+    return out
+
+
+@pytest.mark.parametrize("name", CLANG)
+def test_clang_code_objects(name: str, tmp_path: Path) -> None:
+    """clang named each bundle entry by the target ID it compiled for: e_flags give it back.
+    Each kernel's resources are clang's own -Rpass-analysis=kernel-resource-usage figures
+    for that target, the metadata equals llvm-readelf 22's YAML and llvm-readelf 22 -h names
+    the processor (and generic version)."""
+    notes = remarks(name)
+    major = 22 if name.endswith("22") else 19
+    for target, data in _clang_objects(name):
+        co = read_code_object(data)
+        assert str(co.target_id) == target
+        assert co.code_object_version == (6 if major == 22 or name.startswith("generic") else 5)
+        path = tmp_path / f"{target.replace(':', '_')}.hsaco"
+        path.write_bytes(data)
+        header = run_llvm(22, "llvm-readelf", "-h", path).stdout
+        flags = re.search(r"Flags:\s+(0x[0-9a-fA-F]+), (\S+?)(?:,|$)", header, re.M)
+        assert flags is not None and int(flags[1], 16) == co.flags and flags[2] == co.processor
+        assert ("generic_v1" in header) == bool(co.generic_version)
+        theirs = readelf_metadata(path, run_llvm(22, "llvm-readelf", "--notes", path).stdout)
+        assert co.metadata == theirs
+        clang = notes[("kernels", target)]
+        assert sorted(k.name for k in co.kernels) == sorted(clang)
+        for k in co.kernels:
+            r = clang[k.name]
+            assert k.descriptor is not None and k.descriptor.disagreements(k) == ()
+            sgprs = r["SGPRs"] if "SGPRs" in r else r["TotalSGPRs"]  # clang 22: TotalSGPRs
+            assert (k.sgpr_count, k.vgpr_count) == (int(sgprs), int(r["VGPRs"])), k.name
+            # no AGPRs before gfx90a: no remark line, no metadata key
+            assert k.agpr_count == (int(r["AGPRs"]) if "AGPRs" in r else None), k.name
+            assert k.private_segment_fixed_size == int(r["ScratchSize [bytes/lane]"])
+            assert k.group_segment_fixed_size == int(r["LDS Size [bytes/block]"])
+            assert (k.sgpr_spill_count, k.vgpr_spill_count) == (
+                int(r["SGPRs Spill"]), int(r["VGPRs Spill"])), k.name
+            assert k.uses_dynamic_stack == (r["Dynamic Stack"] == "True")
+            assert k.descriptor.enable_private_segment == bool(k.private_segment_fixed_size)
+
+
+def test_clang_kernels_cover_the_resources() -> None:
+    """The fixtures exercise what the comparisons compare: LDS, scratch, spills."""
+    co = read_code_object(dict(_clang_objects("obj22"))["gfx942"])
+    assert co.kernel("lds_reverse").group_segment_fixed_size == 1024
+    assert co.kernel("scratch").private_segment_fixed_size
+    assert co.kernel("spill").vgpr_spill_count
+
+
+# --- real ROCm builds from the package registry (tests/thirdparty.py's cache)
+
+ROCM = [  # member, hipv4 entries, code object version
+    (CUPY_ROCM5_RANDOM, 9, 4),  # ROCm 5.0's clang
+    (CUPY_ROCM7_RANDOM, 9, 6),
+    (JAX_ROCM7_PRNG, 27, 6),  # one CCOB v3
+    (JAX_ROCM7_SOLVER, 54, 6),  # two CCOB v3
+]
+
+
+@pytest.mark.parametrize(("member", "count", "version"), ROCM,
+                         ids=["cupy-rocm5", "cupy-rocm7", "jax-prng", "jax-solver"])
+def test_rocm_code_objects(member: WheelMember, count: int, version: int,
+                           tmp_path: Path) -> None:
+    """Every code object of a ROCm wheel: its e_flags give the target ID clang named its bundle
+    entry by, every kernel has a descriptor that agrees with its metadata, and the metadata of
+    the first equals llvm-readelf 22's YAML."""
+    section = elf.find_section(fetch(member).read_bytes(), ".hip_fatbin")
+    assert section is not None
+    entries = [e for b in read_bundles(section) for e in b.entries
+               if e.bundle_id.kind == "hipv4"]
+    assert len(entries) == count
+    flags = {}
+    for e in entries:
+        co = read_code_object(e.data)
+        assert str(co.target_id) == e.bundle_id.target_id
+        assert co.code_object_version == version and co.kernels
+        for k in co.kernels:
+            assert k.descriptor is not None and k.descriptor.disagreements(k) == (), k.name
+        flags[co.processor] = co.flags
+    if member is CUPY_ROCM5_RANDOM:  # ../shared/ROCM.md §2.1, read by hand with readelf
+        assert {p: flags[p] for p in ("gfx801", "gfx802", "gfx900", "gfx906", "gfx1010")} == {
+            "gfx801": 0x128, "gfx802": 0x29, "gfx900": 0x12C, "gfx906": 0x52F,
+            "gfx1010": 0x133}
+    path = tmp_path / "first.hsaco"
+    path.write_bytes(entries[0].data)
+    theirs = readelf_metadata(path, run_llvm(22, "llvm-readelf", "--notes", path).stdout)
+    assert read_code_object(entries[0].data).metadata == theirs
 
 
 # --- TargetId and triples

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import msgpack  # type: ignore[import-untyped]  # no stubs; pyproject lists no override yet
+import msgpack  # type: ignore[import-untyped]  # msgpack ships no type hints
 
 from ..errors import (
     FatbinkitError,
@@ -206,7 +206,8 @@ class KernelDescriptor:
                      for name, mine, theirs in pairs if theirs is not None and mine != theirs)
 
     def __str__(self) -> str:
-        """``LDS 0, scratch 0, kernarg 48, rsrc1 0x..., rsrc2 0x..., wave64``."""
+        """``LDS 0, scratch 0, kernarg 48, rsrc1 0x00af0081, rsrc2 0x0000009c, rsrc3
+        0x00000002, wave64``."""
         return (f"LDS {self.group_segment_fixed_size}, scratch "
                 f"{self.private_segment_fixed_size}, kernarg {self.kernarg_size}, rsrc1 "
                 f"{self.compute_pgm_rsrc1:#010x}, rsrc2 {self.compute_pgm_rsrc2:#010x}, rsrc3 "
