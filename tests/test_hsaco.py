@@ -275,7 +275,7 @@ def test_flags_match_llvm_readobj(built: dict[str, Built]) -> None:
 
 
 def test_metadata_matches_llvm_readelf(obj: Built) -> None:
-    """The whole decoded note equals what llvm-readelf --notes prints, and each CodeObjectKernel field
+    """The whole decoded note equals what llvm-readelf --notes prints, and each kernel field
     is its key."""
     co = read_code_object(obj.data)
     theirs = readelf_metadata(obj.path)
