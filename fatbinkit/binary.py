@@ -194,7 +194,8 @@ class Item:
             "stored": self.stored,
             "uncompressed": self.uncompressed,
             "identifier": c.identifier or None,
-            "ptx_version": vendors.of(c).version(c),
+            "vendor": c.vendor,
+            **vendors.of(c).details(c),
         }
         return row
 
@@ -341,9 +342,12 @@ class Summary:
         if not self.archs:
             return
         read = any(a.kernels is not None for a in self.archs)
+        present = list(dict.fromkeys(vendors.of_target(a.arch) for a in self.archs))
+        version = " / ".join(w for v in present if (w := v.words["version"]))
         head = f"  {'KIND':<5} {'ARCH':<13} {'ENTRIES':>7} {'STORED':>10} {'UNCOMPR.':>10}"
-        head += f"  {'CODEC':<9}" + (f" {'KERNELS':>7}  BUILT BY" if read else "  PTX ISA")
-        yield head
+        head += f"  {'CODEC':<9}" + (f" {'KERNELS':>7}  BUILT BY" if read else
+                                     f"  {version}" if version else "")
+        yield head.rstrip()
         for a in self.archs:
             row = (f"  {a.kind:<5} {a.arch:<13} {a.entries:>7} {_size(a.stored):>10} "
                    f"{_size(a.uncompressed):>10}  {'+'.join(a.compression) or 'none':<9}")
@@ -351,13 +355,16 @@ class Summary:
                 built = ", ".join(a.toolkits or ()) or (
                     "PTX " + ", ".join(a.ptx_versions) if a.ptx_versions else "-")
                 row += f" {a.kernels if a.kernels is not None else '-':>7}  {built}"
-            else:
+            elif version:
                 row += "  " + (", ".join(a.ptx_versions) or "-")
             yield row.rstrip()
+        floors = " / ".join(dict.fromkeys(v.words["floors"] for v in present)) or "floors"
         yield (f"loads on ({_count(self.modules, 'module')}, from entry headers: empty ones "
-               "included, which `fatbinkit check` leaves out; driver floors not checked):")
+               f"included, which `fatbinkit check` leaves out; {floors} not checked):")
         for d in self.devices:
-            parts = [f"{d.sass} SASS" if d.sass else "", f"{d.jit} PTX JIT" if d.jit else "",
+            words = vendors.of_target(d.device).words
+            parts = [f"{d.sass} {words['native']}" if d.sass else "",
+                     f"{d.jit} {words['jit']}" if d.jit else "",
                      f"{d.none} no image" if d.none else ""]
             what = ", ".join(p for p in parts if p)
             images = f" [{', '.join(d.images)}]" if d.images else ""

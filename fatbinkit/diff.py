@@ -385,7 +385,7 @@ def read_library(binary: Binary, name: str,
         if image.offset != c.offset or image.host != host:  # known from the other side:
             image = replace(image, label=f"entry at {c.offset:#x}", offset=c.offset, host=host)
         images.append(image)
-        arch, is_sass = it.arch, it.kind == "sass"
+        arch, is_sass = it.arch, it.kind in vendors.of(c).function_kinds  # native code
         (sass if is_sass else ptx).add(arch)
         for row in rows:
             kname, entry = row[0], row[1]

@@ -681,7 +681,10 @@ class MinDriver:
     def __str__(self) -> str:
         """What ``check --min-driver`` prints: a line per arch, then the warnings."""
         empty = self.empty
-        lines = [f"{self.file}: minimum driver per GPU arch ({self.modules} module(s)"
+        labels = dict.fromkeys(vendors.VENDORS[a.verdict.vendor].words["runtime"].split()[0]
+                               for a in self.archs) or {"driver": None}
+        lines = [f"{self.file}: minimum {' / '.join(labels)} per GPU arch ({self.modules} "
+                 "module(s)"
                  + (f" in {len(self.files)} file(s)" if self.files is not None else "")
                  + (f"; {empty} empty ones, no kernels and no variables: never loaded, left "
                     "out" if empty > 0 else "") + ")"]

@@ -368,7 +368,7 @@ def test_snapshot_round_trip(libs: tuple[Lib, Lib]) -> None:
     lambda d: d["libraries"][0].__setitem__("columns", ["arch", "kernel"]),
     lambda d: d["libraries"][0]["archs"][0].__setitem__("min_driver", "12.x"),
     lambda d: d["libraries"][0]["archs"][0].__setitem__("arch", 5),
-    lambda d: d["libraries"][0]["modules"][0].__setitem__("sass", ["gfx90a"]),
+    lambda d: d["libraries"][0]["modules"][0].__setitem__("sass", ["tpu90a"]),
     lambda d: d.__setitem__("libraries", {"a": 1}),
     lambda d: d.__setitem__("libraries", "[]"),
 ])

@@ -18,7 +18,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,10 @@ class ToyVendor:
         raise InvalidArgumentError("toy GPUs have no driver")
 
     runtime_label: str = "toy"
+    words: Any = field(compare=False, default_factory=lambda: {
+        "native": "toy code", "jit": "toy JIT", "floors": "toy floors", "version": "",
+        "runtime": "toy runtime", "unchecked": "toy floors not checked",
+        "jit_note": "toy JIT: never"})
 
     def runtime_text(self, version: tuple[int, int], host: str | None = None,
                      release: Any = None) -> str:
@@ -175,6 +179,9 @@ class ToyVendor:
 
     def version(self, code: DeviceCode) -> str | None:
         return None
+
+    def details(self, code: DeviceCode) -> dict[str, Any]:
+        return {"toy_kernels": len(_parse(code.data())[1])}
 
     def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
         return sorted(_parse(code.data())[1]), None
@@ -264,6 +271,8 @@ def test_a_bare_toy_file_lists(tmp_path: Path) -> None:
         row = item.to_dict()
         assert (row["kind"], row["arch"], row["section"], row["container"]) == (
             "toyk", "toy2", None, None)
+        assert (row["vendor"], row["toy_kernels"]) == ("toy", 2)  # the vendor's own members
+        assert "ptx_version" not in row
         assert pickle.loads(pickle.dumps(item)).code.data() == path.read_bytes()
         summary = lib.summary(kernels=True)
         (arch,) = summary.archs

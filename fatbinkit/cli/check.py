@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import vendors
-from ..decision import dotted
+from ..decision import NATIVE, dotted
 from ..errors import FormatError
 from ..formats.arch import Arch
 from ..infile import is_collection
@@ -43,10 +44,6 @@ if TYPE_CHECKING:  # the engine is imported by the handler: `fatbinkit ls` start
     from ..imagesets import ImageSet
     from ..verdict import ArchVerdict, TotalVerdict
 
-JIT_NOTE = ("PTX-JIT: the driver compiles the PTX at first load (cold start: ~0.1-1 s per kernel, "
-            "cached in ~/.nv/ComputeCache unless CUDA_CACHE_DISABLE=1)")
-NOT_CHECKED = ("driver floors not checked (no --driver): the device, toolkit, compression and "
-               "PTX ISA minimums are shown as 'needs'")
 UNREAD_NOTE = ("note: only the images these archs load were read; kernels that only other archs' "
                "images hold are not looked for (--strict or --verbose reads every image)")
 TABLES_SHOWN = 8  # module tables printed without --verbose (modules that fail or need JIT)
@@ -65,9 +62,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "library, or a wheel or folder of them")
     p.add_argument("--arch", action="append", type=gpu, metavar="ARCH",
                    help="device arch to check, e.g. sm_90 (repeat for several)")
-    p.add_argument("--driver", type=driver, metavar="VERSION",
+    p.add_argument("--driver", "--rocm", type=driver, metavar="VERSION",
                    help="the driver: its CUDA version (13.0) or driver version (580.65.06); "
-                   "checks every driver floor (device, toolkit, compression, PTX ISA)")
+                   "checks every driver floor (device, toolkit, compression, PTX ISA); for AMD "
+                   "GPUs the ROCm release (6.4): code object version, compression, generic "
+                   "targets, SPIR-V")
     p.add_argument("--strict", action="store_true",
                    help="every module must load: one built for other GPUs only, or a data-only "
                    "module that cannot load, fails the arch")
@@ -80,8 +79,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "demangled name, or re:REGEX")
     p.add_argument("--demangle", action="store_true",
                    help="print C++ kernel names demangled (as c++filt)")
-    p.add_argument("--min-driver", action="store_true",
-                   help="print the minimum driver per arch (all known archs without --arch)")
+    p.add_argument("--min-driver", "--min-rocm", action="store_true",
+                   help="print the minimum driver (AMD: ROCm release) per arch (all known archs "
+                   "of the file's vendors without --arch)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_budget(p)
     p.set_defaults(func=_check, parser=p)
@@ -200,7 +200,7 @@ def _in_group(group: str, name: str) -> str:
 
 
 def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
-    driver = (f", driver {_vendor(total.verdicts[0]).runtime_label} {dotted(args.driver)}"
+    driver = (f", {_vendor(total.verdicts[0]).words['runtime']} {dotted(args.driver)}"
               if args.driver else "")
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
     empty = len(total.verdicts[0].empty)
@@ -208,7 +208,8 @@ def _print_many(args: argparse.Namespace, total: TotalCheck) -> None:
           + (f", {empty} of them empty (never loaded, not counted below)" if empty else "")
           + kernels + driver)
     if not args.driver:
-        print(NOT_CHECKED)
+        for note in dict.fromkeys(_vendor(v).words["unchecked"] for v in total.verdicts):
+            print(note)
     _print_verdicts(args, total.verdicts)
     _print_alternatives(total.alternatives, total.verdicts)
     width = max(len(c.file) for c in total.checks) + 2
@@ -254,19 +255,21 @@ def _needs(v: ArchVerdict | TotalVerdict) -> str:
     return ArchMinDriver.of(v).needs
 
 
-def _cell(d: Decision) -> str:
+def _cell(d: Decision, words: Mapping[str, str]) -> str:
+    """``SASS sm_90``, ``PTX-JIT compute_80 *``, ``none: NO_BINARY_FOR_GPU`` in the vendor's
+    ``words`` (AMD: ``native gfx942``, ``SPIR-V-JIT amdgcnspirv *``)."""
     if d.image is None:
         return f"none: {(d.error or '').removeprefix('CUDA_ERROR_')}"
-    if d.how == "sass":
-        return f"SASS {d.image.arch_name}"
-    return f"PTX-JIT {d.image.arch_name} *"
+    if d.how == NATIVE:
+        return f"{words['native']} {d.image.arch_name}"
+    return f"{words['jit'].replace(' ', '-')} {d.image.arch_name} *"
 
 
 def _print(args: argparse.Namespace, result: Check) -> None:
     """The verdict first (one line per arch), then the modules a user has to look at: those
     that cannot load or need PTX JIT (every module with --verbose)."""
     archs, rows, verdicts = result.archs, result.rows, result.verdicts
-    driver = (f", driver {_vendor(verdicts[0]).runtime_label} {dotted(args.driver)}"
+    driver = (f", {_vendor(verdicts[0]).words['runtime']} {dotted(args.driver)}"
               if args.driver else "")
     empty = len(verdicts[0].empty) if verdicts else 0
     kernels = f", kernels matching {args.kernel}" if args.kernel is not None else ""
@@ -274,8 +277,8 @@ def _print(args: argparse.Namespace, result: Check) -> None:
                                                       "variables: never loaded, not counted "
                                                       "below)" if empty else "")
           + kernels + driver)
-    if not args.driver:
-        print(NOT_CHECKED)
+    if not args.driver and verdicts:
+        print(_vendor(verdicts[0]).words["unchecked"])
     _print_verdicts(args, verdicts)
     if not result.every_image_read:
         print(UNREAD_NOTE)
@@ -284,17 +287,18 @@ def _print(args: argparse.Namespace, result: Check) -> None:
     # the modules to look at: cannot load, or load by JIT (with --strict also the restricted)
     shown = [r for r in rows if args.verbose or _attention(r, args.strict)]
     limit = len(shown) if args.verbose else TABLES_SHOWN
-    jit = False
+    notes: dict[str, None] = {}  # what JIT at load means, per vendor whose modules need it
     for s, ks in shown[:limit]:
-        jit = _print_module(s, ks, archs, args.verbose, args.demangle) or jit
+        if _print_module(s, ks, archs, args.verbose, args.demangle):
+            notes.setdefault(vendors.VENDORS[s.vendor].words["jit_note"])
     if len(shown) > limit:
         print(f"\n... {len(shown) - limit} more module(s) that cannot load or need PTX JIT "
               "(--verbose shows every module)")
     if not shown and not args.verbose:
         print("no module needs PTX JIT or fails to load an image the driver picks (--verbose "
               "shows every module)")
-    if jit:
-        print(f"\n* {JIT_NOTE}")
+    if notes:
+        print("\n" + "\n".join(f"* {n}" for n in notes))
 
 
 def _print_verdicts(args: argparse.Namespace,
@@ -308,7 +312,9 @@ def _print_verdicts(args: argparse.Namespace,
     for v in verdicts:
         status = v.status if (v.strict_ok if args.strict else v.ok) else v.status.upper()
         n = v.counts
-        counts = f"{n['sass']} SASS, {n['jit']} PTX JIT, {n['cannot']} cannot load" + (
+        words = _vendor(v).words
+        counts = (f"{n['sass']} {words['native']}, {n['jit']} {words['jit']}, "
+                  f"{n['cannot']} cannot load") + (
             f", {n['other_gpus']} for other GPUs only" if n["other_gpus"] else "")
         needs = _needs(v)
         print(f"  {str(v.device).ljust(width)}{status.ljust(9)}{counts}"
@@ -349,10 +355,11 @@ def _print_module(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
         "no entries (an empty container: kernels unknown)" if s.entryless
         else "no loadable images")
     print(f"\n{s.label}: {names}")
+    words = vendors.VENDORS[s.vendor].words
     # kernels with the same decisions on every arch share one row
     grouped: dict[tuple[str, ...], list[str]] = {}
     for k, ds in kernels:
-        grouped.setdefault(tuple(_cell(d) for d in ds), []).append(
+        grouped.setdefault(tuple(_cell(d, words) for d in ds), []).append(
             shown(k, demangled) if k else "(kernels unknown)" if s.entryless else "(no kernels)")
     limit = 1 << 30 if verbose else 60
     width = max(8, *(len(_label(v, limit)) for v in grouped.values())) + 2
@@ -362,11 +369,11 @@ def _print_module(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
     for cells, ks in grouped.items():
         print("  " + _label(ks, limit).ljust(width)
               + "".join(c.ljust(cw) for c in cells).rstrip())
-        jit = jit or any(c.startswith("PTX-JIT") for c in cells)
+        jit = jit or any(c.endswith(" *") for c in cells)
     reasons: dict[str, None] = {}
     for _, ds in kernels:
         for a, d in zip(archs, ds, strict=True):
-            if d.how != "sass":
+            if d.how != NATIVE:
                 floor = f"[{d.floor.what} floor] " if d.floor else ""
                 reasons.setdefault(f"  {a!s}: {floor}{d.reason}")
     for line in reasons:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..errors import FatbinkitError
     from ..formats.codec import DecompressionBudget
     from ..formats.cubin import Cubin, CubinFunction
+    from ..formats.hsaco import CodeObjectKernel
     from ..progress import Step
 
 
@@ -263,8 +264,16 @@ def _rendered(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
     if not args.resources:
         return [""] * len(items)
     return binary.map(functools.partial(_render, args.json, args.demangle, args.kernel),
-                      items, kinds=("sass",), max_decompressed=budget,
-                      progress=sys.stderr.isatty(), desc="reading cubins")
+                      items, kinds=_function_kinds(), max_decompressed=budget,
+                      progress=sys.stderr.isatty(), desc="reading code")
+
+
+def _function_kinds() -> tuple[str, ...]:
+    """The kinds of image with per-function resources, of every vendor (CUDA's SASS, AMD's
+    code objects)."""
+    from .. import vendors
+
+    return tuple(k for v in vendors.VENDORS.values() for k in sorted(v.function_kinds))
 
 
 def _entries_json(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
@@ -273,7 +282,7 @@ def _entries_json(args: argparse.Namespace, binary: Binary, items: tuple[Item, .
     rows = []
     for it, functions in zip(items, _rendered(args, binary, items, budget), strict=True):
         row = json.dumps(it.to_dict())
-        if args.resources and it.kind == "sass":
+        if args.resources and it.kind in _function_kinds():
             row = f'{row[:-1]}, {functions}}}'
         rows.append(row)
     body = ",\n".join(f"  {r}" for r in rows)
@@ -385,8 +394,10 @@ def _cubin(code: DeviceCode) -> Cubin | None:
     function_kinds`: CUDA's SASS, the only vendor with some so far); None for other kinds.
     ``ls --resources`` prints cuobjdump's ``-res-usage`` of cubins."""
     from .. import vendors
+    from ..formats.fatbin import FatbinEntry
 
-    if code.kind not in vendors.of(code).function_kinds:
+    if code.kind not in vendors.of(code).function_kinds or not isinstance(code.entry,
+                                                                          FatbinEntry):
         return None
     from ..formats.cubin import Cubin
 
@@ -406,6 +417,8 @@ def _render(as_json: bool, demangled: bool, kernel: KernelFilter | None,
     """One cubin's resources as ``ls --resources`` prints them: cuobjdump's ``Common:`` line and
     its function lines, or the JSON members ``"common": {...}, "functions": [...]``."""
     cubin = _cubin(code)
+    if cubin is None:
+        return _render_kernels(as_json, demangled, kernel, code)
     functions = _functions(cubin, kernel)
     if as_json:
         common = json.dumps(_common_dict(cubin)) if cubin is not None else "null"
@@ -415,6 +428,40 @@ def _render(as_json: bool, demangled: bool, kernel: KernelFilter | None,
         return ""
     return f"    Common: {_common(cubin)}\n" + "".join(
         f"    {_usage(f, demangled)}\n" for f in functions)
+
+
+def _render_kernels(as_json: bool, demangled: bool, kernel: KernelFilter | None,
+                    code: DeviceCode) -> str:
+    """The kernels of an AMD code object as ``ls --resources`` prints them: one line each
+    with what ``llvm-readelf --notes`` and clang's ``-Rpass-analysis=kernel-resource-usage``
+    report, or the JSON members ``"common": null, "functions": [...]``."""
+    from .. import vendors
+
+    records = vendors.of(code).functions(code) if code.kind in vendors.of(
+        code).function_kinds else ()
+    kernels = [k for k in records if kernel is None or kernel.matches(k.name)]
+    if as_json:
+        rows = []
+        for k in kernels:
+            row = k.to_dict()
+            if demangled:
+                row["demangled"] = shown(k.name, demangled)
+            rows.append(row)
+        return f'"common": null, "functions": {json.dumps(rows)}'
+    return "".join(f"    {_kernel_usage(k, demangled)}\n" for k in kernels)
+
+
+def _kernel_usage(k: CodeObjectKernel, demangled: bool = False) -> str:
+    """One AMD kernel: ``Kernel add: SGPR:14 VGPR:6 AGPR:0 LDS:1024 SCRATCH:0 SPILL_SGPR:0
+    SPILL_VGPR:0 WAVE:64 KERNARG:20 DYNAMIC_STACK:0`` (``?`` where the metadata lacks a key)."""
+    def n(value: int | bool | None) -> str:
+        return "?" if value is None else str(int(value))
+
+    return (f"Kernel {shown(k.name, demangled)}: SGPR:{n(k.sgpr_count)} VGPR:{n(k.vgpr_count)} "
+            f"AGPR:{n(k.agpr_count)} LDS:{n(k.group_segment_fixed_size)} "
+            f"SCRATCH:{n(k.private_segment_fixed_size)} SPILL_SGPR:{n(k.sgpr_spill_count)} "
+            f"SPILL_VGPR:{n(k.vgpr_spill_count)} WAVE:{n(k.wavefront_size)} "
+            f"KERNARG:{n(k.kernarg_segment_size)} DYNAMIC_STACK:{n(k.uses_dynamic_stack)}")
 
 
 def _common(cubin: Cubin) -> str:
@@ -544,7 +591,7 @@ def _usage(f: CubinFunction, demangled: bool = False) -> str:
 
 
 def _extract(args: argparse.Namespace) -> int:
-    kinds = ("sass",) if args.elf else ("ptx",) if args.ptx else ("sass", "ptx")
+    kinds = ("sass",) if args.elf else ("ptx",) if args.ptx else None
     if is_collection(args.file):  # each library into OUT/<its path inside>/
         from ..collection import extract
 

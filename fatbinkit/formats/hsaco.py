@@ -235,6 +235,30 @@ class CodeObjectKernel:
     uses_dynamic_stack: bool | None
     descriptor: KernelDescriptor | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form used by ``fatbinkit ls --resources --json``: the metadata's keys
+        without their dot (``sgpr_count``...), and the descriptor's consistency with them."""
+        return {
+            "name": self.name,
+            "entry": True,
+            "symbol": self.symbol,
+            "sgpr_count": self.sgpr_count,
+            "vgpr_count": self.vgpr_count,
+            "agpr_count": self.agpr_count,
+            "sgpr_spill_count": self.sgpr_spill_count,
+            "vgpr_spill_count": self.vgpr_spill_count,
+            "group_segment_fixed_size": self.group_segment_fixed_size,
+            "private_segment_fixed_size": self.private_segment_fixed_size,
+            "kernarg_segment_size": self.kernarg_segment_size,
+            "kernarg_segment_align": self.kernarg_segment_align,
+            "wavefront_size": self.wavefront_size,
+            "max_flat_workgroup_size": self.max_flat_workgroup_size,
+            "uses_dynamic_stack": self.uses_dynamic_stack,
+            "descriptor": self.descriptor is not None,
+            "disagreements": (list(self.descriptor.disagreements(self))
+                              if self.descriptor is not None else []),
+        }
+
     def __str__(self) -> str:
         """``kernel add: 21 SGPRs, 12 VGPRs, 0 AGPRs, LDS 0, scratch 0, kernarg 48, wave64``."""
         def n(value: int | None) -> str:

@@ -14,7 +14,7 @@ test's toy format; AMD and Intel next)::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..decision import LOADABLE_KINDS
@@ -109,6 +109,15 @@ class Vendor(Protocol):
         ...
 
     @property
+    def words(self) -> Mapping[str, str]:
+        """The vendor's words in text output: ``native`` (code for the GPU: CUDA ``SASS``),
+        ``jit`` (IR compiled at load: ``PTX JIT``), ``floors`` (``driver floors``) and
+        ``version`` (the language version a listing shows: ``PTX ISA``; ``""``: none),
+        ``runtime`` (what names a runtime version: ``driver CUDA`` 12.8, ``ROCm`` 6.4),
+        ``unchecked`` (the note when no runtime is given) and ``jit_note`` (what JIT costs)."""
+        ...
+
+    @property
     def runtime_label(self) -> str:
         """What its runtime versions are called: ``"CUDA"`` (``CUDA 12.8``)."""
         ...
@@ -188,6 +197,11 @@ class Vendor(Protocol):
     def version(self, code: DeviceCode) -> str | None:
         """The version of the language an image is written in, from its header (CUDA: a
         PTX image's PTX ISA, ``"8.4"``); None for kinds without one."""
+        ...
+
+    def details(self, code: DeviceCode) -> dict[str, Any]:
+        """The vendor's own members of an image's listing row (``ls --json``; CUDA:
+        ``ptx_version``; AMD: the bundle entry ID and code object version)."""
         ...
 
     def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:

@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ...decision import dotted
@@ -103,6 +104,13 @@ class CudaVendor:
     machines: frozenset[int] = frozenset({EM_CUDA})
     not_found: str = "CUDA_ERROR_NOT_FOUND"
     runtime_label: str = "CUDA"
+    words: Mapping[str, str] = field(compare=False, default_factory=lambda: MappingProxyType({
+        "native": "SASS", "jit": "PTX JIT", "floors": "driver floors", "version": "PTX ISA",
+        "runtime": "driver CUDA",
+        "unchecked": "driver floors not checked (no --driver): the device, toolkit, compression "
+                     "and PTX ISA minimums are shown as 'needs'",
+        "jit_note": "PTX-JIT: the driver compiles the PTX at first load (cold start: ~0.1-1 s per "
+                    "kernel, cached in ~/.nv/ComputeCache unless CUDA_CACHE_DISABLE=1)"}))
 
     def sections(self, present: Collection[str], all: bool, pe: bool) -> frozenset[str]:
         from .finding import sections
@@ -237,6 +245,9 @@ class CudaVendor:
         if e.header.kind != EntryKind.PTX:
             return None
         return dotted(e.code_version)
+
+    def details(self, code: DeviceCode) -> dict[str, Any]:
+        return {"ptx_version": self.version(code)}
 
     def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
         kind = entry_of(code).header.kind

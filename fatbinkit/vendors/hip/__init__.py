@@ -5,8 +5,9 @@ runtime's loading rules (:mod:`.loading`), as the :class:`~fatbinkit.vendors.Ven
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidArgumentError
@@ -83,6 +84,13 @@ class HipVendor:
     machines: frozenset[int] = frozenset({EM_AMDGPU})
     not_found: str = NOT_FOUND
     runtime_label: str = "ROCm"
+    words: Mapping[str, str] = field(compare=False, default_factory=lambda: MappingProxyType({
+        "native": "native", "jit": "SPIR-V JIT", "floors": "ROCm floors", "version": "",
+        "runtime": "ROCm",
+        "unchecked": "ROCm floors not checked (no --rocm): the device, code object version, "
+                     "compression, generic target and SPIR-V minimums are shown as 'needs'",
+        "jit_note": "SPIR-V-JIT: comgr compiles the SPIR-V for the device at first load "
+                    "(HIP_FORCE_SPIRV_CODEOBJECT=1 forces it; ROCm 6.4+)"}))
 
     def sections(self, present: Collection[str], all: bool, pe: bool) -> frozenset[str]:
         from .finding import sections
@@ -129,9 +137,11 @@ class HipVendor:
         return None
 
     def every_device(self) -> tuple[GpuTarget, ...]:
+        """The GPUs from GCN5 (gfx900) on: older ones only where asked for."""
         from .gpus import GPUS, as_device
 
-        return tuple(as_device(p) for p in GPUS)
+        oldest = TargetId(_OLDEST_SHOWN)
+        return tuple(as_device(p) for p in GPUS if not TargetId(p) < oldest)
 
     def target_filter(self, value: object) -> HipFilter | None:
         if not isinstance(value, str):
@@ -159,13 +169,18 @@ class HipVendor:
         return repr((e.identifier_text, e.image_kind, e.target, e.compression)).encode()
 
     def profile(self, code: DeviceCode) -> tuple[ImageInfo, list[tuple[Any, ...]]]:
+        """The code object's kernels in ``diff``'s fields: ``registers`` its VGPRs (arch
+        VGPRs, what bounds occupancy; AGPRs apart), ``stack`` its scratch bytes per lane,
+        ``shared`` its static LDS, ``spill_stores``/``spill_loads`` the VGPRs and SGPRs it
+        spills (counts, as the metadata records them, not bytes); no local memory, constant
+        banks or code size."""
         from .finding import image
 
         info = image(code, None)
         assert info is not None, f"{code} is not an image the runtime loads"
         functions = [(k.name, True, k.vgpr_count, k.private_segment_fixed_size,
-                      k.group_segment_fixed_size, 0, (), k.vgpr_spill_count,
-                      k.sgpr_spill_count, 0) for k in self.functions(code)]
+                      k.group_segment_fixed_size, None, (), k.vgpr_spill_count,
+                      k.sgpr_spill_count, None) for k in self.functions(code)]
         return info, functions
 
     def file_suffix(self, code: DeviceCode) -> str:
@@ -176,6 +191,13 @@ class HipVendor:
 
     def version(self, code: DeviceCode) -> str | None:
         return None
+
+    def details(self, code: DeviceCode) -> dict[str, Any]:
+        """The bundle entry ID, code object version, generic version (of a generic target)
+        and the compressed bundle's version (CCOB; None: a plain bundle or no bundle)."""
+        e = image_of(code)
+        return {"bundle_id": e.identifier_text or None, "code_object_version": e.code_object,
+                "generic_version": e.generic_version, "ccob_version": e.bundle_version}
 
     def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
         if code.kind != HSACO:

@@ -11,6 +11,8 @@ compressed bundle      6.2      ROCm/clr@rocm-6.2.0 ``hip_fatbin.cpp``: compress
                                 ``hip_code_object.cpp`` gains the ``CCOB`` magic in rocm-6.2.0
                                 (absent in 6.1). v2 (llvm PR #88827, 2024-04) [inferred]
 CCOB v3                6.4      llvm PR #122307 (2025-01) after the 6.3 cut [inferred]
+code object v4         4.1      LLVM review D99235 "[HIP] Change to code object v4 ... to match
+                                ROCm 4.1" (the ``hipv4`` bundle kind comes with it)
 code object v5         5.2      ROCm/ROCR-Runtime@rocm-5.2.0 ``amd_hsa_code.cpp``
                                 (``ELFABIVERSION_AMDGPU_HSA_V5``, absent in 5.1)
 code object v6         6.2      ROCm/ROCR-Runtime@rocm-6.2.0 ``amd_hsa_code.cpp`` (``HSA_V6``,
@@ -53,8 +55,8 @@ __all__ = [
 
 #: compressed bundle version -> ROCm
 CCOB: dict[int, Version] = {1: (6, 2), 2: (6, 2), 3: (6, 4)}
-#: code object version -> ROCm (v3, v4: older than the tables)
-CODE_OBJECT: dict[int, Version] = {5: (5, 2), 6: (6, 2)}
+#: code object version -> ROCm (v3 and older: not known here)
+CODE_OBJECT: dict[int, Version] = {4: (4, 1), 5: (5, 2), 6: (6, 2)}
 GENERIC: Version = (6, 4)
 SPIRV_JIT: Version = (6, 4)
 #: processor -> the first ROCm whose ROCr knows it
@@ -116,8 +118,9 @@ def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
     if arch.code_object is not None and arch.code_object in CODE_OBJECT:
         floors.append(_floor("code-object", CODE_OBJECT[arch.code_object],
                              f"code object v{arch.code_object}", INVALID_IMAGE))
-    elif arch.code_object is not None and arch.code_object > max(CODE_OBJECT):
-        unknown.append(f"code object v{arch.code_object} is newer than the tables")
+    elif arch.code_object is not None:
+        unknown.append(f"code object v{arch.code_object}: the first ROCm that loads it is not "
+                       "known here")
     if arch.target.is_generic:
         floors.append(_floor("generic", GENERIC, f"generic target {arch.target.processor}",
                              NO_BINARY))
