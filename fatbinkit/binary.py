@@ -227,9 +227,11 @@ class ArchSummary:
     toolkits: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        versions = vendors.of_target(self.arch).words["version"]  # PTX ISA: CUDA's only
         return {"kind": self.kind, "arch": self.arch, "entries": self.entries,
                 "stored": self.stored, "uncompressed": self.uncompressed,
-                "compression": list(self.compression), "ptx_versions": list(self.ptx_versions),
+                "compression": list(self.compression),
+                **({"ptx_versions": list(self.ptx_versions)} if versions else {}),
                 "kernels": self.kernels,
                 "toolkits": None if self.toolkits is None else list(self.toolkits)}
 
@@ -261,8 +263,9 @@ class DeviceSummary:
         return "jit" if self.jit else "native"
 
     def to_dict(self) -> dict[str, Any]:
+        native = vendors.of_target(self.device).words["native_key"]  # CUDA: sass
         return {"device": self.device, "generation": self.generation, "verdict": self.verdict,
-                "sass": self.sass, "jit": self.jit, "none": self.none,
+                native: self.sass, "jit": self.jit, "none": self.none,
                 "images": list(self.images)}
 
     def __str__(self) -> str:
@@ -866,11 +869,11 @@ def _module_dict(s: ImageSet, kernels: list[tuple[str | None, list[Decision]]],
         "container": s.container,
         "raw": s.raw,
         "empty": s.empty,
+        "vendor": s.vendor,
         "images": [{"kind": i.kind,
                     "arch": i.arch_name,
                     "offset": i.offset,
-                    "ptx_version": dotted(i.ptx_version) if i.ptx_version else None,
-                    "toolkit": dotted(i.toolkit) if i.toolkit else None,
+                    **vendors.VENDORS[s.vendor].image_details(i),
                     "compression": i.compression,
                     "read": i.kernels is not None or bool(i.unread)}
                    for i in s.images],

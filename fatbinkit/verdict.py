@@ -275,11 +275,11 @@ class ArchVerdict:
             "empty": len(self.empty),
             "empty_containers": list(self.entryless),
             "min_driver": dotted(self.min_driver) if self.min_driver else None,
-            **_driver_numbers(self.min_release, self.host),
+            **vendors.VENDORS[self.vendor].runtime_numbers(self.min_release, self.host),
             "max_driver": dotted(self.max_driver) if self.max_driver else None,
             "driver_gap": self.driver_gap,
             "warnings": list(self.warnings),
-            **self.counts,
+            **_json_counts(self.vendor, self.counts),
         }
 
     def __str__(self) -> str:
@@ -295,16 +295,15 @@ class ArchVerdict:
                 f"empty={len(self.empty)})")
 
 
+def _json_counts(vendor: str, counts: dict[str, int]) -> dict[str, int]:
+    """:attr:`ArchVerdict.counts` in JSON: the count of modules loading native code under the
+    vendor's key (CUDA: ``sass``; AMD: ``native``)."""
+    key = vendors.VENDORS[vendor].words["native_key"]
+    return {key if k == "sass" else k: n for k, n in counts.items()}
+
+
 def _driver_repr(vendor: str, driver: Version | None) -> str:
     return "None" if driver is None else repr(vendors.VENDORS[vendor].runtime_name(driver))
-
-
-def _driver_numbers(release: Release | None, host: str | None) -> dict[str, Any]:
-    """The JSON of a minimum driver's versions, each labelled by its OS: ``linux_driver``,
-    ``windows_driver`` (null: NVIDIA publishes none, or no minimum), and ``host``, the input's
-    OS (null: not known), whose number applies."""
-    return {"host": host, "linux_driver": release.linux if release else None,
-            "windows_driver": release.windows if release else None}
 
 
 @dataclass(frozen=True)
@@ -542,13 +541,13 @@ class TotalVerdict:
             "other_gpus_only": list(self.named("other_gpus_only")),
             "modules": self.modules,
             "min_driver": dotted(low) if low else None,
-            **_driver_numbers(self.min_release, self.host),
+            **vendors.VENDORS[self.vendor].runtime_numbers(self.min_release, self.host),
             "min_driver_file": self.min_driver_file,
             "max_driver": dotted(self.max_driver) if self.max_driver else None,
             "driver_gap": self.driver_gap,
             "warnings": list(self.warnings),
             "alternatives": alternatives,
-            **self.counts,
+            **_json_counts(self.vendor, self.counts),
         }
 
     def __str__(self) -> str:

@@ -138,3 +138,33 @@ def test_resources_equal_clangs_remarks() -> None:
             assert f["descriptor"] and f["disagreements"] == []
             seen += 1
     assert seen == sum(len(v) for v in told.values()) >= 15  # 5 kernels x 3 targets
+
+
+@pytest.mark.parametrize("args", [
+    ("ls", "--json"), ("ls", "--resources", "--json"), ("ls", "--summary", "--json"),
+    ("check", "--arch", "gfx942", "--arch", "gfx1100", "--json"),
+    ("check", "--arch", "gfx942", "--rocm", "6.1", "--json"),
+    ("check", "--min-rocm", "--json"),
+])
+def test_amd_rows_speak_amd(args: tuple[str, ...]) -> None:
+    """One JSON vocabulary (docs/json-schema.json), and nothing NVIDIA's in AMD rows: no PTX,
+    SASS, CUDA driver numbers or CUresult names."""
+    proc = subprocess.run([sys.executable, "-m", "fatbinkit", args[0],
+                           str(_wheel("cupy7")), *args[1:]],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    doc = json.loads(proc.stdout)
+    jsonschema.validate(doc, SCHEMA)
+
+    def keys(o: object) -> set[str]:
+        if isinstance(o, dict):
+            return set(o) | {k for v in o.values() for k in keys(v)}
+        if isinstance(o, list):
+            return {k for v in o for k in keys(v)}
+        return set()
+
+    found = keys(doc)
+    assert not {k for k in found if "ptx" in k or "sass" in k or k.endswith("_driver")
+                and k != "min_driver" and k != "max_driver"}, found
+    assert "CUDA" not in proc.stdout and "sm_" not in proc.stdout
+    assert "hip" in proc.stdout or "gfx" in proc.stdout

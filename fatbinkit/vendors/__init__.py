@@ -110,7 +110,8 @@ class Vendor(Protocol):
 
     @property
     def words(self) -> Mapping[str, str]:
-        """The vendor's words in text output: ``native`` (code for the GPU: CUDA ``SASS``),
+        """The vendor's words in text output: ``native`` (code for the GPU: CUDA ``SASS``;
+        ``native_key`` its count's key in JSON, ``sass``),
         ``jit`` (IR compiled at load: ``PTX JIT``), ``floors`` (``driver floors``) and
         ``version`` (the language version a listing shows: ``PTX ISA``; ``""``: none),
         ``runtime`` (what names a runtime version: ``driver CUDA`` 12.8, ``ROCm`` 6.4),
@@ -202,6 +203,17 @@ class Vendor(Protocol):
     def details(self, code: DeviceCode) -> dict[str, Any]:
         """The vendor's own members of an image's listing row (``ls --json``; CUDA:
         ``ptx_version``; AMD: the bundle entry ID and code object version)."""
+        ...
+
+    def image_details(self, image: ImageInfo) -> dict[str, Any]:
+        """The vendor's own members of an image's row in ``check --json`` (CUDA:
+        ``ptx_version``, ``toolkit``; AMD: code object, generic and CCOB versions)."""
+        ...
+
+    def runtime_numbers(self, release: Any, host: str | None) -> dict[str, Any]:
+        """The vendor's own members of a verdict's minimum runtime in JSON (CUDA: the Linux
+        and Windows driver versions and the input's OS; AMD: none, a ROCm release is its
+        number)."""
         ...
 
     def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:

@@ -105,7 +105,8 @@ class CudaVendor:
     not_found: str = "CUDA_ERROR_NOT_FOUND"
     runtime_label: str = "CUDA"
     words: Mapping[str, str] = field(compare=False, default_factory=lambda: MappingProxyType({
-        "native": "SASS", "jit": "PTX JIT", "floors": "driver floors", "version": "PTX ISA",
+        "native": "SASS", "native_key": "sass", "jit": "PTX JIT", "floors": "driver floors",
+        "version": "PTX ISA",
         "runtime": "driver CUDA",
         "unchecked": "driver floors not checked (no --driver): the device, toolkit, compression "
                      "and PTX ISA minimums are shown as 'needs'",
@@ -248,6 +249,17 @@ class CudaVendor:
 
     def details(self, code: DeviceCode) -> dict[str, Any]:
         return {"ptx_version": self.version(code)}
+
+    def image_details(self, image: ImageInfo) -> dict[str, Any]:
+        return {"ptx_version": dotted(image.ptx_version) if image.ptx_version else None,
+                "toolkit": dotted(image.toolkit) if image.toolkit else None}
+
+    def runtime_numbers(self, release: Release | None, host: str | None) -> dict[str, Any]:
+        """The minimum driver's versions, each labelled by its OS: ``linux_driver``,
+        ``windows_driver`` (null: NVIDIA publishes none, or no minimum), and ``host``, the
+        input's OS (null: not known), whose number applies."""
+        return {"host": host, "linux_driver": release.linux if release else None,
+                "windows_driver": release.windows if release else None}
 
     def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
         kind = entry_of(code).header.kind

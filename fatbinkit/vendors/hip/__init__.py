@@ -14,7 +14,7 @@ from ...errors import InvalidArgumentError
 from ...formats.amdgpu import TargetId
 from ...formats.hsaco import EM_AMDGPU
 from .floors import NOT_FOUND
-from .images import BITCODE, HSACO, SPIRV, HipImage
+from .images import BITCODE, HSACO, SPIRV, CodeTarget, HipImage
 
 if TYPE_CHECKING:
     from ...decision import Decision, Floor, ImageInfo
@@ -85,7 +85,8 @@ class HipVendor:
     not_found: str = NOT_FOUND
     runtime_label: str = "ROCm"
     words: Mapping[str, str] = field(compare=False, default_factory=lambda: MappingProxyType({
-        "native": "native", "jit": "SPIR-V JIT", "floors": "ROCm floors", "version": "",
+        "native": "native", "native_key": "native", "jit": "SPIR-V JIT", "floors": "ROCm floors",
+        "version": "",
         "runtime": "ROCm",
         "unchecked": "ROCm floors not checked (no --rocm): the device, code object version, "
                      "compression, generic target and SPIR-V minimums are shown as 'needs'",
@@ -198,6 +199,14 @@ class HipVendor:
         e = image_of(code)
         return {"bundle_id": e.identifier_text or None, "code_object_version": e.code_object,
                 "generic_version": e.generic_version, "ccob_version": e.bundle_version}
+
+    def image_details(self, image: ImageInfo) -> dict[str, Any]:
+        arch: CodeTarget = image.arch
+        return {"code_object_version": arch.code_object,
+                "generic_version": arch.generic_version, "ccob_version": arch.bundle}
+
+    def runtime_numbers(self, release: Any, host: str | None) -> dict[str, Any]:
+        return {}
 
     def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
         if code.kind != HSACO:
