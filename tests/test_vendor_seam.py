@@ -183,6 +183,12 @@ class ToyVendor:
     def details(self, code: DeviceCode) -> dict[str, Any]:
         return {"toy_kernels": len(_parse(code.data())[1])}
 
+    def image_details(self, image: ImageInfo) -> dict[str, Any]:
+        return {}
+
+    def runtime_numbers(self, release: Any, host: str | None) -> dict[str, Any]:
+        return {}
+
     def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
         return sorted(_parse(code.data())[1]), None
 
