@@ -206,10 +206,18 @@ class Place:
     file (``source``: its name, as :attr:`DeviceCode.source`), or a whole file (``source``
     ``""``). ``base`` is the file offset of ``view``, ``first`` the index the first container
     found here takes across the input, ``fd`` the file (a reader may read through it rather
-    than touch the memory map)."""
+    than touch the memory map).
+
+    ``host`` is the whole host file the place lies in (an ELF file or a PE file; an archive
+    member's own bytes), None for a whole file: a vendor whose runtime finds its containers
+    through records elsewhere in the file (HIP's ``.hipFatBinSegment`` wrappers) reads them
+    there. ``host_base`` is the input's offset of ``host[0]`` (an archive member's offset, else
+    0), so the place starts at ``host[base - host_base]``."""
 
     source: str
     view: memoryview = field(repr=False)
     base: int
     first: int
     fd: int | None = None
+    host: memoryview | None = field(default=None, repr=False)
+    host_base: int = 0

@@ -135,11 +135,11 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool,
         if vendor is None or sec.header.type == elf.SHT_NOBITS or sec.header.size == 0:
             continue
         off, size = sec.header.offset, sec.header.size  # inside the file: elf.sections checks
-        codes += _section(vendor, Place(sec.name, view[off : off + size], base + off, first, fd),
-                          entryless)
+        codes += _section(vendor, Place(sec.name, view[off : off + size], base + off, first, fd,
+                                        view, base), entryless)
         first = _count_containers(codes, first, entryless)
     for sym, off, size in _symbol_pairs(src, sections):
-        codes += _blob(Place(sym, view[off : off + size], base + off, first, fd),
+        codes += _blob(Place(sym, view[off : off + size], base + off, first, fd, view, base),
                        entryless) or []
         first = _count_containers(codes, first, entryless)
     return codes
@@ -275,11 +275,11 @@ def _scan_pe(view: memoryview, fd: int | None, all: bool,
         if vendor is None or not sec.size:
             continue
         off, size = sec.offset, sec.size  # inside the file: pe.read checks
-        codes += _section(vendor, Place(sec.name, view[off : off + size], off, first, fd),
+        codes += _section(vendor, Place(sec.name, view[off : off + size], off, first, fd, view),
                           entryless)
         first = _count_containers(codes, first, entryless)
     for sym, off, size in _pe_symbol_pairs(view, image):
-        codes += _blob(Place(sym, view[off : off + size], off, first, fd), entryless) or []
+        codes += _blob(Place(sym, view[off : off + size], off, first, fd, view), entryless) or []
         first = _count_containers(codes, first, entryless)
     return codes
 

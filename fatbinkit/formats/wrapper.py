@@ -10,7 +10,8 @@ finds each container only through the record's data pointer. The layout is NVIDI
 that is ``{u32 magic, i32 version, u64 data pointer, u64}`` on a 64-bit host. The last field is,
 by the header's comment, an offline file name in version 1 (``FATBINC_VERSION``) and the array of
 prelinked fatbins in version 2 (``FATBINC_LINK_VERSION``, what ``-rdc`` writes).
-HIP's ``__hip_fatbin_wrapper`` has the same shape with its own magic and section, for later.
+HIP's ``__hip_fatbin_wrapper`` has the same shape with its own magic and section
+(:class:`HipWrapper`).
 
 One :class:`struct.Struct` plus a frozen dataclass, used both to parse and to pack, so
 ``FatbinWrapper.unpack(b).pack() == b``. The data pointer is the value stored in the file: in a
@@ -34,7 +35,13 @@ __all__ = [
     "CUDA_WRAPPER_PE_SECTION",
     "CUDA_WRAPPER_SECTION",
     "CUDA_WRAPPER_VERSIONS",
+    "HIP_KPACK_MAGIC",
+    "HIP_WRAPPER_MAGIC",
+    "HIP_WRAPPER_PE_SECTION",
+    "HIP_WRAPPER_SECTION",
+    "HIP_WRAPPER_VERSION",
     "FatbinWrapper",
+    "HipWrapper",
 ]
 
 #: ``__fatBinC_Wrapper_t.magic`` (``FATBINC_MAGIC``)
@@ -78,3 +85,64 @@ class FatbinWrapper:
 
     def pack(self) -> bytes:
         return self.FORMAT.pack(self.magic, self.version, self.data, self.filename_or_fatbins)
+
+
+#: ``__hipFatMAGIC2`` ("HIPF" as a little-endian u32): ROCm/clr ``hipamd/src/hip_platform.cpp``
+#: and clang's ``CGCUDANV.cpp`` (``HIPFatMagic``)
+HIP_WRAPPER_MAGIC = 0x48495046
+#: rocm-kpack's rewritten magic ("HIPK"): the module's device code was moved out to a ``.kpack``
+#: file and ``binary`` points at a ``.rocm_kpack_ref`` record (rocm-kpack
+#: ``docs/multi_arch_packaging_with_kpack.md`` §3.4-3.5)
+HIP_KPACK_MAGIC = 0x4B504948
+#: the only version CLR registers (``hip_platform.cpp``: ``fbwrapper->version != 1`` fails)
+HIP_WRAPPER_VERSION = 1
+#: the ELF (and COFF object) section of the records
+HIP_WRAPPER_SECTION = ".hipFatBinSegment"
+#: the same section in a PE image (rocm-kpack ``coff/kpack_transform.py``:
+#: ``SECTION_HIP_FATBIN_SEGMENT = ".hipFatB"``)
+HIP_WRAPPER_PE_SECTION = ".hipFatB"
+
+
+@dataclass(frozen=True)
+class HipWrapper:
+    """One 24-byte ``__hip_fatbin_wrapper`` record, CLR's ``__CudaFatBinaryWrapper``::
+
+        struct { unsigned int magic; unsigned int version; void* binary; void* dummy1; };
+
+    ``binary`` is the module's address as stored (0 in an object or a library that leaves
+    the value to a relocation); ``kpack``: a rocm-kpack ``HIPK`` record."""
+
+    FORMAT: ClassVar[struct.Struct] = struct.Struct("<IIQQ")
+    #: where ``binary`` lies in the record (the slot a relocation rewrites)
+    BINARY_OFFSET: ClassVar[int] = 8
+
+    magic: int
+    version: int
+    binary: int
+    dummy: int
+
+    @property
+    def kpack(self) -> bool:
+        """Whether rocm-kpack moved the module's device code out (magic ``HIPK``)."""
+        return self.magic == HIP_KPACK_MAGIC
+
+    @classmethod
+    def unpack(cls, raw: Buffer, offset: int = 0) -> HipWrapper:
+        """Parse ``raw`` (the record's bytes); ``offset`` locates it in error messages. A magic
+        other than ``HIPF``/``HIPK`` or a version other than 1 is refused, as CLR refuses to
+        register it."""
+        if len(raw) < cls.FORMAT.size:
+            raise TruncatedError(f"HIP wrapper record needs {cls.FORMAT.size} bytes, only "
+                                 f"{len(raw)} left", offset=offset)
+        record = cls(*cls.FORMAT.unpack_from(raw, 0))
+        if record.magic not in (HIP_WRAPPER_MAGIC, HIP_KPACK_MAGIC):
+            raise FormatError(f"bad HIP wrapper magic {record.magic:#010x} (expected "
+                              f"{HIP_WRAPPER_MAGIC:#010x} HIPF or {HIP_KPACK_MAGIC:#010x} HIPK)",
+                              offset=offset)
+        if record.version != HIP_WRAPPER_VERSION:
+            raise FormatError(f"unknown HIP wrapper version {record.version} (CLR registers "
+                              f"version {HIP_WRAPPER_VERSION} only)", offset=offset)
+        return record
+
+    def pack(self) -> bytes:
+        return self.FORMAT.pack(self.magic, self.version, self.binary, self.dummy)

@@ -4,7 +4,10 @@ records.
 * ``.hip_fatbin`` (``.hip_fat`` in a PE image's eight-byte names): one clang offload bundle per
   registered module, each 4096-aligned, plain or compressed (``CCOB``), as clang's
   ``CGCUDANV.cpp`` places them and lld concatenates them (``../shared/ROCM.md`` §1.3); a module
-  is a bundle (``__hipRegisterFatBinary`` registers one per wrapper record).
+  is a bundle (``__hipRegisterFatBinary`` registers one per wrapper record). The walk is
+  checked against the ``.hipFatBinSegment`` (``.hipFatB``) wrapper records of the host file
+  (:mod:`.wrappers`, :func:`_fatbin`): each ``HIPF`` record must point at a bundle the walk
+  found; a rocm-kpack ``HIPK`` record is a module with no entry here.
 * ``__CLANG_OFFLOAD_BUNDLE__<id>`` sections: the object-file form of a bundle (``-fgpu-rdc``
   objects: one section per entry, LLVM bitcode).
 * ``.llvm.offloading``: LLVM's OffloadBinary blobs (``--offload-new-driver``: bitcode).
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING
 from ...decision import ImageInfo
 from ...device_code import LINUX, WINDOWS, DeviceCode, EntrylessContainer, Place
 from ...errors import FormatError, InvalidArgumentError
-from ...formats import hsaco
+from ...formats import elf, hsaco, pe
 from ...formats.amdgpu import TargetId
 from ...formats.offload_binary import read_offload_binaries
 from ...formats.offload_bundle import (
@@ -35,6 +38,7 @@ from ...formats.offload_bundle import (
     read_bundles,
 )
 from .images import BITCODE, HSACO, SPIRV, CodeTarget, HipImage
+from .wrappers import WrapperRef, elf_wrappers, pe_wrappers
 
 if TYPE_CHECKING:
     from ...formats.codec import DecompressionBudget
@@ -91,11 +95,78 @@ def read(place: Place, claimed: bool
             return _object_section(place), []
         if name == OFFLOADING_SECTION:
             return _offloading(place), []
-        return _bundles(place, read_bundles(view)), []
+        return _fatbin(place)
     if is_bundle(view):
         return _bundles(place, [read_bundle(view)]), []
     if hsaco.is_code_object(view):
         return [DeviceCode(place.source, -1, _bare(view, place.base), place.base)], []
+    return None
+
+
+def _fatbin(place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
+    """A ``.hip_fatbin`` section: its bundles, found by the 4096-aligned walk
+    (:func:`~fatbinkit.formats.offload_bundle.read_bundles`) and checked against the
+    ``.hipFatBinSegment`` wrapper records the runtime registers (:mod:`.wrappers`).
+
+    * Each ``HIPF`` record must point at the start of a bundle the walk found; one pointing
+      outside the section, or anywhere else in it, is a
+      :class:`~fatbinkit.errors.FormatError` naming the record (CLR would hand the runtime
+      garbage). Several records may name one bundle: it is one module.
+    * A bundle no record points to is listed all the same, as a module of its own: its bytes
+      are in the file (the runtime never registers it; nothing in the listing says so).
+    * Each ``HIPK`` record (rocm-kpack moved the module's device code to a ``.kpack`` file, its
+      ``binary`` naming a ``.rocm_kpack_ref`` record) is an
+      :class:`~fatbinkit.device_code.EntrylessContainer`, numbered after the section's bundles
+      in record order, its ``offset`` the record's.
+
+    Bundles are numbered in file order. Without a host file (the section's bytes alone) or a
+    record section (a file made by another tool), the walk alone decides."""
+    view = place.view
+    walked = read_bundles(view)
+    start = place.base - place.host_base  # the section's offset in the host file
+    try:
+        refs = _wrappers(place)
+    except FormatError as e:  # offsets of the host file: make them the section's, as ours
+        msg = str(e).rsplit(" (at offset", 1)[0]
+        raise type(e)(msg, offset=None if e.offset is None else e.offset - start) from e
+    if refs is None:
+        return _bundles(place, walked), []
+    starts = {b.offset for b in walked}
+    kpack: list[WrapperRef] = []
+    for ref in refs:
+        if ref.record.kpack:
+            kpack.append(ref)
+            continue
+        where = ref.offset - start  # offsets of errors are the section's
+        if ref.target is None or not start <= ref.target < start + len(view):
+            target = "no place in the file" if ref.target is None else f"{ref.target:#x}"
+            raise FormatError(f"{ref} points outside {place.source} "
+                              f"({start:#x}..{start + len(view):#x}), at {target}: {ref.via}",
+                              offset=where)
+        at = ref.target - start
+        if at not in starts:
+            what = ("a bundle's inside" if any(b.offset < at < b.offset + b.stored_size
+                                               for b in walked) else "no bundle")
+            known = ", ".join(hex(s) for s in sorted(starts)) or "none"
+            raise FormatError(f"{ref} points {at:#x} bytes into {place.source}, at {what}, "
+                              f"not at a bundle start ({known}): {ref.via}", offset=where)
+    codes = _bundles(place, walked)
+    first = place.first + len(walked)
+    entryless = [EntrylessContainer(place.source, first + j, place.host_base + ref.offset,
+                                    vendor=HipImage.vendor) for j, ref in enumerate(kpack)]
+    return codes, entryless
+
+
+def _wrappers(place: Place) -> list[WrapperRef] | None:
+    """The wrapper records of the host file ``place`` lies in (None: no host, or no record
+    section)."""
+    host = place.host
+    if host is None:
+        return None
+    if elf.machine(host) is not None:
+        return elf_wrappers(host)
+    if pe.is_pe(host) or pe.is_coff_object(host):
+        return pe_wrappers(host, pe.read(host))
     return None
 
 
