@@ -280,6 +280,7 @@ class Summary:
     modules: int
     archs: tuple[ArchSummary, ...]
     devices: tuple[DeviceSummary, ...]
+    moved: int = 0  # modules whose device code was moved out of the file (not counted above)
 
     @property
     def entries(self) -> int:
@@ -321,7 +322,8 @@ class Summary:
             device, same[0].generation, sum(d.sass for d in same), sum(d.jit for d in same),
             sum(d.none for d in same), tuple(dict.fromkeys(i for d in same for i in d.images)))
             for device, same in sorted(devices.items(), key=lambda kv: vendors.target_key(kv[0])))
-        return cls(file, sum(s.modules for s in summaries), tuple(archs), merged)
+        return cls(file, sum(s.modules for s in summaries), tuple(archs), merged,
+                   sum(s.moved for s in summaries))
 
     def __repr__(self) -> str:
         """Totals and row counts: the rows are in :meth:`lines` and :meth:`to_dict`."""
@@ -333,7 +335,8 @@ class Summary:
         return {"file": self.file, "modules": self.modules, "entries": self.entries,
                 "stored": self.stored, "uncompressed": self.uncompressed,
                 "archs": [a.to_dict() for a in self.archs],
-                "devices": [d.to_dict() for d in self.devices]}
+                "devices": [d.to_dict() for d in self.devices],
+                **({"moved": self.moved} if self.moved else {})}
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -342,6 +345,9 @@ class Summary:
         """The text the CLI prints: one screen even for libtorch."""
         yield (f"{self.file}: {_count(self.entries, 'image')} in {_count(self.modules, 'module')}, "
                f"{_size(self.stored)} stored, {_size(self.uncompressed)} uncompressed")
+        if self.moved:
+            yield (f"  {_count(self.moved, 'module')} more whose device code was moved out of "
+                   "the file (rocm-kpack: a .kpack file the runtime loads it from): not judged")
         if not self.archs:
             return
         read = any(a.kernels is not None for a in self.archs)
@@ -456,6 +462,9 @@ class Binary:
     # containers with no entry at all (what prune leaves of a module no kept arch loads): the
     # runtime registers them, so check counts them as modules with no image
     entryless: tuple[EntrylessContainer, ...] = field(default=(), repr=False)
+    # modules whose device code was moved out of the file (EntrylessContainer.moved: rocm-kpack):
+    # listed as such, not judged
+    moved: tuple[EntrylessContainer, ...] = field(default=(), repr=False)
     # the file's modification time when it was read (pickling reopens it only if unchanged)
     _mtime_ns: int | None = field(default=None, init=False, repr=False, compare=False)
     _closed: bool = field(default=False, init=False, repr=False, compare=False)
@@ -473,6 +482,8 @@ class Binary:
             kinds[c.kind] = kinds.get(c.kind, 0) + 1
         if self.entryless:
             kinds["empty fatbin containers"] = len(self.entryless)
+        for where in dict.fromkeys(c.moved for c in self.moved):
+            kinds[f"modules moved to {where}"] = sum(c.moved == where for c in self.moved)
         what = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no device code"
         return f"{self.file}: {what}{' (closed)' if self._closed else ''}"
 
@@ -635,7 +646,7 @@ class Binary:
         # a container with no entry is a module the runtime registers that loads nowhere
         sets = _header_sets(items)
         return Summary(self.file, len(sets) + len(self.entryless), tuple(rows),
-                       _devices(sets, self.entryless))
+                       _devices(sets, self.entryless), len(self.moved))
 
     @_names_its_file
     def functions(self, items: Sequence[Item] | None = None, *,
@@ -967,7 +978,8 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
         codes, entryless = scan_modules(view, all=all)
         return Binary(None, len(view), codes, all, view,
                       _objects(view, None) if any(c.member for c in codes) else (), name,
-                      entryless)
+                      tuple(c for c in entryless if not c.moved),
+                      moved=tuple(c for c in entryless if c.moved))
     path = as_path(source, "input")
     _one_binary(path)
     codes, entryless = scan_modules(path, all=all)
@@ -981,7 +993,8 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
     except OSError as e:  # scan read it a moment ago: removed since
         raise InputError(f"{path}: {e.strerror or e}") from e
     return Binary(path, size, codes, all, members=members, name=path.name,
-                  entryless=entryless)
+                  entryless=tuple(c for c in entryless if not c.moved),
+                  moved=tuple(c for c in entryless if c.moved))
 
 
 def _reopen(path: Path, all: bool, size: int, mtime_ns: int) -> Binary:

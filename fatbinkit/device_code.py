@@ -198,6 +198,9 @@ class EntrylessContainer:
     offset: int
     member: str = ""
     vendor: str = field(kw_only=True)  # whose container it is (DeviceCode.vendor)
+    # where its device code went, when it was moved out of the file rather than pruned (a
+    # rocm-kpack ``HIPK`` wrapper: "a .kpack file (rocm-kpack)"): such a module is not judged
+    moved: str = field(default="", kw_only=True)
 
 
 @dataclass(frozen=True)

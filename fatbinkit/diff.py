@@ -243,7 +243,8 @@ class Library:
                                tuple(map(_arch, m["sass"])), tuple(map(_arch, m["ptx"])))
                         for m in doc["modules"])
         devices = tuple(DeviceSummary(_text(d["device"]), _text(d["generation"]),
-                                      _count(d["sass"]), _count(d["jit"]), _count(d["none"]),
+                                      _count(d["sass"] if "sass" in d else d["native"]),
+                                      _count(d["jit"]), _count(d["none"]),
                                       tuple(map(_arch, d["images"]))) for d in doc["devices"])
         return cls(name, tuple(kernels), archs, modules, devices)
 
@@ -554,8 +555,11 @@ class DeviceChange:
                 "new": self.new.to_dict(), "regression": self.regression}
 
     def __str__(self) -> str:
+        words = vendors.of_target(self.device).words
+
         def counts(d: DeviceSummary) -> str:
-            return f"{d.verdict} ({d.sass} SASS, {d.jit} JIT, {d.none} none)"
+            return (f"{d.verdict} ({d.sass} {words['native']}, {d.jit} {words['jit']}, "
+                    f"{d.none} none)")
         return f"{self.library}: {self.device}: {counts(self.old)} -> {counts(self.new)}"
 
 

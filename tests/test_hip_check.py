@@ -12,6 +12,7 @@ gfx942 5.7, gfx1200/gfx1201 6.2.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -164,7 +165,122 @@ def test_amd_rows_speak_amd(args: tuple[str, ...]) -> None:
         return set()
 
     found = keys(doc)
-    assert not {k for k in found if "ptx" in k or "sass" in k or k.endswith("_driver")
-                and k != "min_driver" and k != "max_driver"}, found
+    nvidia = {k for k in found if "ptx" in k or "sass" in k
+              or (k.endswith("_driver") and k not in ("min_driver", "max_driver"))}
+    assert not nvidia, found
     assert "CUDA" not in proc.stdout and "sm_" not in proc.stdout
     assert "hip" in proc.stdout or "gfx" in proc.stdout
+
+
+def test_diff_and_gate_of_two_rocm_builds(tmp_path: Path) -> None:
+    """cupy's random module from its ROCm 5.0 build (gfx801..gfx1012, code object v4) to its
+    ROCm 7.0 build (gfx908..gfx1201, v6): the targets both builds have (gfx908 only, by
+    ROCM.md §4) keep their kernels, the others are added or removed; the gate's baseline
+    (a snapshot in JSON) of the old build flags the lost targets."""
+    old, new = _wheel("cupy5"), _wheel("cupy7")
+    proc = subprocess.run([sys.executable, "-m", "fatbinkit", "diff", str(old), str(new),
+                           "--json"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    only_old = {"gfx801", "gfx802", "gfx803", "gfx900", "gfx906", "gfx1010", "gfx1011",
+                "gfx1012"}
+    only_new = {"gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1200",
+                "gfx1201"}
+    # on gfx908, both builds': kernels CuPy dropped or added between 13.3 and 14.2 too
+    assert {k["arch"] for k in doc["removed"]} - {"gfx908"} == only_old
+    assert {k["arch"] for k in doc["added"]} - {"gfx908"} == only_new
+    assert {c["arch"] for c in doc["changed"]} <= {"gfx908"}
+    on908 = {k["kernel"] for k in doc["removed"] + doc["added"] if k["arch"] == "gfx908"}
+    assert not on908 & {c["kernel"] for c in doc["changed"]}
+    base = tmp_path / "base.json"
+    proc = subprocess.run([sys.executable, "-m", "fatbinkit", "gate", str(old),
+                           "--write-baseline", str(base)], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    jsonschema.validate(json.loads(base.read_text()), SCHEMA)
+    proc = subprocess.run([sys.executable, "-m", "fatbinkit", "gate", str(new), "--baseline",
+                           str(base), "--format", "json"], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 1, proc.stderr
+    gate = json.loads(proc.stdout)
+    jsonschema.validate(gate, SCHEMA)
+    lost = {v["arch"] for v in gate["violations"] if v["rule"] == "baseline:lost-arch"}
+    assert lost == only_old
+    # ROCm 7's gfx908 scratch rose on kernels both builds have: the ratchet sees it
+    assert any(v["rule"] == "baseline:stack" and v["arch"] == "gfx908"
+               for v in gate["violations"])
+
+
+def test_tritons_own_code_object_through_the_front_door(tmp_path: Path) -> None:
+    """triton.compile for GPUTarget("hip", "gfx942", 64) on this GPU-less machine: the bare
+    hsaco (its amdhsa.target spelled amdgpu9.42-amd-amdhsa-unknown-gfx942) lists as gfx942,
+    with Triton's kernel name, and loads on gfx942 only; embedded as AOTInductor embeds it
+    (between __k_start/__k_end), the same."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    import fatbinkit.demo.kernels as tk
+
+    k = triton.compile(ASTSource(fn=tk.add_kernel, signature=tk.ADD_SIGNATURE,
+                                 constexprs=tk.ADD_CONSTEXPRS),
+                       target=GPUTarget("hip", "gfx942", 64))
+    path = tmp_path / "add.hsaco"
+    path.write_bytes(k.asm["hsaco"])
+    lib = fatbinkit.open(path)
+    (item,) = lib.select()
+    assert (item.kind, item.arch, item.code.vendor) == ("hsaco", "gfx942", "hip")
+    assert lib.summary(kernels=True).archs[0].kernels == 1
+    assert [i.arch for i in lib.select(kernel=k.metadata.name)] == ["gfx942"]
+    status = {str(v.device).split(":")[0]: v.status
+              for v in lib.check(["gfx942", "gfx950", "gfx90a"]).verdicts}
+    assert status == {"gfx942": "works", "gfx950": "fails", "gfx90a": "fails"}
+    from fatbinkit.formats.elf_writer import Blob, write_object
+
+    obj = tmp_path / "k.o"
+    write_object(obj, [Blob("k", k.asm["hsaco"])])
+    assert [(i.arch, i.code.source) for i in fatbinkit.open(obj).select()] == [
+        ("gfx942", "__k_start")]
+
+
+def test_arch_and_kernel_filters() -> None:
+    """``--arch gfx90a`` takes every gfx90a image whatever its features, ``gfx90a:xnack+``
+    only that target ID; ``--kernel`` globs the names (bundle19: gfx942, gfx90a:xnack+,
+    gfx1100, 5 kernels each)."""
+    lib = fatbinkit.open(build("bundle19"))
+    assert [i.arch for i in lib.select("gfx90a")] == ["gfx90a:xnack+"]
+    assert [i.arch for i in lib.select("gfx90a:xnack+")] == ["gfx90a:xnack+"]
+    assert [i.arch for i in lib.select("gfx90a:xnack-")] == []
+    assert sorted(i.arch for i in lib.select(["gfx942", "sm_90"])) == ["gfx942"]
+    assert sorted(i.arch for i in lib.select(kernel="lds_*")) == sorted(
+        ["gfx942", "gfx90a:xnack+", "gfx1100"])
+    assert lib.select(kernel="no_such_kernel") == ()
+
+
+def test_a_folder_of_cuda_and_rocm_libraries(tmp_path: Path) -> None:
+    """CuPy's random module built for CUDA 13 and for ROCm 7 in one folder: each GPU is
+    judged on its own vendor's library (neither fails for lack of the other's code), and the
+    summary and listing speak each vendor's words."""
+    from tests.thirdparty import CUPY13_RANDOM
+
+    (tmp_path / "cuda").mkdir()
+    (tmp_path / "rocm").mkdir()
+    (tmp_path / "cuda" / "random.so").write_bytes(fetch(CUPY13_RANDOM).read_bytes())
+    (tmp_path / "rocm" / "random.so").write_bytes(_wheel("cupy7").read_bytes())
+    doc = _check(tmp_path, "--arch", "sm_90", "--arch", "gfx942")
+    assert _status(doc) == {"sm_90": "works", "gfx942": "works"}
+    proc = subprocess.run([sys.executable, "-m", "fatbinkit", "ls", "--summary", "--json",
+                           str(tmp_path)], capture_output=True, text=True, check=True)
+    summary = json.loads(proc.stdout)
+    jsonschema.validate(summary, SCHEMA)
+    kinds = {a["kind"] for a in summary["total"]["archs"]}
+    assert {"sass", "hsaco"} <= kinds
+    devices = {d["device"]: d for d in summary["total"]["devices"]}
+    assert devices["sm_90"]["sass"] >= 1 and devices["gfx942"]["native"] == 1
+    text = subprocess.run([sys.executable, "-m", "fatbinkit", "check", str(tmp_path),
+                           "--arch", "sm_90", "--arch", "gfx942"], capture_output=True,
+                          text=True, check=True).stdout
+    assert re.search(r"^  sm_90 +works +\d+ SASS, ", text, re.M), text
+    assert re.search(r"^  gfx942:sramecc\+:xnack- +works +1 native, 0 SPIR-V JIT", text,
+                     re.M), text

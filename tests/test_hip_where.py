@@ -22,10 +22,12 @@ from hipbuild import TARGETS, build
 from llvm import run_llvm
 from thirdparty import ROCM_TEST_MEMBERS, WheelMember, fetch
 
+import fatbinkit
 from fatbinkit.errors import FormatError
 from fatbinkit.formats import pe
 from fatbinkit.formats.wrapper import HIP_KPACK_MAGIC, HIP_WRAPPER_MAGIC
 from fatbinkit.scan import scan, scan_modules
+from fatbinkit.vendors.hip.finding import KPACK
 from fatbinkit.vendors.hip.wrappers import elf_wrappers, pe_wrappers
 
 HIPV4 = "hipv4-amdgcn-amd-amdhsa--"
@@ -165,8 +167,11 @@ def test_kpack_record_is_an_entryless_module(tmp_path: Path) -> None:
     codes, entryless = scan_modules(one)
     assert [(c.container, c.offset) for c in codes] == [
         (c.container, c.offset) for c in scan(lib)]
-    assert [(e.source, e.container, e.offset, e.vendor) for e in entryless] == [
-        (".hip_fatbin", 2, _record(lib, 0), "hip")]
+    assert [(e.source, e.container, e.offset, e.vendor, e.moved) for e in entryless] == [
+        (".hip_fatbin", 2, _record(lib, 0), "hip", KPACK)]
+    check = fatbinkit.open(one).check(["gfx942"])
+    assert [str(s.label) for s, _ in check.rows] == [".hip_fatbin container 0",
+                                                   ".hip_fatbin container 1"]
 
 
 def test_kpack_zero_paged(tmp_path: Path) -> None:
@@ -180,8 +185,15 @@ def test_kpack_zero_paged(tmp_path: Path) -> None:
                                    (_record(lib, 1), magic)])
     codes, entryless = scan_modules(out)
     assert codes == ()
-    assert [(e.container, e.offset) for e in entryless] == [
-        (0, _record(lib, 0)), (1, _record(lib, 1))]
+    assert [(e.container, e.offset, e.moved) for e in entryless] == [
+        (0, _record(lib, 0), KPACK), (1, _record(lib, 1), KPACK)]
+    # what a user sees: two modules moved out, not judged (no "no image" verdicts)
+    binary = fatbinkit.open(out)
+    assert (len(binary.moved), binary.entryless) == (2, ())
+    summary = binary.summary()
+    assert (summary.modules, summary.moved, summary.to_dict()["moved"]) == (0, 2, 2)
+    assert "2 modules more whose device code was moved out" in str(summary)
+    assert "2 modules moved to a .kpack file (rocm-kpack)" in str(binary)
 
 
 @pytest.mark.parametrize("name", ["lib19mix", "obj19"])

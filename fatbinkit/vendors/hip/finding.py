@@ -58,6 +58,8 @@ FATBIN_SECTION = ".hip_fatbin"
 PE_FATBIN_SECTION = ".hip_fat"  # .hip_fatbin in a PE image's eight-byte section names
 OFFLOADING_SECTION = ".llvm.offloading"
 OBJECT_PREFIX = "__CLANG_OFFLOAD_BUNDLE__"
+#: where a ``HIPK`` module's device code is (rocm-kpack's docs/multi_arch_packaging_with_kpack.md)
+KPACK = "a .kpack file (rocm-kpack)"
 SPIRV_TARGET = "amdgcnspirv"
 _SPIRV_MAGIC = b"\x03\x02\x23\x07"
 _BITCODE_MAGICS = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")  # raw bitcode, and its wrapper
@@ -153,7 +155,8 @@ def _fatbin(place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
     codes = _bundles(place, walked)
     first = place.first + len(walked)
     entryless = [EntrylessContainer(place.source, first + j, place.host_base + ref.offset,
-                                    vendor=HipImage.vendor) for j, ref in enumerate(kpack)]
+                                    vendor=HipImage.vendor, moved=KPACK)
+                 for j, ref in enumerate(kpack)]
     return codes, entryless
 
 
