@@ -1,10 +1,10 @@
 """AMD GPUs as the HIP runtime sees them: each processor's generation, wavefront size and the
 target features (``sramecc``, ``xnack``) it has, and a device's default feature settings.
 
-Sources: ROCr ``core/runtime/isa.cpp`` (``ISAREG_ENTRY_GEN``: per processor, whether sramecc
-and xnack are supported, and the wavefront size), LLVM's ``AMDGPUUsage.rst`` ("Processors":
-the generation and products of each processor), the ROCm "GPU architecture specifications"
-page for the product names. A device's features as its agent reports them: xnack is off unless
+Sources: LLVM's ``AMDGPUUsage.rst`` ("Processors": the generation and products of each
+processor) and the ROCm "GPU architecture specifications" page for the product names; which
+features a processor has is the format's table (CLR ``getProcName``, ROCr
+``ISAREG_ENTRY_GEN``). A device's features as its agent reports them: xnack is off unless
 the process runs with ``HSA_XNACK=1`` (ROCm "Unified memory" docs; ROCr reads ``HSA_XNACK``),
 sramecc is on for Instinct boards, which ship with ECC on.
 """
@@ -14,24 +14,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import InvalidArgumentError
-from ...formats.amdgpu import TargetId
+from ...formats.amdgpu import PROCESSOR_FEATURES, TargetId
 
 __all__ = ["GPUS", "Gpu", "GpuTarget", "as_device", "default_target"]
 
 
 @dataclass(frozen=True)
 class Gpu:
-    """One processor of the tables: ``sramecc`` / ``xnack``: whether it has the feature
-    (ROCr ``ISAREG_ENTRY_GEN``: "any" when supported, "unsupported" else); ``ecc``: whether its
-    boards run with sramecc on (Instinct)."""
+    """One processor of the tables: its generation and products, and ``ecc``: whether its
+    boards run with sramecc on (Instinct). Whether it has sramecc/xnack at all, and its
+    wavefront size, are the format's table (:data:`fatbinkit.formats.amdgpu.PROCESSOR_FEATURES`,
+    from CLR and ROCr); a processor that table lacks has neither feature."""
 
     processor: str
     generation: str
     products: str
-    wavefront: int
-    sramecc: bool = False
-    xnack: bool = False
     ecc: bool = False
+
+    @property
+    def sramecc(self) -> bool:
+        f = PROCESSOR_FEATURES.get(self.processor)
+        return f is not None and f.sramecc
+
+    @property
+    def xnack(self) -> bool:
+        f = PROCESSOR_FEATURES.get(self.processor)
+        return f is not None and f.xnack
 
 
 def _gpus(*rows: Gpu) -> dict[str, Gpu]:
@@ -40,47 +48,45 @@ def _gpus(*rows: Gpu) -> dict[str, Gpu]:
 
 #: every AMD GPU processor of the tables, oldest first
 GPUS: dict[str, Gpu] = _gpus(
-    Gpu("gfx801", "GCN3", "Carrizo APU", 64, xnack=True),
-    Gpu("gfx802", "GCN3", "Tonga", 64),
-    Gpu("gfx803", "GCN4", "Fiji, Polaris (RX 480/580)", 64),
-    Gpu("gfx805", "GCN3", "Tongapro", 64),
-    Gpu("gfx810", "GCN3", "Stoney APU", 64, xnack=True),
-    Gpu("gfx900", "GCN5", "Vega 10 (MI25, Vega 56/64)", 64, xnack=True),
-    Gpu("gfx902", "GCN5", "Raven Ridge APU", 64, xnack=True),
-    Gpu("gfx904", "GCN5", "Vega 12", 64, xnack=True),
-    Gpu("gfx906", "GCN5", "Vega 20 (MI50, MI60, Radeon VII)", 64, sramecc=True, xnack=True,
-        ecc=True),
-    Gpu("gfx908", "CDNA", "MI100", 64, sramecc=True, xnack=True, ecc=True),
-    Gpu("gfx909", "GCN5", "Raven Ridge 2 APU", 64, xnack=True),
-    Gpu("gfx90a", "CDNA2", "MI200 (MI210, MI250, MI250X)", 64, sramecc=True, xnack=True,
-        ecc=True),
-    Gpu("gfx90c", "GCN5", "Renoir APU", 64, xnack=True),
-    Gpu("gfx940", "CDNA3", "MI300 (early)", 64, sramecc=True, xnack=True, ecc=True),
-    Gpu("gfx941", "CDNA3", "MI300 (early)", 64, sramecc=True, xnack=True, ecc=True),
-    Gpu("gfx942", "CDNA3", "MI300A, MI300X, MI325X", 64, sramecc=True, xnack=True, ecc=True),
-    Gpu("gfx950", "CDNA4", "MI350X, MI355X", 64, sramecc=True, xnack=True, ecc=True),
-    Gpu("gfx1010", "RDNA1", "Navi 10 (RX 5700)", 32, xnack=True),
-    Gpu("gfx1011", "RDNA1", "Navi 12 (Radeon Pro V520)", 32, xnack=True),
-    Gpu("gfx1012", "RDNA1", "Navi 14 (RX 5500)", 32, xnack=True),
-    Gpu("gfx1013", "RDNA1", "Cyan Skillfish", 32, xnack=True),
-    Gpu("gfx1030", "RDNA2", "Navi 21 (RX 6800/6900, Radeon Pro W6800)", 32),
-    Gpu("gfx1031", "RDNA2", "Navi 22 (RX 6700)", 32),
-    Gpu("gfx1032", "RDNA2", "Navi 23 (RX 6600)", 32),
-    Gpu("gfx1033", "RDNA2", "Van Gogh APU", 32),
-    Gpu("gfx1034", "RDNA2", "Navi 24 (RX 6500)", 32),
-    Gpu("gfx1035", "RDNA2", "Rembrandt APU", 32),
-    Gpu("gfx1036", "RDNA2", "Raphael APU", 32),
-    Gpu("gfx1100", "RDNA3", "Navi 31 (RX 7900, Radeon Pro W7900)", 32),
-    Gpu("gfx1101", "RDNA3", "Navi 32 (RX 7800/7700)", 32),
-    Gpu("gfx1102", "RDNA3", "Navi 33 (RX 7600)", 32),
-    Gpu("gfx1103", "RDNA3", "Phoenix APU", 32),
-    Gpu("gfx1150", "RDNA3.5", "Strix Point APU", 32),
-    Gpu("gfx1151", "RDNA3.5", "Strix Halo APU", 32),
-    Gpu("gfx1152", "RDNA3.5", "Krackan APU", 32),
-    Gpu("gfx1153", "RDNA3.5", "Strix APU", 32),
-    Gpu("gfx1200", "RDNA4", "Navi 44 (RX 9060)", 32),
-    Gpu("gfx1201", "RDNA4", "Navi 48 (RX 9070)", 32),
-    Gpu("gfx1250", "gfx12.5", "MI450 generation", 32),
+    Gpu("gfx801", "GCN3", "Carrizo APU"),
+    Gpu("gfx802", "GCN3", "Tonga"),
+    Gpu("gfx803", "GCN4", "Fiji, Polaris (RX 480/580)"),
+    Gpu("gfx805", "GCN3", "Tongapro"),
+    Gpu("gfx810", "GCN3", "Stoney APU"),
+    Gpu("gfx900", "GCN5", "Vega 10 (MI25, Vega 56/64)"),
+    Gpu("gfx902", "GCN5", "Raven Ridge APU"),
+    Gpu("gfx904", "GCN5", "Vega 12"),
+    Gpu("gfx906", "GCN5", "Vega 20 (MI50, MI60, Radeon VII)", ecc=True),
+    Gpu("gfx908", "CDNA", "MI100", ecc=True),
+    Gpu("gfx909", "GCN5", "Raven Ridge 2 APU"),
+    Gpu("gfx90a", "CDNA2", "MI200 (MI210, MI250, MI250X)", ecc=True),
+    Gpu("gfx90c", "GCN5", "Renoir APU"),
+    Gpu("gfx940", "CDNA3", "MI300 (early)", ecc=True),
+    Gpu("gfx941", "CDNA3", "MI300 (early)", ecc=True),
+    Gpu("gfx942", "CDNA3", "MI300A, MI300X, MI325X", ecc=True),
+    Gpu("gfx950", "CDNA4", "MI350X, MI355X", ecc=True),
+    Gpu("gfx1010", "RDNA1", "Navi 10 (RX 5700)"),
+    Gpu("gfx1011", "RDNA1", "Navi 12 (Radeon Pro V520)"),
+    Gpu("gfx1012", "RDNA1", "Navi 14 (RX 5500)"),
+    Gpu("gfx1013", "RDNA1", "Cyan Skillfish"),
+    Gpu("gfx1030", "RDNA2", "Navi 21 (RX 6800/6900, Radeon Pro W6800)"),
+    Gpu("gfx1031", "RDNA2", "Navi 22 (RX 6700)"),
+    Gpu("gfx1032", "RDNA2", "Navi 23 (RX 6600)"),
+    Gpu("gfx1033", "RDNA2", "Van Gogh APU"),
+    Gpu("gfx1034", "RDNA2", "Navi 24 (RX 6500)"),
+    Gpu("gfx1035", "RDNA2", "Rembrandt APU"),
+    Gpu("gfx1036", "RDNA2", "Raphael APU"),
+    Gpu("gfx1100", "RDNA3", "Navi 31 (RX 7900, Radeon Pro W7900)"),
+    Gpu("gfx1101", "RDNA3", "Navi 32 (RX 7800/7700)"),
+    Gpu("gfx1102", "RDNA3", "Navi 33 (RX 7600)"),
+    Gpu("gfx1103", "RDNA3", "Phoenix APU"),
+    Gpu("gfx1150", "RDNA3.5", "Strix Point APU"),
+    Gpu("gfx1151", "RDNA3.5", "Strix Halo APU"),
+    Gpu("gfx1152", "RDNA3.5", "Krackan APU"),
+    Gpu("gfx1153", "RDNA3.5", "Strix APU"),
+    Gpu("gfx1200", "RDNA4", "Navi 44 (RX 9060)"),
+    Gpu("gfx1201", "RDNA4", "Navi 48 (RX 9070)"),
+    Gpu("gfx1250", "GFX12.5", "not released (LLVM: TBA)"),
 )
 
 
