@@ -248,7 +248,11 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
         raise FormatError("empty file, no device code")
     fd = None if file is None else file.fileno()
     if is_archive(view):
-        return tuple(_scan_archive(view, fd, all, path, entryless))
+        # a vendor's own archive first (Intel's ocloc fat binary: members per device), else a
+        # static library of host objects
+        own = _blob(Place("", view, 0, 0, fd), entryless)
+        return tuple(own) if own is not None else tuple(
+            _scan_archive(view, fd, all, path, entryless))
     if _host_elf(view):  # a host file: .so, .o, executable
         return tuple(_scan_elf(view, fd, all, entryless))
     if pe.is_pe(view) or pe.is_coff_object(view):  # a Windows DLL, .pyd, EXE or .obj

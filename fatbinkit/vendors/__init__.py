@@ -407,9 +407,11 @@ def row_key(kind: str, target: str) -> tuple[Any, ...]:
 def _install() -> None:
     from .cuda import CUDA
     from .hip import HIP
+    from .xpu import XPU
 
     register(CUDA)
     register(HIP)
+    register(XPU)
 
 
 _install()

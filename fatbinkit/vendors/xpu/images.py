@@ -1,0 +1,70 @@
+"""The records of Intel XPU images: :class:`XpuImage`, one image as found (a
+:class:`~fatbinkit.device_code.Payload`), and :class:`XpuTarget`, what a device selects it by;
+the kinds of image Intel's toolchains emit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from ...formats.codec import DecompressionBudget
+    from ...formats.elf import Buffer
+
+__all__ = ["OPENCL_ELF", "SPIR64", "SPIRV", "ZEBIN", "XpuImage", "XpuTarget"]
+
+#: a zebin (native code for one device), SPIR-V (compiled by the driver at load), a legacy
+#: OpenCL ELF (patch-token native code of compilers before zebin; listed, not read)
+ZEBIN, SPIRV, OPENCL_ELF = "zebin", "spirv", "opencl-elf"
+#: the target of SPIR-V: SYCL's ``spir64`` (the triple of its bundle sections)
+SPIR64 = "spir64"
+
+
+@dataclass(frozen=True)
+class XpuTarget:
+    """What a device selects an image by: an IP version (``12.55.8``), a product name as ocloc
+    spells it (``intel:tgllp``) or ``spir64``."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class XpuImage:
+    """One Intel image (a :class:`~fatbinkit.device_code.Payload`): a SPIR-V module, a zebin or
+    an OpenCL ELF, bare, in a SYCL bundle section or an ocloc ``ar`` fat binary
+    (``identifier_text``: its member name, ``64.12.55.8``; ``""`` elsewhere)."""
+
+    vendor: ClassVar[str] = "xpu"
+
+    image_kind: str
+    target: str
+    stored: Buffer = field(repr=False)
+    offset: int
+    size: int
+    identifier_text: str = ""
+    version: str | None = None  # SPIR-V's "1.0", a zebin's .ze_info version
+
+    @property
+    def compression(self) -> str | None:
+        return None
+
+    @property
+    def data_size(self) -> int:
+        return len(self.stored)
+
+    @property
+    def identifier(self) -> str:
+        return ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.image_kind} {self.target}"
+
+    def data(self, max_size: int = 1 << 62, budget: DecompressionBudget | None = None) -> bytes:
+        return bytes(self.stored)
+
+    def detached(self) -> XpuImage:
+        return replace(self, stored=bytes(self.stored))
