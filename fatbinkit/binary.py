@@ -227,11 +227,11 @@ class ArchSummary:
     toolkits: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        versions = vendors.of_target(self.arch).words["version"]  # PTX ISA: CUDA's only
+        versions = vendors.of_target(self.arch).words["versions_key"]  # CUDA: ptx_versions
         return {"kind": self.kind, "arch": self.arch, "entries": self.entries,
                 "stored": self.stored, "uncompressed": self.uncompressed,
                 "compression": list(self.compression),
-                **({"ptx_versions": list(self.ptx_versions)} if versions else {}),
+                **({versions: list(self.ptx_versions)} if versions else {}),
                 "kernels": self.kernels,
                 "toolkits": None if self.toolkits is None else list(self.toolkits)}
 

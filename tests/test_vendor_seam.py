@@ -136,7 +136,7 @@ class ToyVendor:
     runtime_label: str = "toy"
     words: Any = field(compare=False, default_factory=lambda: {
         "native": "toy code", "native_key": "toy", "jit": "toy JIT", "floors": "toy floors",
-        "version": "",
+        "version": "", "versions_key": "",
         "runtime": "toy runtime", "unchecked": "toy floors not checked",
         "jit_note": "toy JIT: never"})
 

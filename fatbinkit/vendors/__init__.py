@@ -113,7 +113,8 @@ class Vendor(Protocol):
         """The vendor's words in text output: ``native`` (code for the GPU: CUDA ``SASS``;
         ``native_key`` its count's key in JSON, ``sass``),
         ``jit`` (IR compiled at load: ``PTX JIT``), ``floors`` (``driver floors``) and
-        ``version`` (the language version a listing shows: ``PTX ISA``; ``""``: none),
+        ``version`` (the language version a listing shows: ``PTX ISA``; ``""``: none;
+        ``versions_key`` its key in JSON, ``ptx_versions``),
         ``runtime`` (what names a runtime version: ``driver CUDA`` 12.8, ``ROCm`` 6.4),
         ``unchecked`` (the note when no runtime is given) and ``jit_note`` (what JIT costs)."""
         ...

@@ -106,7 +106,7 @@ class CudaVendor:
     runtime_label: str = "CUDA"
     words: Mapping[str, str] = field(compare=False, default_factory=lambda: MappingProxyType({
         "native": "SASS", "native_key": "sass", "jit": "PTX JIT", "floors": "driver floors",
-        "version": "PTX ISA",
+        "version": "PTX ISA", "versions_key": "ptx_versions",
         "runtime": "driver CUDA",
         "unchecked": "driver floors not checked (no --driver): the device, toolkit, compression "
                      "and PTX ISA minimums are shown as 'needs'",

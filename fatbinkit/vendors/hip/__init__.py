@@ -86,7 +86,7 @@ class HipVendor:
     runtime_label: str = "ROCm"
     words: Mapping[str, str] = field(compare=False, default_factory=lambda: MappingProxyType({
         "native": "native", "native_key": "native", "jit": "SPIR-V JIT", "floors": "ROCm floors",
-        "version": "",
+        "version": "", "versions_key": "",
         "runtime": "ROCm",
         "unchecked": "ROCm floors not checked (no --rocm): the device, code object version, "
                      "compression, generic target and SPIR-V minimums are shown as 'needs'",

@@ -99,7 +99,8 @@ class XpuVendor:
     not_found: str = NOT_FOUND
     runtime_label: str = "Level Zero"
     words: Mapping[str, str] = field(compare=False, default_factory=lambda: MappingProxyType({
-        "native": "native", "jit": "SPIR-V JIT", "floors": "runtime floors", "version": "SPIR-V",
+        "native": "native", "native_key": "native", "jit": "SPIR-V JIT",
+        "floors": "runtime floors", "version": "SPIR-V", "versions_key": "spirv_versions",
         "runtime": "Level Zero",
         "unchecked": "runtime floors not known for Intel GPUs",
         "jit_note": "SPIR-V-JIT: the driver (IGC) compiles the SPIR-V for the device at "
@@ -197,6 +198,12 @@ class XpuVendor:
         or a zebin's ``.ze_info`` version."""
         e = image_of(code)
         return {"member_name": e.identifier_text or None, "format_version": e.version}
+
+    def image_details(self, image: ImageInfo) -> dict[str, Any]:
+        return {}
+
+    def runtime_numbers(self, release: Any, host: str | None) -> dict[str, Any]:
+        return {}
 
     def outline(self, code: DeviceCode) -> tuple[list[str], tuple[int, int] | None]:
         return sorted(self._kernels(code)), None
