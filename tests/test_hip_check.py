@@ -284,3 +284,12 @@ def test_a_folder_of_cuda_and_rocm_libraries(tmp_path: Path) -> None:
     assert re.search(r"^  sm_90 +works +\d+ SASS, ", text, re.M), text
     assert re.search(r"^  gfx942:sramecc\+:xnack- +works +1 native, 0 SPIR-V JIT", text,
                      re.M), text
+
+
+def test_a_rocm_newer_than_the_tables_is_said() -> None:
+    lib = fatbinkit.open(_wheel("jax"))
+    (v,) = lib.check(["gfx942"], "9.1").verdicts
+    assert v.status == "works"
+    assert v.warnings == ("ROCm 9.1 is newer than the tables (up to ROCm 7.2): assumed to load "
+                          "what they load",)
+    assert lib.check(["gfx942"], "7.2").verdicts[0].warnings == ()

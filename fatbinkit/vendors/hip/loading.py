@@ -41,7 +41,16 @@ from ...decision import (
     Verdict,
 )
 from ...formats.amdgpu import TargetId
-from .floors import GENERIC, NO_BINARY, SPIRV_JIT, as_rocm, device_floor, image_floors, needs
+from .floors import (
+    GENERIC,
+    NEWEST,
+    NO_BINARY,
+    SPIRV_JIT,
+    as_rocm,
+    device_floor,
+    image_floors,
+    needs,
+)
 from .gpus import GpuTarget, as_device
 from .images import SPIRV, CodeTarget
 
@@ -168,8 +177,11 @@ def decide(images: Iterable[ImageInfo], device: object, rocm: object = None) -> 
             return result(None, NONE, f"{img.arch} is picked and {floor} "
                           f"({needs(release) if release else ''} given)", floor.error, floors,
                           floor)
+        newer = ((f"{needs(release)} is newer than the tables (up to {needs(NEWEST)}): "
+                  "assumed to load what they load",) if release is not None and release > NEWEST
+                 else ())
         return result(img, how, said.format(img.arch, p=dev.target.processor), None, floors,
-                      warnings=unknown)
+                      warnings=unknown + newer)
     there = ", ".join(str(i.arch) for i in images) or "no code objects"
     generic_name = GENERIC_OF.get(dev.target.processor)
     wanted = dev.target.processor + (f" or {generic_name}" if generic_name else "")
