@@ -86,24 +86,27 @@ _SYM = (("st_name", 0, 4), ("st_info", 4, 1), ("st_shndx", 6, 2), ("st_value", 8
 _SHT_SYMTAB, _SHT_DYNSYM, _SHT_NV_INFO, _SHT_NOTE = 2, 11, 0x70000000, 7
 
 
-def _elf_fields(data: bytes, out: list[Field]) -> None:
-    """ELF64 little-endian headers, section headers, symbols, ``.nv.info`` records, notes."""
-    if not data.startswith(ELF_MAGIC) or data[4:6] != b"\x02\x01" or len(data) < 64:
+def _elf_fields(data: bytes, out: list[Field], base: int = 0) -> None:
+    """ELF64 little-endian headers, section headers, symbols, ``.nv.info`` records, notes, of
+    the ELF file that starts ``base`` bytes into ``data`` (a code object inside a bundle)."""
+    if data[base:base + 4] != ELF_MAGIC or data[base + 4:base + 6] != b"\x02\x01" or (
+            len(data) < base + 64):
         return
-    out.extend(Field(off, w, f"ehdr.{n}") for n, off, w in _EHDR)
-    phoff, shoff = struct.unpack_from("<QQ", data, 32)
-    phnum, _, shnum = struct.unpack_from("<HHH", data, 56)
+    out.extend(Field(base + off, w, f"ehdr.{n}") for n, off, w in _EHDR)
+    phoff, shoff = struct.unpack_from("<QQ", data, base + 32)
+    phnum, _, shnum = struct.unpack_from("<HHH", data, base + 56)
     for i in range(min(phnum, 64)):
-        base = phoff + 56 * i
-        if base + 56 > len(data):
+        at = base + phoff + 56 * i
+        if at + 56 > len(data):
             break
-        out.extend(Field(base + off, w, f"phdr[{i}].{n}") for n, off, w in _PHDR)
+        out.extend(Field(at + off, w, f"phdr[{i}].{n}") for n, off, w in _PHDR)
     for i in range(min(shnum, 256)):
-        base = shoff + 64 * i
-        if base + 64 > len(data) or len(out) >= _MAX_FIELDS:
+        at = base + shoff + 64 * i
+        if at + 64 > len(data) or len(out) >= _MAX_FIELDS:
             break
-        out.extend(Field(base + off, w, f"shdr[{i}].{n}") for n, off, w in _SHDR)
-        kind, _, _, offset, size = struct.unpack_from("<IQQQQ", data, base + 4)
+        out.extend(Field(at + off, w, f"shdr[{i}].{n}") for n, off, w in _SHDR)
+        kind, _, _, offset, size = struct.unpack_from("<IQQQQ", data, at + 4)
+        offset += base
         if offset + size > len(data):
             continue
         if kind in (_SHT_SYMTAB, _SHT_DYNSYM):
@@ -266,10 +269,14 @@ _TEXT: tuple[Mutation, ...] = (_ptx, _ptx, _ptx, _flip, _byte, _insert, _delete,
 
 
 def mutate(rng: random.Random, data: bytes, seeds: Sequence[bytes], max_size: int) -> bytes:
-    """One mutant of ``data``: one to four stacked mutations, cut to ``max_size`` bytes."""
+    """One mutant of ``data``: one to four stacked mutations, cut to ``max_size`` bytes. Input
+    holding an AMD structure (a bundle, a CCOB, an OffloadBinary, a code object) gets
+    :data:`fuzz.amd.AMD`'s edits."""
     d = bytearray(data)
+    from .amd import AMD, looks_amd  # AMD's mutators build on this module's
+
     text = not (data.startswith(ELF_MAGIC) or data.startswith(FATBIN_MAGIC))
-    ops = _TEXT if text else _BINARY
+    ops = AMD if looks_amd(data) else _TEXT if text else _BINARY
     for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 4))):
         # a field out of range: that edit is skipped (deterministically), the others still apply
         with contextlib.suppress(struct.error, ValueError, IndexError, OverflowError):

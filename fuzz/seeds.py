@@ -146,4 +146,7 @@ def corpus() -> dict[str, list[bytes]]:
         if family == "host":
             chosen = [p for p in chosen if not p.name.endswith(".lib.so")]
         out[family] = [p.read_bytes() for p in chosen]
+    from .amd_seeds import amd_corpus  # built apart: a CUDA seed change rebuilds no AMD seed
+
+    out.update(amd_corpus())
     return out

@@ -79,25 +79,35 @@ def _compat(data: bytes, work: Path) -> None:
                     s.decide(device, driver, kernel=kernel)
 
 
-def _cli(data: bytes, work: Path) -> None:
+_CUDA_ARGV: tuple[tuple[str, ...], ...] = (
+    ("ls", "{}", "--all"), ("ls", "{}", "--resources", "--json"),
+    ("extract", "{}", "-o", "{out}", "--all"),
+    ("check", "{}", "--arch", "sm_90", "--arch", "sm_100", "--driver", "12.4", "--json"),
+    ("check", "{}", "--arch", "sm_80", "-v"),
+    ("ls", "{}", "--summary", "--kernels", "--json"),
+    ("ls", "{}", "--resources", "--top", "5", "--demangle", "--json"),
+    ("extract", "{}", "-o", "{out}", "--arch", "sm_90", "--kernel", "*"),
+    ("check", "{}", "--arch", "sm_90", "--kernel", "re:.", "--json"),
+    ("diff", "{}", "{}", "--json"),
+    ("gate", "{}", "--no-spills", "--require-arch", "sm_90", "--max-size", "1M", "--format",
+     "json"))
+_AMD_ARGV: tuple[tuple[str, ...], ...] = (
+    ("ls", "{}", "--all"), ("ls", "{}", "--json"), ("ls", "{}", "--summary", "--json"),
+    ("extract", "{}", "-o", "{out}", "--all"),
+    ("check", "{}", "--arch", "gfx942", "--arch", "gfx90a", "--json"),
+    ("check", "{}", "--arch", "gfx1100", "-v"),
+    ("diff", "{}", "{}", "--json"))
+
+
+def _cli(data: bytes, work: Path, argvs: tuple[tuple[str, ...], ...] = _CUDA_ARGV) -> None:
     from fatbinkit.cli import main
 
     path = work / "input.so"
     path.write_bytes(data)
     out = work / "out"
     refused = None
-    for argv in (["ls", path, "--all"], ["ls", path, "--resources", "--json"],
-                 ["extract", path, "-o", out, "--all"],
-                 ["check", path, "--arch", "sm_90", "--arch", "sm_100", "--driver", "12.4",
-                  "--json"],
-                 ["check", path, "--arch", "sm_80", "-v"],
-                 ["ls", path, "--summary", "--kernels", "--json"],
-                 ["ls", path, "--resources", "--top", "5", "--demangle", "--json"],
-                 ["extract", path, "-o", out, "--arch", "sm_90", "--kernel", "*"],
-                 ["check", path, "--arch", "sm_90", "--kernel", "re:.", "--json"],
-                 ["diff", path, path, "--json"],
-                 ["gate", path, "--no-spills", "--require-arch", "sm_90", "--max-size", "1M",
-                  "--format", "json"]):
+    for argv in ([out if a == "{out}" else path if a == "{}" else a for a in args]
+                 for args in argvs):
         stdout, stderr = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             status = main([str(a) for a in argv])
@@ -179,6 +189,62 @@ def _slim(data: bytes, work: Path) -> None:
     out.unlink()
 
 
+def _bundles(data: bytes, work: Path) -> None:
+    """``read_bundles`` on a ``.hip_fatbin`` region (or a bundle file): every entry lies inside
+    its bundle's bytes, and a plain bundle's entry is the slice its descriptor names."""
+    from fatbinkit.formats.codec import DecompressionBudget
+    from fatbinkit.formats.offload_bundle import read_bundles
+
+    for b in read_bundles(data, budget=DecompressionBudget.for_input(len(data))):
+        _ = (str(b), b.header_fits_window, b.ids)
+        assert b.offset + b.stored_size <= len(data), (b.offset, b.stored_size)
+        for e in b.entries:
+            _ = (e.bundle_id.processor, e.bundle_id.is_host, e.pack_descriptor())
+            assert e.offset + e.size <= len(b.data) and len(e.data) == e.size, str(e)
+            if b.compressed is None:
+                start = b.offset + e.offset
+                assert bytes(e.data) == data[start:start + e.size], str(e)
+
+
+def _hsaco(data: bytes, work: Path) -> None:
+    """``read_code_object``: target, kernels, descriptors read and printed."""
+    from fatbinkit.formats.hsaco import read_code_object
+
+    co = read_code_object(data)
+    _ = (str(co), co.target_id, co.target_string)
+    for k in co.kernels:
+        _ = str(k)
+        if k.descriptor is not None:
+            _ = (str(k.descriptor), k.descriptor.disagreements(k), k.descriptor.pack())
+
+
+def _offload(data: bytes, work: Path) -> None:
+    """``read_offload_binaries``: every image's kind, triple, arch and bytes."""
+    from fatbinkit.formats.codec import DecompressionBudget
+    from fatbinkit.formats.offload_binary import read_offload_binaries
+
+    for image in read_offload_binaries(data, budget=DecompressionBudget.for_input(len(data))):
+        _ = (str(image), image.image_kind, image.offload_kind, image.triple, image.arch)
+
+
+def _amd_cli(data: bytes, work: Path) -> None:
+    """The front door on AMD files: ``fatbinkit.open`` of the bytes (every image read within
+    one budget), then the CLI as ``_cli`` runs it, asked about AMD GPUs (``ls --resources``
+    joins them when it reads code objects)."""
+    import fatbinkit
+    from fatbinkit.formats.codec import DecompressionBudget
+
+    try:
+        binary = fatbinkit.open(data, name="input.so")
+        budget = DecompressionBudget.for_input(len(data))
+        for code in binary.codes:
+            _ = (code.kind, code.target, str(code))
+            code.entry.data(budget=budget)
+    except FatbinkitError:
+        pass  # the CLI below must refuse it too, in one line
+    _cli(data, work, _AMD_ARGV)
+
+
 @dataclass(frozen=True)
 class Target:
     """A fuzz target: its function, the seed families it mutates, and the largest mutant."""
@@ -198,4 +264,8 @@ TARGETS = {t.name: t for t in (
     Target("cli", _cli, ("fatbin", "host", "cubin", "ptx")),
     Target("inject", _inject, ("library",)),
     Target("slim", _slim, ("fatbin", "host")),
+    Target("amd_bundle", _bundles, ("hipfb",)),
+    Target("amd_hsaco", _hsaco, ("hsaco",)),
+    Target("amd_offload", _offload, ("offbin",)),
+    Target("amd_cli", _amd_cli, ("amdfile",)),
 )}

@@ -1,0 +1,140 @@
+"""AMD inspection benchmark, side by side in one run: fatbinkit ``ls`` and ``ls --resources
+--json`` against the LLVM tools a user runs on a HIP library, on cupy-rocm-7-0's cub library
+(``tests/thirdparty.CUPY_ROCM7_CUB``, ~153 MB), as ratios, with peak memory.
+
+The LLVM side (LLVM 22, tests/llvm.py) is the script a user writes: ``llvm-objcopy
+--dump-section .hip_fatbin`` (the bundler reads no ``.hip_fatbin`` of a shared library), then
+for each bundle of the section (one per translation unit, 4096-aligned: cut apart here in
+Python, outside the timing, since no LLVM tool splits them) ``clang-offload-bundler --list``,
+``--unbundle`` of every target it lists, and ``llvm-readelf --notes`` on each code object
+unbundled. Its time is the sum of those commands' wall times (the median of 3 runs of the
+whole chain), its memory the largest peak RSS among them.
+
+``ls --resources`` for AMD code objects is the lead's work in progress: until it reads them, the
+row is timed with ``ls --json`` instead and says so.
+
+Usage: python benchmarks/amd.py [--write docs/benchmarks-amd.md] [--library PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from fatbin import child, median, report, versus  # noqa: E402
+from llvm import llvm_path  # noqa: E402
+
+RUNS = 3
+BUNDLE = b"__CLANG_OFFLOAD_BUNDLE__"
+
+
+def _bundles(section: bytes) -> list[bytes]:
+    """The bundles of a ``.hip_fatbin``: a non-zero byte at a 4096-aligned offset starts one,
+    which runs to the next such start (zeros after it are padding the bundler ignores)."""
+    starts = [at for at in range(0, len(section), 4096)
+              if section[at:at + 4] == b"CCOB" or section[at:at + 24] == BUNDLE]
+    return [section[a:b] for a, b in zip(starts, [*starts[1:], len(section)], strict=True)]
+
+
+def _env() -> dict[str, str]:
+    lib = llvm_path(22, "clang").parents[3]  # usr/lib/llvm-22/bin/clang -> usr/
+    return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(
+        [str(lib / "lib" / "x86_64-linux-gnu"), str(lib / "lib" / "llvm-22" / "lib")])}
+
+
+def llvm_chain(lib: Path, work: Path) -> tuple[float, int, int, int]:
+    """One run of the user's LLVM script: (seconds, peak RSS, bundles, code objects)."""
+    bundler = str(llvm_path(22, "clang-offload-bundler"))
+    readelf = str(llvm_path(22, "llvm-readelf"))
+    section = work / "hip_fatbin"
+    os.environ.update(_env())  # child() runs the tools with this environment
+    total, peak = child([str(llvm_path(22, "llvm-objcopy")),
+                         f"--dump-section=.hip_fatbin={section}", str(lib),
+                         str(work / "scratch")])
+    (work / "scratch").unlink()
+    pieces = _bundles(section.read_bytes())
+    objects = 0
+    for i, piece in enumerate(pieces):
+        path = work / f"b{i}"
+        path.write_bytes(piece)
+        t, m = child([bundler, "--list", "--type=o", f"--input={path}"])
+        total, peak = total + t, max(peak, m)
+        ids = subprocess.run([bundler, "--list", "--type=o", f"--input={path}"],
+                             capture_output=True, text=True, check=True).stdout.split()
+        targets = [x for x in ids if not x.startswith("host-")]
+        outs = [work / f"b{i}.{j}.hsaco" for j in range(len(targets))]
+        t, m = child([bundler, "--unbundle", "--type=o", f"--input={path}",
+                      f"--targets={','.join(targets)}", *(f"--output={o}" for o in outs)])
+        total, peak = total + t, max(peak, m)
+        for out in outs:
+            t, m = child([readelf, "--notes", str(out)])
+            total, peak = total + t, max(peak, m)
+            out.unlink()
+            objects += 1
+        path.unlink()
+    section.unlink()
+    return total, peak, len(pieces), objects
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", type=Path, help="also write the table (markdown) here")
+    parser.add_argument("--library", type=Path, help="the HIP library (default: cupy's cub)")
+    args = parser.parse_args()
+    if args.library is None:
+        from thirdparty import CUPY_ROCM7_CUB, fetch
+
+        args.library = fetch(CUPY_ROCM7_CUB)
+    lib: Path = args.library
+    py = sys.executable
+    fk = [py, "-m", "fatbinkit"]
+    subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "fatbinkit")], check=True)
+    chains = []
+    with tempfile.TemporaryDirectory(prefix="fatbinkit-amd-") as tmp:
+        for _ in range(RUNS):
+            chains.append(llvm_chain(lib, Path(tmp)))
+    l_t = statistics.median(c[0] for c in chains)
+    l_m = max(c[1] for c in chains)
+    bundles, objects = chains[0][2], chains[0][3]
+    rows = [(f"{lib.name}: LLVM 22: bundler --list, --unbundle, llvm-readelf --notes "
+             f"({bundles} bundle(s), {objects} code objects)", f"{l_t:.2f} s, "
+             f"{l_m / 2**20:.0f} MiB", "")]
+    resources = subprocess.run([*fk, "ls", "--resources", "--json", str(lib)],
+                               capture_output=True, text=True, check=False)
+    res_argv = [*fk, "ls", "--resources", "--json", str(lib)]
+    res_label = "fatbinkit ls --resources --json"
+    if resources.returncode != 0:  # not yet for AMD code objects: time the listing instead
+        res_argv = [*fk, "ls", "--json", str(lib)]
+        why = resources.stderr.strip().splitlines()[-1].split(": ")[-1] if resources.stderr \
+            else f"exit status {resources.returncode}"
+        res_label = f"fatbinkit ls --json (ls --resources --json refused for AMD: {why})"
+    for label, argv in (("fatbinkit ls", [*fk, "ls", str(lib)]), (res_label, res_argv)):
+        t, m = median(argv, RUNS)
+        rows.append((f"{lib.name}: {label}", f"{t:.2f} s, {m / 2**20:.0f} MiB",
+                     f"{versus('fatbinkit', t, l_t)}, {m / l_m:.2f}x the LLVM tools' peak "
+                     "memory"))
+    head = [
+        "# AMD inspection benchmark", "",
+        f"`python benchmarks/amd.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
+        f"`{lib.name}` ({lib.stat().st_size / 2**20:.0f} MiB). fatbinkit: the median of {RUNS} "
+        "runs in a new process (Python start-up included) and the highest peak RSS. LLVM 22: "
+        f"the median of {RUNS} runs of the chain (the sum of its commands' wall times) and the "
+        "largest peak RSS of any of its commands.", ""]
+    report(head, rows, args.write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
