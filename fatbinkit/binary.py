@@ -962,7 +962,8 @@ def _devices(sets: Sequence[tuple[str, tuple[ImageInfo, ...]]],
 
 
 def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
-         all: bool = False, name: str = "input") -> Binary:
+         all: bool = False, name: str = "input",
+         max_decompressed: int | DecompressionBudget | None = None) -> Binary:
     """Read ``source`` (a path, or the bytes of a file): a fatbin, cubin, PTX, or a host ELF
     file (``.so``, ``.o``, executable) holding device code. The file is memory-mapped; images
     are read when asked for. A host ELF file without device code gives a :class:`Binary` with
@@ -972,17 +973,19 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
     :class:`~fatbinkit.errors.UnsupportedError` that says so. A static library (``.a``) is one
     input: its objects' device code, :attr:`Binary.members` its objects. ``name`` is the file
     name of bytes given (a wheel member's): images are named after it, as cuobjdump names them
-    after the file it reads (``libfoo.1.sm_90.cubin``)."""
+    after the file it reads (``libfoo.1.sm_90.cubin``). ``max_decompressed``
+    bounds what finding the images inflates (AMD's compressed bundles are inflated to be listed;
+    :meth:`~fatbinkit.formats.codec.DecompressionBudget.of`)"""
     if isinstance(source, (bytes, bytearray, memoryview)):
         view = memoryview(source).cast("B")
-        codes, entryless = scan_modules(view, all=all)
+        codes, entryless = scan_modules(view, all=all, max_decompressed=max_decompressed)
         return Binary(None, len(view), codes, all, view,
                       _objects(view, None) if any(c.member for c in codes) else (), name,
                       tuple(c for c in entryless if not c.moved),
                       moved=tuple(c for c in entryless if c.moved))
     path = as_path(source, "input")
     _one_binary(path)
-    codes, entryless = scan_modules(path, all=all)
+    codes, entryless = scan_modules(path, all=all, max_decompressed=max_decompressed)
     try:
         size = path.stat().st_size
         members: tuple[str, ...] = ()

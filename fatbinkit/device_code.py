@@ -224,3 +224,5 @@ class Place:
     fd: int | None = None
     host: memoryview | None = field(default=None, repr=False)
     host_base: int = 0
+    # what inflating while finding code may spend (AMD's compressed bundles): the scan's
+    budget: DecompressionBudget | None = field(default=None, repr=False, kw_only=True)

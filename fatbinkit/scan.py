@@ -31,6 +31,7 @@ from .device_code import DeviceCode, EntrylessContainer, Place
 from .errors import FatbinkitError, FormatError, InputError, naming
 from .formats import elf, pe
 from .formats.archive import ArMember, ar_members, is_archive
+from .formats.codec import DecompressionBudget
 from .formats.elf import Buffer
 from .formats.reader import Reader
 from .infile import FilePath, as_input, open_input
@@ -122,7 +123,8 @@ def _pairs(found: dict[bytes, tuple[int, int]], limit: int) -> list[tuple[str, i
 
 
 def _scan_elf(view: memoryview, fd: int | None, all: bool,
-              entryless: list[EntrylessContainer], base: int = 0) -> list[DeviceCode]:
+              entryless: list[EntrylessContainer], base: int = 0, *,
+              budget: DecompressionBudget | None = None) -> list[DeviceCode]:
     """Device code in a host ELF file, or in one at ``base`` in the file ``fd`` reads (an
     archive member): offsets are the file's; containers with no entry go to ``entryless``."""
     src = Reader(view, fd, base)
@@ -136,10 +138,11 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool,
             continue
         off, size = sec.header.offset, sec.header.size  # inside the file: elf.sections checks
         codes += _section(vendor, Place(sec.name, view[off : off + size], base + off, first, fd,
-                                        view, base), entryless)
+                                        view, base, budget=budget), entryless)
         first = _count_containers(codes, first, entryless)
     for sym, off, size in _symbol_pairs(src, sections):
-        codes += _blob(Place(sym, view[off : off + size], base + off, first, fd, view, base),
+        codes += _blob(Place(sym, view[off : off + size], base + off, first, fd, view, base,
+                             budget=budget),
                        entryless) or []
         first = _count_containers(codes, first, entryless)
     return codes
@@ -213,28 +216,35 @@ def _map(file: IO[bytes], path: os.PathLike[str]) -> memoryview:
     return memoryview(mapped)
 
 
-def scan(source: FilePath | Buffer, *, all: bool = False) -> tuple[DeviceCode, ...]:
+def scan(source: FilePath | Buffer, *, all: bool = False,
+         max_decompressed: int | DecompressionBudget | None = None) -> tuple[DeviceCode, ...]:
     """Every fatbin entry, cubin or PTX image in ``source`` (a path, or the bytes of a file; a
     ``str`` is a path).
 
     Errors about a path start with it (``k.so: empty file, no device code``), keeping their
     class and ``offset``.
     """
-    return scan_modules(source, all=all)[0]
+    return scan_modules(source, all=all, max_decompressed=max_decompressed)[0]
 
 
-def scan_modules(source: FilePath | Buffer, *, all: bool = False
+def scan_modules(source: FilePath | Buffer, *, all: bool = False,
+                 max_decompressed: int | DecompressionBudget | None = None,
                  ) -> tuple[tuple[DeviceCode, ...], tuple[EntrylessContainer, ...]]:
     """:func:`scan`'s images, and the containers that hold no entry at all (modules the
-    runtime registers with no image for any GPU), in file order."""
+    runtime registers with no image for any GPU), in file order. What finding them inflates
+    (AMD's compressed bundles, which must be inflated to be listed) is charged to
+    ``max_decompressed`` (:meth:`~fatbinkit.formats.codec.DecompressionBudget.of`: None, the
+    default for the input's size)."""
     source = as_input(source, "scan() source")
     entryless: list[EntrylessContainer] = []
     if isinstance(source, (bytes, bytearray, memoryview)):
-        codes = _scan(memoryview(source).cast("B"), None, all, None, entryless)
+        codes = _scan(memoryview(source).cast("B"), None, all, None, entryless,
+                      max_decompressed)
         return codes, tuple(entryless)
     with open_input(source) as file:  # its InputErrors name the file: "cannot read k.so: ..."
         try:
-            codes = _scan(_map(file, source), file, all, Path(source), entryless)
+            codes = _scan(_map(file, source), file, all, Path(source), entryless,
+                          max_decompressed)
             return codes, tuple(entryless)
         except InputError:
             raise
@@ -243,28 +253,32 @@ def scan_modules(source: FilePath | Buffer, *, all: bool = False
 
 
 def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
-          path: Path | None, entryless: list[EntrylessContainer]) -> tuple[DeviceCode, ...]:
+          path: Path | None, entryless: list[EntrylessContainer],
+          max_decompressed: int | DecompressionBudget | None) -> tuple[DeviceCode, ...]:
     if not len(view):
         raise FormatError("empty file, no device code")
+    budget = DecompressionBudget.of(max_decompressed, len(view))
     fd = None if file is None else file.fileno()
     if is_archive(view):
         # a vendor's own archive first (Intel's ocloc fat binary: members per device), else a
         # static library of host objects
-        own = _blob(Place("", view, 0, 0, fd), entryless)
+        own = _blob(Place("", view, 0, 0, fd, budget=budget), entryless)
         return tuple(own) if own is not None else tuple(
-            _scan_archive(view, fd, all, path, entryless))
+            _scan_archive(view, fd, all, path, entryless, budget=budget))
     if _host_elf(view):  # a host file: .so, .o, executable
-        return tuple(_scan_elf(view, fd, all, entryless))
+        return tuple(_scan_elf(view, fd, all, entryless, budget=budget))
     if pe.is_pe(view) or pe.is_coff_object(view):  # a Windows DLL, .pyd, EXE or .obj
-        return tuple(_scan_pe(view, fd, all, entryless))
-    codes = _blob(Place("", view, 0, 0, fd), entryless)  # a vendor's own file: a fatbin...
+        return tuple(_scan_pe(view, fd, all, entryless, budget=budget))
+    # a vendor's own file: a fatbin, cubin, PTX, an offload bundle...
+    codes = _blob(Place("", view, 0, 0, fd, budget=budget), entryless)
     if codes is None:
         raise FormatError("no device code: not a fatbin, cubin, PTX, ELF or PE file", offset=0)
     return tuple(codes)
 
 
 def _scan_pe(view: memoryview, fd: int | None, all: bool,
-             entryless: list[EntrylessContainer]) -> list[DeviceCode]:
+             entryless: list[EntrylessContainer], *,
+             budget: DecompressionBudget | None = None) -> list[DeviceCode]:
     """Device code in a PE image or COFF object: the containers of each ``.nv_fatb`` section
     (``.nv_fatbin`` in an object, where long names are kept) and, with ``all`` or where the
     file has none of these, of each ``__nv_rel`` (``__nv_relfatbin``) section, as
@@ -279,11 +293,13 @@ def _scan_pe(view: memoryview, fd: int | None, all: bool,
         if vendor is None or not sec.size:
             continue
         off, size = sec.offset, sec.size  # inside the file: pe.read checks
-        codes += _section(vendor, Place(sec.name, view[off : off + size], off, first, fd, view),
+        codes += _section(vendor, Place(sec.name, view[off : off + size], off, first, fd, view,
+                                        budget=budget),
                           entryless)
         first = _count_containers(codes, first, entryless)
     for sym, off, size in _pe_symbol_pairs(view, image):
-        codes += _blob(Place(sym, view[off : off + size], off, first, fd, view), entryless) or []
+        codes += _blob(Place(sym, view[off : off + size], off, first, fd, view, budget=budget),
+                       entryless) or []
         first = _count_containers(codes, first, entryless)
     return codes
 
@@ -308,7 +324,8 @@ def archive_objects(view: memoryview, path: Path | None) -> list[tuple[ArMember,
 
 
 def _scan_archive(view: memoryview, fd: int | None, all: bool, path: Path | None,
-                  entryless: list[EntrylessContainer]) -> list[DeviceCode]:
+                  entryless: list[EntrylessContainer], *,
+                  budget: DecompressionBudget | None = None) -> list[DeviceCode]:
     """Device code in each ELF object of a static library, in member order, containers numbered
     across the archive (as cuobjdump numbers them); other members (not ELF) are skipped."""
     codes: list[DeviceCode] = []
@@ -316,8 +333,8 @@ def _scan_archive(view: memoryview, fd: int | None, all: bool, path: Path | None
     for m, data in archive_objects(view, path):
         own: list[EntrylessContainer] = []
         try:
-            found = (_scan_elf(data, fd, all, own, m.offset) if not m.thin else
-                     _scan_elf(data, None, all, own))
+            found = (_scan_elf(data, fd, all, own, m.offset, budget=budget) if not m.thin
+                     else _scan_elf(data, None, all, own, budget=budget))
         except FatbinkitError as e:
             raise naming(e, f"member {m.name}") from e
         codes += [replace(c, container=c.container + first if c.container >= 0 else -1,

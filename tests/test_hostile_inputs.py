@@ -75,7 +75,9 @@ def test_predict_load_of_a_file_without_device_code(tmp_path: Path) -> None:
     proc = _cli("check", obj, "--arch", "sm_90")  # it answered "0 module(s)" and exit 0
     assert proc.returncode == 3
     assert proc.stderr == (f"fatbinkit: error: {obj}: does not contain device code (no "
-                           ".nv_fatbin, __nv_relfatbin or embedded fatbin, cubin or PTX)\n")
+                           ".nv_fatbin, __nv_relfatbin or embedded fatbin, cubin or PTX; no "
+                           ".hip_fatbin, offload bundle or AMD code object; no SPIR-V or Intel "
+                           "GPU binary)\n")
 
 
 @pytest.mark.parametrize("command", [["ls"], ["extract", "-o", "out"], ["check", "--arch", "sm_90"],

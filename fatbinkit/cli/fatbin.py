@@ -177,12 +177,14 @@ def open_input(args: argparse.Namespace, *, entryless: bool = False) -> Binary:
     an error naming what it has for the others."""
     from ..binary import open as open_binary
 
-    binary = open_binary(args.file, all=getattr(args, "all", False))
+    binary = open_binary(args.file, all=getattr(args, "all", False),
+                         max_decompressed=getattr(args, "max_decompressed", None))
     if not binary.codes and not (entryless and binary.entryless):
         raise FormatError(f"{args.file}: " + (
             f"{empty_containers(len(binary.entryless))}: no image to read" if binary.entryless
             else "does not contain device code (no .nv_fatbin, __nv_relfatbin or embedded "
-            "fatbin, cubin or PTX)"))
+            "fatbin, cubin or PTX; no .hip_fatbin, offload bundle or AMD code object; no "
+            "SPIR-V or Intel GPU binary)"))
     return binary
 
 

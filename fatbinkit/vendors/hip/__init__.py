@@ -198,7 +198,8 @@ class HipVendor:
         and the compressed bundle's version (CCOB; None: a plain bundle or no bundle)."""
         e = image_of(code)
         return {"bundle_id": e.identifier_text or None, "code_object_version": e.code_object,
-                "generic_version": e.generic_version, "ccob_version": e.bundle_version}
+                "generic_version": e.generic_version, "ccob_version": e.bundle_version,
+                "past_header_window": e.hidden}
 
     def image_details(self, image: ImageInfo) -> dict[str, Any]:
         arch: CodeTarget = image.arch

@@ -30,6 +30,8 @@ from ...formats import elf, hsaco, pe
 from ...formats.amdgpu import TargetId
 from ...formats.offload_binary import read_offload_binaries
 from ...formats.offload_bundle import (
+    BUNDLE_MAGIC,
+    RUNTIME_HEADER_WINDOW,
     Bundle,
     BundleEntry,
     is_bundle,
@@ -99,7 +101,7 @@ def read(place: Place, claimed: bool
             return _offloading(place), []
         return _fatbin(place)
     if is_bundle(view):
-        return _bundles(place, [read_bundle(view)]), []
+        return _bundles(place, [read_bundle(view, budget=place.budget)]), []
     if hsaco.is_code_object(view):
         return [DeviceCode(place.source, -1, _bare(view, place.base), place.base)], []
     return None
@@ -124,7 +126,7 @@ def _fatbin(place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
     Bundles are numbered in file order. Without a host file (the section's bytes alone) or a
     record section (a file made by another tool), the walk alone decides."""
     view = place.view
-    walked = read_bundles(view)
+    walked = read_bundles(view, budget=place.budget)
     start = place.base - place.host_base  # the section's offset in the host file
     try:
         refs = _wrappers(place)
@@ -212,24 +214,44 @@ def _shares(total: int, sizes: list[int]) -> list[int]:
 def _bundles(place: Place, bundles: list[Bundle]) -> list[DeviceCode]:
     codes: list[DeviceCode] = []
     for n, bundle in enumerate(bundles):
+        hidden = _past_the_window(bundle)
         entries = [e for e in bundle.entries if not e.bundle_id.is_host]
         codec = None if bundle.compressed is None else bundle.compressed.codec
         shares = (_shares(bundle.stored_size, [e.size for e in entries]) if codec else
                   [e.size for e in entries])
         for entry, share in zip(entries, shares, strict=True):
-            codes.append(_entry_code(place, place.first + n, bundle, entry, codec, share))
+            codes.append(_entry_code(place, place.first + n, bundle, entry, codec, share,
+                                     id(entry) in hidden))
     return codes
 
 
+def _past_the_window(bundle: Bundle) -> set[int]:
+    """``id()`` of the entries whose descriptor ends past the first
+    :data:`~fatbinkit.formats.offload_bundle.RUNTIME_HEADER_WINDOW` bytes of the (inflated)
+    bundle: the HIP runtime hands comgr only those bytes of a bundle's header (CLR
+    ``hip_fatbin.cpp``: ``amd_comgr_set_data(data_object, 4096, image_)``; the newest copy walks
+    "the same 4 KiB header window COMGR uses"), so it never sees such an entry."""
+    if bundle.header_size <= RUNTIME_HEADER_WINDOW:
+        return set()
+    out: set[int] = set()
+    end = len(BUNDLE_MAGIC) + 8  # magic and entry count, then the descriptors in order
+    for entry in bundle.entries:
+        end += BundleEntry.DESCRIPTOR.size + len(entry.id)
+        if end > RUNTIME_HEADER_WINDOW:
+            out.add(id(entry))
+    return out
+
+
 def _entry_code(place: Place, container: int, bundle: Bundle, entry: BundleEntry,
-                codec: str | None, share: int) -> DeviceCode:
+                codec: str | None, share: int, hidden: bool) -> DeviceCode:
     bid = entry.bundle_id
     kind, target, co, generic = _classify(entry.id, bid.triple, bid.target_id, entry.data)
     # a plain entry lies in the file; a compressed bundle's entries do not: their offset is
     # the bundle's
     offset = place.base + bundle.offset + (entry.offset if codec is None else 0)
     ccob = None if bundle.compressed is None else bundle.compressed.version
-    img = HipImage(kind, target, entry.data, offset, share, codec, entry.id, co, generic, ccob)
+    img = HipImage(kind, target, entry.data, offset, share, codec, entry.id, co, generic, ccob,
+                   hidden)
     return DeviceCode(place.source, container, img, offset)
 
 
@@ -252,7 +274,7 @@ def _offloading(place: Place) -> list[DeviceCode]:
     """The AMD images of ``.llvm.offloading`` (one OffloadBinary blob per module)."""
     codes: list[DeviceCode] = []
     blobs: dict[int, int] = {}  # blob offset -> its module's number
-    for found in read_offload_binaries(place.view):
+    for found in read_offload_binaries(place.view, budget=place.budget):
         n = blobs.setdefault(found.offset, len(blobs))
         if not _amd_triple(found.triple):
             continue
@@ -273,7 +295,8 @@ def _info(code: DeviceCode, label: str, kernels: frozenset[str] | None) -> Image
         target = TargetId.parse(img.target) if img.image_kind == HSACO else TargetId(SPIRV_TARGET)
     except InvalidArgumentError as e:
         raise FormatError(f"{code}: {e}") from e
-    arch = CodeTarget(target, img.generic_version, img.code_object, img.bundle_version)
+    arch = CodeTarget(target, img.generic_version, img.code_object, img.bundle_version,
+                      img.hidden)
     host = LINUX if code.source and code.source != PE_FATBIN_SECTION else (
         WINDOWS if code.source == PE_FATBIN_SECTION else None)
     return ImageInfo(img.image_kind, arch, label=label, kernels=kernels,

@@ -31,6 +31,7 @@ class CodeTarget:
     generic_version: int | None = None
     code_object: int | None = None
     bundle: int | None = None  # the CCOB version of the compressed bundle holding it
+    hidden: bool = False  # described past the 4096 header bytes the runtime reads
 
     @property
     def processor(self) -> str:
@@ -61,6 +62,7 @@ class HipImage:
     code_object: int | None = None  # code object version (3..6) of an ELF image
     generic_version: int | None = None
     bundle_version: int | None = None  # the CCOB version of the compressed bundle holding it
+    hidden: bool = False  # its descriptor lies past the header bytes the runtime reads
 
     @property
     def data_size(self) -> int:

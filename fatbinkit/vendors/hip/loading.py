@@ -92,9 +92,12 @@ def compatible(code: TargetId, device: GpuTarget) -> str | None:
 
 def _why_not(image: ImageInfo, device: GpuTarget) -> str | None:
     """Why ``image`` cannot serve ``device`` (None: it can)."""
+    arch: CodeTarget = image.arch
+    if arch.hidden:  # finding.py: CLR reads 4096 bytes of a bundle's header
+        return (f"{arch} is described past the first 4096 bytes of its bundle's header, "
+                "which is all the HIP runtime reads of it (CLR hip_fatbin.cpp)")
     if image.kind == SPIRV:
         return None
-    arch: CodeTarget = image.arch
     processor = device.target.processor
     generic = GENERIC_OF.get(processor)
     if arch.processor == processor:
