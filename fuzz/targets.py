@@ -93,8 +93,11 @@ _CUDA_ARGV: tuple[tuple[str, ...], ...] = (
      "json"))
 _AMD_ARGV: tuple[tuple[str, ...], ...] = (
     ("ls", "{}", "--all"), ("ls", "{}", "--json"), ("ls", "{}", "--summary", "--json"),
+    ("ls", "{}", "--resources", "--json"), ("ls", "{}", "--resources", "--kernel", "*a*"),
     ("extract", "{}", "-o", "{out}", "--all"),
     ("check", "{}", "--arch", "gfx942", "--arch", "gfx90a", "--json"),
+    ("check", "{}", "--arch", "gfx1100", "--rocm", "6.1", "--json"), ("check", "{}", "--min-rocm"),
+    ("gate", "{}", "--require-arch", "gfx942", "--max-registers", "64", "--format", "json"),
     ("check", "{}", "--arch", "gfx1100", "-v"),
     ("diff", "{}", "{}", "--json"))
 
@@ -229,8 +232,7 @@ def _offload(data: bytes, work: Path) -> None:
 
 def _amd_cli(data: bytes, work: Path) -> None:
     """The front door on AMD files: ``fatbinkit.open`` of the bytes (every image read within
-    one budget), then the CLI as ``_cli`` runs it, asked about AMD GPUs (``ls --resources``
-    joins them when it reads code objects)."""
+    one budget), then the CLI as ``_cli`` runs it, asked about AMD GPUs and ROCm releases."""
     import fatbinkit
     from fatbinkit.formats.codec import DecompressionBudget
 
