@@ -167,8 +167,14 @@ class ModuleArchs:
         return demangle(self.kernels[0]) + (f" (+{more} more)" if more else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "kernels": list(self.kernels), "sass": list(self.sass),
-                "ptx": list(self.ptx)}
+        """The archs under the vendor's keys: CUDA ``sass`` and ``ptx``, AMD and Intel
+        ``native`` and ``jit`` (the vendor of the module's first target)."""
+        first = next(iter((*self.sass, *self.ptx)), None)
+        native, jit = ("sass", "ptx") if first is None else (
+            vendors.of_target(first).words["native_key"],
+            "ptx" if vendors.of_target(first).words["native_key"] == "sass" else "jit")
+        return {"index": self.index, "kernels": list(self.kernels), native: list(self.sass),
+                jit: list(self.ptx)}
 
     def __str__(self) -> str:
         """``add(float*) (+2 more): sm_80, sm_90, compute_90``."""
@@ -240,7 +246,8 @@ class Library:
             None if a["min_driver"] is None else _dotted(a["min_driver"], a["arch"]))
             for a in doc["archs"])
         modules = tuple(ModuleArchs(_count(m["index"]), tuple(map(_text, m["kernels"])),
-                               tuple(map(_arch, m["sass"])), tuple(map(_arch, m["ptx"])))
+                               tuple(map(_arch, m["sass"] if "sass" in m else m["native"])),
+                               tuple(map(_arch, m["ptx"] if "ptx" in m else m["jit"])))
                         for m in doc["modules"])
         devices = tuple(DeviceSummary(_text(d["device"]), _text(d["generation"]),
                                       _count(d["sass"] if "sass" in d else d["native"]),

@@ -198,7 +198,10 @@ def test_diff_and_gate_of_two_rocm_builds(tmp_path: Path) -> None:
                            "--write-baseline", str(base)], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0, proc.stderr
-    jsonschema.validate(json.loads(base.read_text()), SCHEMA)
+    baseline = json.loads(base.read_text())
+    jsonschema.validate(baseline, SCHEMA)
+    modules = [m for lib in baseline["libraries"] for m in lib["modules"]]
+    assert modules and all(set(m) == {"index", "kernels", "native", "jit"} for m in modules)
     proc = subprocess.run([sys.executable, "-m", "fatbinkit", "gate", str(new), "--baseline",
                            str(base), "--format", "json"], capture_output=True, text=True,
                           check=False)

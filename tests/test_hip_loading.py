@@ -106,3 +106,52 @@ def test_a_miss_names_what_would_have_loaded() -> None:
 def test_a_feature_mismatch_says_how_to_turn_it_on() -> None:
     d = HIP.decide([_image("gfx90a:xnack+")], "gfx90a")
     assert "HSA_XNACK=1" in d.verdicts[0].reason
+
+
+# ROCm floors, written from AMD's sources and release history (fatbinkit/vendors/hip/floors.py
+# cites each; the expectations here restate them, not the code): code object v4 ROCm 4.1, v5
+# 5.2, v6 6.2; compressed bundles (CCOB) v2 6.2, v3 6.4; generic targets and SPIR-V 6.4;
+# gfx942 5.7, gfx1201 6.2. (image, device, ROCm release, loads?, the floor that fails)
+def _floored(spec: str) -> ImageInfo:
+    """``gfx942/5`` a code object v5; ``gfx942/6/3`` v6 in a CCOB v3; ``spirv``."""
+    if spec == "spirv":
+        return ImageInfo("spirv", CodeTarget(TargetId("amdgcnspirv")))
+    target, co, *ccob = spec.split("/")
+    generic = 1 if "generic" in target else None
+    return ImageInfo("hsaco", CodeTarget(TargetId.parse(target), generic, int(co),
+                                         int(ccob[0]) if ccob else None))
+
+
+FLOORS = [
+    ("gfx90a/4", "gfx90a", "4.1", True, None),
+    ("gfx90a/4", "gfx90a", "4.0", False, "code-object"),
+    ("gfx90a/5", "gfx90a", "5.1", False, "code-object"),
+    ("gfx90a/5", "gfx90a", "5.2", True, None),
+    ("gfx90a/6", "gfx90a", "6.1", False, "code-object"),
+    ("gfx90a/6", "gfx90a", "6.2", True, None),
+    ("gfx942/5", "gfx942", "5.6", False, "device"),
+    ("gfx942/5", "gfx942", "5.7", True, None),
+    ("gfx1201/6", "gfx1201", "6.1", False, "device"),  # both fail: the GPU first
+    ("gfx1201/5", "gfx1201", "6.1", False, "device"),
+    ("gfx1201/6", "gfx1201", "6.2", True, None),
+    ("gfx90a/5/2", "gfx90a", "6.1", False, "compression"),
+    ("gfx90a/5/2", "gfx90a", "6.2", True, None),
+    ("gfx90a/6/3", "gfx90a", "6.3", False, "compression"),
+    ("gfx90a/6/3", "gfx90a", "6.4", True, None),
+    ("gfx11-generic/6", "gfx1101", "6.3", False, None),  # not a candidate before 6.4
+    ("gfx11-generic/6", "gfx1101", "6.4", True, None),
+    ("spirv", "gfx1201", "6.3", False, None),
+    ("spirv", "gfx1201", "6.4", True, None),
+]
+
+
+@pytest.mark.parametrize(("image", "device", "rocm", "loads", "floor"), FLOORS)
+def test_rocm_floors_as_amds_releases_say(image: str, device: str, rocm: str, loads: bool,
+                                          floor: str | None) -> None:
+    d = HIP.decide([_floored(image)], device, rocm)
+    assert d.loadable == loads
+    assert (d.floor.what if d.floor else None) == floor
+    if floor == "compression":
+        assert d.error == "hipErrorNotSupported"
+    if not loads and floor is None:
+        assert d.error == "hipErrorNoBinaryForGpu"
