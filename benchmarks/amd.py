@@ -10,9 +10,6 @@ Python, outside the timing, since no LLVM tool splits them) ``clang-offload-bund
 unbundled. Its time is the sum of those commands' wall times (the median of 3 runs of the
 whole chain), its memory the largest peak RSS among them.
 
-``ls --resources`` for AMD code objects is the lead's work in progress: until it reads them, the
-row is timed with ``ls --json`` instead and says so.
-
 Usage: python benchmarks/amd.py [--write docs/benchmarks-amd.md] [--library PATH]
 """
 
@@ -110,16 +107,9 @@ def main() -> int:
     rows = [(f"{lib.name}: LLVM 22: bundler --list, --unbundle, llvm-readelf --notes "
              f"({bundles} bundle(s), {objects} code objects)", f"{l_t:.2f} s, "
              f"{l_m / 2**20:.0f} MiB", "")]
-    resources = subprocess.run([*fk, "ls", "--resources", "--json", str(lib)],
-                               capture_output=True, text=True, check=False)
-    res_argv = [*fk, "ls", "--resources", "--json", str(lib)]
-    res_label = "fatbinkit ls --resources --json"
-    if resources.returncode != 0:  # not yet for AMD code objects: time the listing instead
-        res_argv = [*fk, "ls", "--json", str(lib)]
-        why = resources.stderr.strip().splitlines()[-1].split(": ")[-1] if resources.stderr \
-            else f"exit status {resources.returncode}"
-        res_label = f"fatbinkit ls --json (ls --resources --json refused for AMD: {why})"
-    for label, argv in (("fatbinkit ls", [*fk, "ls", str(lib)]), (res_label, res_argv)):
+    for label, argv in (("fatbinkit ls", [*fk, "ls", str(lib)]),
+                        ("fatbinkit ls --resources --json",
+                         [*fk, "ls", "--resources", "--json", str(lib)])):
         t, m = median(argv, RUNS)
         rows.append((f"{lib.name}: {label}", f"{t:.2f} s, {m / 2**20:.0f} MiB",
                      f"{versus('fatbinkit', t, l_t)}, {m / l_m:.2f}x the LLVM tools' peak "

@@ -77,8 +77,9 @@ def test_json_listing(capsys: pytest.CaptureFixture[str]) -> None:
     for row, block in zip(rows, blocks, strict=True):
         assert set(row) == {
             "number", "name", "kind", "arch", "member", "section", "symbol", "container", "offset",
-            "compression", "stored", "uncompressed", "identifier", "ptx_version",
+            "compression", "stored", "uncompressed", "identifier", "vendor", "ptx_version",
         }
+        assert row["vendor"] == "cuda"
         assert row["section"] == ".nv_fatbin" and row["symbol"] is None
         kind = "elf" if row["kind"] == "sass" else row["kind"]
         assert (kind, row["arch"].replace("compute_", "sm_")) == (block["kind"], block["arch"])

@@ -307,3 +307,72 @@ def test_malformed_zebin() -> None:
     struct.pack_into("<I", cut, at + 4, 4096)  # descsz of the first note
     with pytest.raises(FormatError, match="past the section"):
         zebin.read_zebin(bytes(cut))
+
+
+# --- A real AOT build: bitsandbytes' XPU library -------------------------------------------------
+
+def test_bitsandbytes_xpu_zstd_sections(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                        ) -> None:
+    """bitsandbytes 0.50.2's ``libbitsandbytes_xpu2025.so`` (Intel's 2025 SYCL compiler): its
+    two SYCL sections are zstd frames; ``sycl-spir64_gen`` inflates to an ocloc fat binary of
+    four zebins and a ``generic_ir`` OpenCL ELF holding SPIR-V, ``sycl-spir64`` to a SPIR-V
+    module. Compared with zstandard + binutils' ``ar`` on the section pyelftools cuts out
+    (member names and bytes), ``readelf`` (each zebin is an Intel GPU ELF; its ``.ze_info``
+    kernel names) and spirv-dis (the SPIR-V's version and entry points)."""
+    import zstandard
+    from elftools.elf.elffile import ELFFile
+    from thirdparty import WheelMember
+
+    lib = fetch(WheelMember("bitsandbytes", "0.50.2", "bitsandbytes/libbitsandbytes_xpu2025.so"))
+    with lib.open("rb") as f:
+        elf = ELFFile(f)
+        packed = {s.name: s.data() for s in elf.iter_sections()
+                  if s.name.startswith("__CLANG_OFFLOAD_BUNDLE__sycl")}
+    gen = zstandard.ZstdDecompressor().decompressobj().decompress(
+        packed["__CLANG_OFFLOAD_BUNDLE__sycl-spir64_gen"])
+    (tmp_path / "gen.a").write_bytes(gen)
+    (tmp_path / "x").mkdir()
+    subprocess.run(["ar", "x", str(tmp_path / "gen.a")], cwd=tmp_path / "x", check=True)
+    members = subprocess.run(["ar", "t", str(tmp_path / "gen.a")], capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert [m for m in members if not m.startswith("pad_")] == [
+        "64.12.60.7", "64.12.70.4", "64.12.71.4", "64.12.55.8", "generic_ir"]
+
+    doc = json.loads(_cli(capsys, "ls", "--json", str(lib)))
+    jsonschema.validate(doc, SCHEMA)
+    rows = doc["entries"]
+    assert {(r["kind"], r["arch"], r["compression"]) for r in rows} == {
+        ("zebin", "12.60.7", "zstd"), ("zebin", "12.70.4", "zstd"), ("zebin", "12.71.4", "zstd"),
+        ("zebin", "12.55.8", "zstd"), ("opencl-elf", "spir64", "zstd"),
+        ("spirv", "spir64", "zstd")}
+    out = tmp_path / "out"
+    assert main(["extract", str(lib), "-o", str(out)]) == 0
+    capsys.readouterr()
+    got = {p.name: p.read_bytes() for p in out.iterdir()}
+    for row in rows:
+        if row["kind"] == "zebin":
+            member = (tmp_path / "x" / row["member_name"]).read_bytes()
+            assert got[row["name"]] == member, row["name"]
+            head = subprocess.run(["readelf", "-h", str(tmp_path / "x" / row["member_name"])],
+                                  capture_output=True, text=True, check=True).stdout
+            assert "Intel Graphics Technology" in head
+    # the kernels ls --resources reads from each zebin's .ze_info are the names in it
+    doc = json.loads(_cli(capsys, "ls", "--resources", "--json", str(lib)))
+    jsonschema.validate(doc, SCHEMA)
+    for row in doc["entries"]:
+        if row["kind"] != "zebin":
+            continue
+        with (tmp_path / "x" / row["member_name"]).open("rb") as f:  # pyelftools cuts it
+            text = ELFFile(f).get_section_by_name(".ze_info").data().decode()
+        block = re.search(r"^kernels:\n(.*?)(?=^\S|\Z)", text, re.M | re.S)  # top level
+        assert block
+        names = re.findall(r"^  - name:\s*(\S+)\s*$", block[1], re.M)
+        assert [f["name"] for f in row["functions"]] == names and names
+        assert all(f["grf_count"] and f["simd_size"] for f in row["functions"])
+    spv = tmp_path / "k.spv"
+    spv.write_bytes(zstandard.ZstdDecompressor().decompressobj().decompress(
+        packed["__CLANG_OFFLOAD_BUNDLE__sycl-spir64"]))
+    ((version, _, kernels),) = _spirv_dis([spv])
+    (row,) = [r for r in rows if r["kind"] == "spirv"]
+    assert version.startswith(row["format_version"])  # spirv-dis: "1.4", ours "1.4"
+    assert got[row["name"]] == spv.read_bytes() and kernels

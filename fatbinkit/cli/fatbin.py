@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from ..errors import FatbinkitError
     from ..formats.codec import DecompressionBudget
     from ..formats.cubin import Cubin, CubinFunction
-    from ..formats.hsaco import CodeObjectKernel
     from ..progress import Step
 
 
@@ -434,9 +433,10 @@ def _render(as_json: bool, demangled: bool, kernel: KernelFilter | None,
 
 def _render_kernels(as_json: bool, demangled: bool, kernel: KernelFilter | None,
                     code: DeviceCode) -> str:
-    """The kernels of an AMD code object as ``ls --resources`` prints them: one line each
-    with what ``llvm-readelf --notes`` and clang's ``-Rpass-analysis=kernel-resource-usage``
-    report, or the JSON members ``"common": null, "functions": [...]``."""
+    """The kernels of another vendor's image (an AMD code object, an Intel zebin) as ``ls
+    --resources`` prints them: each record's own line (``usage``: AMD's is what
+    ``llvm-readelf --notes`` and clang's ``-Rpass-analysis=kernel-resource-usage`` report), or
+    the JSON members ``"common": null, "functions": [...]``."""
     from .. import vendors
 
     records = vendors.of(code).functions(code) if code.kind in vendors.of(
@@ -450,20 +450,7 @@ def _render_kernels(as_json: bool, demangled: bool, kernel: KernelFilter | None,
                 row["demangled"] = shown(k.name, demangled)
             rows.append(row)
         return f'"common": null, "functions": {json.dumps(rows)}'
-    return "".join(f"    {_kernel_usage(k, demangled)}\n" for k in kernels)
-
-
-def _kernel_usage(k: CodeObjectKernel, demangled: bool = False) -> str:
-    """One AMD kernel: ``Kernel add: SGPR:14 VGPR:6 AGPR:0 LDS:1024 SCRATCH:0 SPILL_SGPR:0
-    SPILL_VGPR:0 WAVE:64 KERNARG:20 DYNAMIC_STACK:0`` (``?`` where the metadata lacks a key)."""
-    def n(value: int | bool | None) -> str:
-        return "?" if value is None else str(int(value))
-
-    return (f"Kernel {shown(k.name, demangled)}: SGPR:{n(k.sgpr_count)} VGPR:{n(k.vgpr_count)} "
-            f"AGPR:{n(k.agpr_count)} LDS:{n(k.group_segment_fixed_size)} "
-            f"SCRATCH:{n(k.private_segment_fixed_size)} SPILL_SGPR:{n(k.sgpr_spill_count)} "
-            f"SPILL_VGPR:{n(k.vgpr_spill_count)} WAVE:{n(k.wavefront_size)} "
-            f"KERNARG:{n(k.kernarg_segment_size)} DYNAMIC_STACK:{n(k.uses_dynamic_stack)}")
+    return "".join(f"    {k.usage(shown(k.name, demangled))}\n" for k in kernels)
 
 
 def _common(cubin: Cubin) -> str:

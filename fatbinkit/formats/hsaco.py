@@ -259,6 +259,21 @@ class CodeObjectKernel:
                               if self.descriptor is not None else []),
         }
 
+    def usage(self, name: str | None = None) -> str:
+        """One line of ``ls --resources``: ``Kernel add: SGPR:14 VGPR:6 AGPR:0 LDS:1024
+        SCRATCH:0 SPILL_SGPR:0 SPILL_VGPR:0 WAVE:64 KERNARG:20 DYNAMIC_STACK:0`` (``name``: how
+        to print the kernel's name; ``?`` where the metadata lacks a key)."""
+        def n(value: int | bool | None) -> str:
+            return "?" if value is None else str(int(value))
+
+        return (f"Kernel {name or self.name}: SGPR:{n(self.sgpr_count)} "
+                f"VGPR:{n(self.vgpr_count)} AGPR:{n(self.agpr_count)} "
+                f"LDS:{n(self.group_segment_fixed_size)} "
+                f"SCRATCH:{n(self.private_segment_fixed_size)} "
+                f"SPILL_SGPR:{n(self.sgpr_spill_count)} SPILL_VGPR:{n(self.vgpr_spill_count)} "
+                f"WAVE:{n(self.wavefront_size)} KERNARG:{n(self.kernarg_segment_size)} "
+                f"DYNAMIC_STACK:{n(self.uses_dynamic_stack)}")
+
     def __str__(self) -> str:
         """``kernel add: 21 SGPRs, 12 VGPRs, 0 AGPRs, LDS 0, scratch 0, kernarg 48, wave64``."""
         def n(value: int | None) -> str:

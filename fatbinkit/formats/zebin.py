@@ -118,6 +118,22 @@ class ZeKernel:
     def slm_size(self) -> int:
         return self._env("slm_size") or 0
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form used by ``fatbinkit ls --resources --json``."""
+        return {"name": self.name, "entry": True, "grf_count": self.grf_count,
+                "simd_size": self.simd_size, "slm_size": self.slm_size,
+                "private_size": self.private_size, "scratch_size": self.scratch_size}
+
+    def usage(self, name: str | None = None) -> str:
+        """One line of ``ls --resources``: ``Kernel k: GRF:128 SIMD:16 SLM:0 PRIVATE:0
+        SCRATCH:0`` (``name``: how to print the kernel's name; ``?``: not recorded)."""
+        def n(value: int | None) -> str:
+            return "?" if value is None else str(value)
+
+        return (f"Kernel {name or self.name}: GRF:{n(self.grf_count)} "
+                f"SIMD:{n(self.simd_size)} SLM:{self.slm_size} PRIVATE:{self.private_size} "
+                f"SCRATCH:{self.scratch_size}")
+
 
 @dataclass(frozen=True)
 class Zebin:

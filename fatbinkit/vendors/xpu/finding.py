@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
+from dataclasses import replace
 
 from ...device_code import DeviceCode, EntrylessContainer, Place
-from ...errors import FormatError
+from ...errors import DecompressionError, FormatError
 from ...formats import spirv, zebin
 from ...formats.archive import ar_members, is_archive
+from ...formats.codec import MAX_DATA_SIZE, DecompressionBudget, decompress
 from ...formats.elf import Buffer
 from ...formats.offload_bundle import object_section_id
 from .images import OPENCL_ELF, SPIR64, SPIRV, ZEBIN, XpuImage
@@ -36,6 +38,51 @@ _MEMBER = re.compile(r"(?P<ptr>32|64)\.(?P<device>[A-Za-z0-9][A-Za-z0-9._-]*)")
 _PAD = re.compile(r"pad_[0-9]+")
 _IP = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 GENERIC_IR = "generic_ir"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _inflated(place: Place, claimed: bool
+              ) -> tuple[list[DeviceCode], list[EntrylessContainer]] | None:
+    """A zstd frame holding what :func:`read` reads (Intel's SYCL compiler compresses the
+    device images of its bundle sections: bitsandbytes' XPU library holds an ocloc fat binary
+    and SPIR-V so), inflated within the scan's budget (its recorded size checked, at most
+    :data:`~fatbinkit.formats.codec.MAX_DATA_SIZE`); the images are the inflated ones, at the
+    frame's offset, each stored as its share of the frame."""
+    import zstandard
+
+    data = place.view
+    size = zstandard.frame_content_size(bytes(data[:18]))
+    limit = MAX_DATA_SIZE if size < 0 else size
+    if limit > MAX_DATA_SIZE:
+        raise DecompressionError(f"zstd frame records {size} bytes, above the limit of "
+                                 f"{MAX_DATA_SIZE}", offset=0)
+    budget = place.budget or DecompressionBudget.for_input(len(data))
+    budget.charge(limit if size >= 0 else len(data) * 64, 0)
+    try:
+        inflated = decompress("zstd", data, limit, 0)
+    except zstandard.ZstdError as e:
+        raise DecompressionError(f"zstd frame: {e}", offset=0) from e
+    if size >= 0 and len(inflated) != size:
+        raise DecompressionError(f"zstd frame inflates to {len(inflated)} bytes, its header "
+                                 f"records {size}", offset=0)
+    if size < 0 and len(inflated) > MAX_DATA_SIZE:
+        raise DecompressionError(f"zstd frame inflates past {MAX_DATA_SIZE} bytes", offset=0)
+    found = read(replace(place, view=memoryview(inflated), base=place.base), claimed)
+    if found is None:
+        return None
+    codes, entryless = found
+    total = sum(c.entry.size for c in codes) or 1
+    out: list[DeviceCode] = []
+    given = 0
+    for i, c in enumerate(codes):
+        img = c.entry
+        assert isinstance(img, XpuImage)
+        share = (len(data) - given if i == len(codes) - 1 else
+                 len(data) * img.size // total)
+        given += share
+        out.append(replace(c, entry=replace(img, offset=place.base, size=share, packed="zstd"),
+                           offset=place.base))
+    return out, entryless
 
 
 def sections(present: Collection[str], all: bool, pe: bool) -> frozenset[str]:
@@ -72,6 +119,8 @@ def read(place: Place, claimed: bool
     (anything else: a :class:`~fatbinkit.errors.FormatError`); for a blob or a whole file, the
     same, None when it is none of them."""
     view = place.view
+    if bytes(view[:4]) == _ZSTD_MAGIC:
+        return _inflated(place, claimed)
     if spirv.is_spirv(view):
         return _modules(place, SPIR64), []
     if zebin.is_zebin(view) or zebin.is_opencl_elf(view):
@@ -102,7 +151,9 @@ def _modules(place: Place, target: str) -> list[DeviceCode]:
 def _binary(view: Buffer, base: int, member: str) -> XpuImage:
     """A zebin (its target from its product-config note, else from the member's name) or an
     OpenCL ELF (its target from the member's name)."""
-    device = _device(member)
+    # generic_ir: the IR for devices no member matches (a bare SPIR-V module, or an OpenCL ELF
+    # holding one, as Intel's 2025 compiler writes it)
+    device = SPIR64 if member == GENERIC_IR else _device(member)
     if zebin.is_opencl_elf(view):
         return XpuImage(OPENCL_ELF, device or "intel:unknown", view, base, len(view), member)
     z = zebin.read_zebin(view)
@@ -130,7 +181,7 @@ def _archive(place: Place) -> list[DeviceCode]:
         view = place.view[m.offset : m.offset + m.size]
         base = place.base + m.offset
         try:
-            if m.name == GENERIC_IR or spirv.is_spirv(view):
+            if spirv.is_spirv(view):
                 module = spirv.read_spirv(view)
                 img = XpuImage(SPIRV, SPIR64, view, base, len(view), m.name,
                                f"{module.version[0]}.{module.version[1]}")

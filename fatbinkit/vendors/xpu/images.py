@@ -46,10 +46,13 @@ class XpuImage:
     size: int
     identifier_text: str = ""
     version: str | None = None  # SPIR-V's "1.0", a zebin's .ze_info version
+    # the codec of the section it came in (Intel's compiler zstd-compresses SYCL device images);
+    # ``stored`` then holds the inflated image and ``size`` its share of the compressed bytes
+    packed: str | None = None
 
     @property
     def compression(self) -> str | None:
-        return None
+        return self.packed
 
     @property
     def data_size(self) -> int:
