@@ -783,6 +783,12 @@ def _hostile(built: dict[str, Built]) -> Iterator[tuple[str, bytes, type[Excepti
         data, {"amdhsa.kernels": [dict(kernel, **{".sgpr_count": "21"})]}), FormatError
     yield "bool for a count", _with_metadata(
         data, {"amdhsa.kernels": [dict(kernel, **{".vgpr_count": True})]}), FormatError
+    # found by the fuzz harness (amd_cli, 2026-12-03): a negative spill count got through
+    yield "negative count", _with_metadata(
+        data, {"amdhsa.kernels": [dict(kernel, **{".sgpr_spill_count": -1})]}), FormatError
+    yield "count past 32 bits", _with_metadata(
+        data, {"amdhsa.kernels": [dict(kernel, **{".private_segment_fixed_size": 1 << 32})]}),\
+        FormatError
     yield "map key not a string", _with_metadata(data, {1: 2}), FormatError
 
     symtab = _symtab(ELFFile(io.BytesIO(data)))
@@ -805,7 +811,7 @@ def _hostile(built: dict[str, Built]) -> Iterator[tuple[str, bytes, type[Excepti
 
 def test_hostile_inputs(built: dict[str, Built]) -> None:
     cases = list(_hostile(built))
-    assert len(cases) == 18
+    assert len(cases) == 20
     for what, data, error in cases:
         with pytest.raises(error) as caught:
             read_code_object(data)

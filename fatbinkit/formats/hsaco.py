@@ -507,8 +507,12 @@ def _kernels(data: memoryview, sections: tuple[elf.Section, ...],
         fields: dict[str, Any] = {}
         for field, key in _INT_KEYS.items():
             value = entry.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise FormatError(f"kernel {name}: {key} is {value!r}, not an integer")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or not 0 <= value < 1 << 32):
+                # the metadata's counts and sizes are unsigned 32-bit (AMDGPUUsage.rst,
+                # "Code Object V3 Metadata": uint32 values)
+                raise FormatError(f"kernel {name}: {key} is {value!r}, not an unsigned 32-bit "
+                                  "integer")
             fields[field] = value
         dynamic = entry.get(".uses_dynamic_stack")
         if dynamic is not None and not isinstance(dynamic, bool):
@@ -516,7 +520,7 @@ def _kernels(data: memoryview, sections: tuple[elf.Section, ...],
         found = descriptors.get(symbol if symbol is not None else name + _DESCRIPTOR_SUFFIX)
         descriptor = _descriptor(data, sections, found) if found is not None else None
         out.append(CodeObjectKernel(name=name, symbol=symbol, uses_dynamic_stack=dynamic,
-                          descriptor=descriptor, **fields))
+                                    descriptor=descriptor, **fields))
     return tuple(out)
 
 
