@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from .formats.codec import DecompressionBudget
     from .formats.elf import Buffer
 
-__all__ = ["LINUX", "WINDOWS", "DeviceCode", "EntrylessContainer", "Payload", "Place"]
+__all__ = ["LINUX", "WINDOWS", "DeviceCode", "EntrylessContainer", "HeldPayload", "Payload",
+           "Place"]
 
 #: the host OS of an input, from its file format (ELF: Linux, PE: Windows): which column of a
 #: vendor's driver tables applies. None where the format does not say (a bare fatbin or cubin).
@@ -90,6 +91,33 @@ class Payload(Protocol):
         """The same record over a copy of its payload (``bytes``): what crosses a process
         boundary. A ``ValueError`` where the view it holds was released."""
         ...
+
+
+class HeldPayload:
+    """The common half of a vendor's :class:`Payload` whose ``stored`` bytes are the image
+    itself, as the input holds it or already inflated (AMD's bundle entries, Intel's images):
+    its data is those bytes, its name its kind and target. The vendor's frozen dataclass has
+    the fields."""
+
+    stored: Buffer
+    image_kind: str
+    target: str
+
+    @property
+    def data_size(self) -> int:
+        return len(self.stored)
+
+    @property
+    def identifier(self) -> str:
+        return ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.image_kind} {self.target}"
+
+    def data(self, max_size: int = 1 << 62, budget: DecompressionBudget | None = None) -> bytes:
+        """The bytes as held (inflating, if any, was done and charged when they were found)."""
+        return bytes(self.stored)
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,13 @@ ldd). See ../shared/ROCM.md §3.1.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from thirdparty import CACHE, DebianPackage, debian_deb
+from thirdparty import CACHE, DebianPackage, unpacked
 
 __all__ = ["LLVM", "TOOLS", "llvm_path", "run_llvm"]
 
@@ -71,26 +69,8 @@ def _root(major: int) -> Path:
 
 
 def _unpack(major: int) -> Path:
-    """The unpacked tree of LLVM ``major``, made once under a file lock (parallel workers wait
-    for the first one) through a ``.part`` directory renamed into place."""
-    root = _root(major)
-    if root.is_dir():
-        return root
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with open(root.with_name(root.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if root.is_dir():
-            return root
-        debs = [debian_deb(p) for p in LLVM[major]]
-        work = root.with_name(root.name + ".part")
-        shutil.rmtree(work, ignore_errors=True)
-        for deb in debs:
-            proc = subprocess.run(["dpkg", "-x", str(deb), str(work)], capture_output=True,
-                                  text=True, check=False)
-            if proc.returncode != 0:
-                pytest.fail(f"dpkg -x {deb.name} failed: {proc.stderr[-2000:]}")
-        work.replace(root)
-    return root
+    """The unpacked tree of LLVM ``major``, made once (:func:`thirdparty.unpacked`)."""
+    return unpacked(_root(major), LLVM[major])
 
 
 def llvm_path(major: int, tool: str) -> Path:

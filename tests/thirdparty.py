@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,3 +240,29 @@ def fetch(item: WheelMember) -> Path:
                 dst.write(chunk)
         tmp.replace(target)
     return target
+
+
+def unpacked(root: Path, packages: Iterable[DebianPackage]) -> Path:
+    """``packages`` unpacked together into ``root`` with ``dpkg -x`` (never installed), once:
+    under a file lock (parallel test workers wait for the first), through a ``.part`` directory
+    renamed into place."""
+    import fcntl
+    import shutil
+
+    if root.is_dir():
+        return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.with_name(root.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if root.is_dir():
+            return root
+        debs = [debian_deb(p) for p in packages]
+        work = root.with_name(root.name + ".part")
+        shutil.rmtree(work, ignore_errors=True)
+        for deb in debs:
+            proc = subprocess.run(["dpkg", "-x", str(deb), str(work)], capture_output=True,
+                                  text=True, check=False)
+            if proc.returncode != 0:
+                pytest.fail(f"dpkg -x {deb.name} failed: {proc.stderr[-2000:]}")
+        work.replace(root)
+    return root

@@ -16,7 +16,6 @@ download fails the test that asked for it.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -24,7 +23,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from thirdparty import CACHE, DebianPackage, WheelMember, debian_deb
+from thirdparty import CACHE, DebianPackage, WheelMember, unpacked
 
 __all__ = ["DPNP_TENSOR", "OCLOC", "SPIRV_TOOLS", "ocloc_fat", "run_tool"]
 
@@ -67,27 +66,10 @@ OCLOC = (
 
 
 def _unpack(name: str, packages: tuple[DebianPackage, ...]) -> Path:
-    """The packages unpacked together into ``CACHE/xpu/<name>-<versions>/``, once, under a file
-    lock, through a ``.part`` directory renamed into place."""
+    """The packages unpacked together into ``CACHE/xpu/<name>-<versions>/``, once
+    (:func:`thirdparty.unpacked`)."""
     key = hashlib.sha256(" ".join(p.sha256 for p in packages).encode()).hexdigest()[:16]
-    root = CACHE / "xpu" / f"{name}-{key}"
-    if root.is_dir():
-        return root
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with open(root.with_name(root.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if root.is_dir():
-            return root
-        debs = [debian_deb(p) for p in packages]
-        work = root.with_name(root.name + ".part")
-        shutil.rmtree(work, ignore_errors=True)
-        for deb in debs:
-            proc = subprocess.run(["dpkg", "-x", str(deb), str(work)], capture_output=True,
-                                  text=True, check=False)
-            if proc.returncode != 0:
-                pytest.fail(f"dpkg -x {deb.name} failed: {proc.stderr[-2000:]}")
-        work.replace(root)
-    return root
+    return unpacked(CACHE / "xpu" / f"{name}-{key}", packages)
 
 
 def run_tool(name: str, *args: str | os.PathLike[str], cwd: Path | None = None,

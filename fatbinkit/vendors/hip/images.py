@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
+from ...device_code import HeldPayload
 from ...formats.amdgpu import TargetId
 
 if TYPE_CHECKING:
-    from ...formats.codec import DecompressionBudget
     from ...formats.elf import Buffer
 
 __all__ = ["BITCODE", "HSACO", "SPIRV", "CodeTarget", "HipImage"]
@@ -42,7 +42,7 @@ class CodeTarget:
 
 
 @dataclass(frozen=True)
-class HipImage:
+class HipImage(HeldPayload):
     """One HIP image (a :class:`~fatbinkit.device_code.Payload`): a bundle entry, an
     OffloadBinary image or a bare code object. ``stored`` is the image as the input holds it:
     a view of the input, or for an entry of a compressed bundle its bytes once the bundle is
@@ -63,21 +63,6 @@ class HipImage:
     generic_version: int | None = None
     bundle_version: int | None = None  # the CCOB version of the compressed bundle holding it
     hidden: bool = False  # its descriptor lies past the header bytes the runtime reads
-
-    @property
-    def data_size(self) -> int:
-        return len(self.stored)
-
-    @property
-    def identifier(self) -> str:
-        return ""
-
-    @property
-    def name(self) -> str:
-        return f"{self.image_kind} {self.target}"
-
-    def data(self, max_size: int = 1 << 62, budget: DecompressionBudget | None = None) -> bytes:
-        return bytes(self.stored)
 
     def detached(self) -> HipImage:
         return replace(self, stored=bytes(self.stored))

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
+from ...device_code import HeldPayload
+
 if TYPE_CHECKING:
-    from ...formats.codec import DecompressionBudget
     from ...formats.elf import Buffer
 
 __all__ = ["OPENCL_ELF", "SPIR64", "SPIRV", "ZEBIN", "XpuImage", "XpuTarget"]
@@ -32,7 +33,7 @@ class XpuTarget:
 
 
 @dataclass(frozen=True)
-class XpuImage:
+class XpuImage(HeldPayload):
     """One Intel image (a :class:`~fatbinkit.device_code.Payload`): a SPIR-V module, a zebin or
     an OpenCL ELF, bare, in a SYCL bundle section or an ocloc ``ar`` fat binary
     (``identifier_text``: its member name, ``64.12.55.8``; ``""`` elsewhere)."""
@@ -53,21 +54,6 @@ class XpuImage:
     @property
     def compression(self) -> str | None:
         return self.packed
-
-    @property
-    def data_size(self) -> int:
-        return len(self.stored)
-
-    @property
-    def identifier(self) -> str:
-        return ""
-
-    @property
-    def name(self) -> str:
-        return f"{self.image_kind} {self.target}"
-
-    def data(self, max_size: int = 1 << 62, budget: DecompressionBudget | None = None) -> bytes:
-        return bytes(self.stored)
 
     def detached(self) -> XpuImage:
         return replace(self, stored=bytes(self.stored))
