@@ -54,6 +54,7 @@ from fatbinkit.formats.hsaco import (
     KernelDescriptor,
     is_code_object,
     read_code_object,
+    read_header,
 )
 from fatbinkit.formats.offload_bundle import read_bundle, read_bundles
 
@@ -249,6 +250,11 @@ def test_target_id_is_what_llvm_was_asked(obj: Built) -> None:
     assert co.processor == obj.asked.split(":")[0]
     assert co.generic_version == (1 if co.target_id and co.target_id.is_generic else
                                   0 if obj.code_object_version == 6 else None)
+    # what listing reads: the header alone says the same, and reads no note
+    head = read_header(obj.data)
+    assert (head.target_id, head.code_object_version, head.generic_version) == (
+        co.target_id, co.code_object_version, co.generic_version)
+    assert (head.metadata, head.kernels) == (None, ())
 
 
 def test_flags_match_llvm_readobj(built: dict[str, Built]) -> None:

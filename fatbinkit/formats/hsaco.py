@@ -56,6 +56,7 @@ __all__ = [
     "KernelDescriptor",
     "is_code_object",
     "read_code_object",
+    "read_header",
 ]
 
 EM_AMDGPU = 224
@@ -387,16 +388,27 @@ def read_code_object(buf: elf.Buffer | mmap.mmap, offset: int = 0) -> CodeObject
     data = memoryview(buf) if isinstance(buf, mmap.mmap) else as_content(buf, "read_code_object()")
     if not 0 <= offset <= len(data):
         raise InvalidArgumentError(f"offset {offset} is outside the {len(data)}-byte input")
-    view = memoryview(data)[offset:]
+    return _guarded(memoryview(data)[offset:], header_only=False)
+
+
+def _guarded(view: memoryview, header_only: bool) -> CodeObject:
     try:
-        return _read(view)
+        return _read(view, header_only)
     except FatbinkitError:
         raise
     except (struct.error, IndexError, ValueError) as e:  # defence in depth
         raise FormatError(f"malformed AMDGPU code object: {e}") from e
 
 
-def _read(data: memoryview) -> CodeObject:
+def read_header(buf: elf.Buffer | mmap.mmap) -> CodeObject:
+    """The code object as its ELF header says it (processor, features, versions: what
+    :attr:`CodeObject.target_id` needs), its notes and symbols not read: ``metadata`` None and
+    ``kernels`` empty. Listing reads this; :func:`read_code_object` the rest."""
+    data = memoryview(buf) if isinstance(buf, mmap.mmap) else as_content(buf, "read_header()")
+    return _guarded(memoryview(data), header_only=True)
+
+
+def _read(data: memoryview, header_only: bool = False) -> CodeObject:
     head = elf.file_header(data)
     if head.machine != EM_AMDGPU:
         raise FormatError(f"ELF machine {head.machine} is not EM_AMDGPU ({EM_AMDGPU})",
@@ -414,9 +426,12 @@ def _read(data: memoryview) -> CodeObject:
                    else FeatureSetting.OFF)
     generic = ((flags & EF_AMDGPU_GENERIC_VERSION) >> EF_AMDGPU_GENERIC_VERSION_OFFSET
                if version == 6 else None)
-    sections = elf.sections(data, head)
-    metadata = _metadata(data, head, sections)
-    kernels = _kernels(data, sections, metadata) if metadata is not None else ()
+    metadata: Mapping[str, Any] | None = None
+    kernels: tuple[CodeObjectKernel, ...] = ()
+    if not header_only:
+        sections = elf.sections(data, head)
+        metadata = _metadata(data, head, sections)
+        kernels = _kernels(data, sections, metadata) if metadata is not None else ()
     mach = flags & EF_AMDGPU_MACH
     return CodeObject(osabi, abi, version, head.type, flags, mach, processor_name(mach), xnack,
                       sramecc, generic, metadata, kernels)

@@ -186,7 +186,7 @@ def _classify(entry_id: str, triple: str, target_id: str, data: Buffer
     if head == _SPIRV_MAGIC or triple.startswith("spirv64"):
         return SPIRV, target_id or SPIRV_TARGET, None, None
     if hsaco.is_code_object(data):
-        co = hsaco.read_code_object(data)
+        co = hsaco.read_header(data)  # the target: its kernels are read when asked for
         known = co.target_id
         # a processor newer than the MACH table: as the bundle names it, else its number
         target = str(known) if known else (target_id or f"mach-{co.mach:#x}")
