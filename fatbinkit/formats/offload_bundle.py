@@ -32,6 +32,8 @@ import hashlib
 import mmap
 import re
 import struct
+import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -44,18 +46,22 @@ __all__ = [
     "BUNDLE_ALIGNMENT",
     "BUNDLE_MAGIC",
     "CCOB_MAGIC",
+    "CCOB_VERSIONS",
     "COMPRESSION_METHODS",
+    "HOST_ID",
     "MAX_ID_LENGTH",
     "RUNTIME_HEADER_WINDOW",
     "Bundle",
     "BundleEntry",
     "BundleId",
     "CompressedHeader",
+    "compress_bundle",
     "is_bundle",
     "object_section_id",
     "read_bundle",
     "read_bundles",
     "truncated_md5",
+    "write_bundle",
 ]
 
 #: the plain bundle's magic (``OFFLOAD_BUNDLER_MAGIC_STR``, no NUL)
@@ -71,6 +77,14 @@ RUNTIME_HEADER_WINDOW = 4096
 MAX_ID_LENGTH = 1024
 #: ``CompressedBundleHeader`` method numbers (``llvm::compression::Format``) and their codecs
 COMPRESSION_METHODS = {0: "zlib", 1: "zstd"}
+#: the compressed bundle versions :func:`compress_bundle` writes (version 1 records no total size)
+CCOB_VERSIONS = (2, 3)
+#: the host entry current ROCm clang writes (``-targets=host-x86_64-unknown-linux-gnu,...`` as
+#: ``HIP::constructHIPFatbinCommand`` passes it, normalised with an empty environment)
+HOST_ID = "host-x86_64-unknown-linux-gnu-"
+#: ``CompressedOffloadBundle::compress``'s defaults: zstd level 3 with long-distance matching,
+#: zlib level 6 (``llvm::compression::Params``)
+_DEFAULT_LEVELS = {"zstd": 3, "zlib": 6}
 
 _COUNT = struct.Struct("<Q")
 _PLAIN_PREFIX = len(BUNDLE_MAGIC) + _COUNT.size  # magic and entry count: 32 bytes
@@ -460,3 +474,72 @@ def read_bundles(
         bundles.append(bundle)
         pos += bundle.stored_size
     return bundles
+
+
+def write_bundle(entries: Iterable[tuple[str | BundleId, Buffer]], *,
+                 align: int = BUNDLE_ALIGNMENT, host: str | None = HOST_ID) -> bytes:
+    """A plain bundle of ``entries`` (id, bytes), as ``clang-offload-bundler -type=o
+    -bundle-align=<align>`` writes it (``BinaryFileHandler::WriteHeader``): the entries in the
+    order given, each at the next multiple of ``align`` after the header and the entries before
+    it, zeros between, nothing after the last. Where no entry is a host entry, ``host`` (an empty
+    host entry, as the HIP driver bundles ``/dev/null``) comes first; None writes none. Ids must
+    be unique and valid (:class:`BundleId`)."""
+    if isinstance(align, bool) or not isinstance(align, int) or align < 1:
+        raise InvalidArgumentError(f"align is a positive whole number, not {align!r}")
+    items = [(str(BundleId(str(name))), memoryview(data).cast("B")) for name, data in entries]
+    if host is not None and not any(BundleId(name).is_host for name, _ in items):
+        items.insert(0, (str(BundleId(host)), memoryview(b"")))
+    names = [name for name, _ in items]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise InvalidArgumentError(f"bundle entry id(s) given twice: {', '.join(twice)}")
+    at = _PLAIN_PREFIX + sum(BundleEntry.DESCRIPTOR.size + len(n) for n in names)
+    header = bytearray(BUNDLE_MAGIC + _COUNT.pack(len(items)))
+    places = []
+    for name, data in items:
+        at = -(-at // align) * align
+        header += BundleEntry.DESCRIPTOR.pack(at, len(data), len(name)) + name.encode("ascii")
+        places.append(at)
+        at += len(data)
+    out = bytearray(at)
+    out[:len(header)] = header
+    for (_, data), place in zip(items, places, strict=True):
+        out[place:place + len(data)] = data
+    return bytes(out)
+
+
+def compress_bundle(plain: Buffer, *, version: int = 3, codec: str = "zstd",
+                    level: int | None = None) -> bytes:
+    """``plain`` (a plain bundle) as a compressed bundle of ``version`` (2 or 3), as
+    ``CompressedOffloadBundle::compress`` writes it: the header, then one zstd frame (level 3
+    with long-distance matching, unless ``level``) or zlib stream (level 6) of the whole bundle,
+    hashed with :func:`truncated_md5`. Version 2 records sizes in 32 bits: a bundle of 4 GiB or
+    more needs version 3 (the writer's "exceeds version 2 limit")."""
+    view = _view(plain)
+    if view[:len(BUNDLE_MAGIC)] != BUNDLE_MAGIC:
+        raise InvalidArgumentError("compress_bundle() takes a plain bundle (it starts with "
+                                   f"{BUNDLE_MAGIC.decode()})")
+    if version not in CCOB_VERSIONS:
+        raise InvalidArgumentError(f"compressed bundle version {version!r} is not one of "
+                                   f"{CCOB_VERSIONS}")
+    method = {v: k for k, v in COMPRESSION_METHODS.items()}.get(codec)
+    if method is None:
+        raise InvalidArgumentError(f"codec {codec!r} is not one of "
+                                   f"{tuple(COMPRESSION_METHODS.values())}")
+    if level is None:
+        level = _DEFAULT_LEVELS[codec]
+    if codec == "zstd":
+        import zstandard
+
+        params = zstandard.ZstdCompressionParameters.from_level(
+            level, source_size=len(view), enable_ldm=True)
+        payload = zstandard.ZstdCompressor(compression_params=params).compress(view)
+    else:
+        payload = zlib.compress(view, level)
+    form = _CCOB_FORMATS[version]
+    total = form.size + len(payload)
+    if version == 2 and max(total, len(view)) >= 1 << 32:
+        raise InvalidArgumentError(f"a bundle of {len(view)} bytes exceeds compressed bundle "
+                                   "version 2's 32-bit sizes: use version 3")
+    head = CompressedHeader(version, method, total, len(view), truncated_md5(view))
+    return head.pack() + payload
