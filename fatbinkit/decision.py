@@ -135,7 +135,8 @@ class ImageInfo:
     def __str__(self) -> str:
         built = f", built by CUDA {dotted(self.toolkit)}" if self.toolkit else ""
         codec = f", {self.compression}" if self.compression else ""
-        return f"{'SASS' if self.kind == SASS else 'PTX'} {self.name}{built}{codec}"
+        kind = {SASS: "SASS", PTX: "PTX"}.get(self.kind, self.kind)
+        return f"{kind} {self.name}{built}{codec}"
 
 
 @dataclass(frozen=True)

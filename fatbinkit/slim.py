@@ -53,13 +53,13 @@ import mmap
 import os
 import struct
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, overload
 
-from . import vendors
+from . import slim_bundles, vendors
 from .compat import PTX, SASS, ImageInfo, image_from_entry
 from .driver import CudaVersion, as_device, dotted
 from .errors import (
@@ -90,11 +90,15 @@ from .formats.fatbin import (
     is_fatbin,
     iter_containers,
 )
+from .formats.offload_bundle import BUNDLE_ALIGNMENT, Bundle, is_bundle
 from .formats.wrapper import (
     CUDA_WRAPPER_MAGIC,
     CUDA_WRAPPER_PE_SECTION,
     CUDA_WRAPPER_SECTION,
+    HIP_WRAPPER_PE_SECTION,
+    HIP_WRAPPER_SECTION,
     FatbinWrapper,
+    HipWrapper,
 )
 from .infile import Content, FilePath, as_input, as_path, open_input
 from .outfile import atomic_path
@@ -107,16 +111,21 @@ from .vendors.cuda.finding import (
     PE_RELFATBIN_SECTION,
     RELFATBIN_SECTION,
 )
+from .vendors.hip.finding import FATBIN_SECTION as HIP_FATBIN_SECTION
+from .vendors.hip.finding import PE_FATBIN_SECTION as HIP_PE_FATBIN_SECTION
+from .vendors.hip.floors import needs as rocm_needs
 
 __all__ = [
     "CODECS",
     "PTX_POLICIES",
+    "SPIRV_POLICIES",
     "WRAPPER_MAGIC",
     "WRAPPER_SECTION",
     "ArchReport",
     "Codec",
     "PtxPolicy",
     "SlimReport",
+    "SpirvPolicy",
     "WheelReport",
     "has_device_code",
     "prune",
@@ -129,10 +138,15 @@ __all__ = [
 #: what ``ptx=`` takes: every PTX, the one plain PTX newer GPUs JIT (the floor), or none beyond
 #: what the archs kept load
 PtxPolicy: TypeAlias = Literal["keep", "floor", "none"]
-#: what ``codec=`` takes
-Codec: TypeAlias = Literal["none", "lz4", "zstd"]
+#: what ``spirv=`` takes (AMD): every SPIR-V entry, or none beyond what the archs kept load
+SpirvPolicy: TypeAlias = Literal["keep", "none"]
+#: what ``codec=`` takes: LZ4 and zstd for CUDA's fatbins, zstd and zlib for AMD's bundles
+Codec: TypeAlias = Literal["none", "lz4", "zstd", "zlib"]
 PTX_POLICIES: tuple[PtxPolicy, ...] = ("keep", "floor", "none")
-CODECS: tuple[Codec, ...] = ("none", "lz4", "zstd")  # fatbin.COMPRESSIONS, and "none"
+SPIRV_POLICIES: tuple[SpirvPolicy, ...] = ("keep", "none")  # slim_bundles.SPIRV_POLICIES
+CODECS: tuple[Codec, ...] = ("none", "lz4", "zstd", "zlib")  # fatbin.COMPRESSIONS, "none", zlib
+_CUDA_CODECS = ("none", "lz4", "zstd")
+_ZLIB_LEVELS = range(1, 10)
 WRAPPER_SECTION = CUDA_WRAPPER_SECTION
 WRAPPER_MAGIC = CUDA_WRAPPER_MAGIC
 _SECTIONS = (FATBIN_SECTION, RELFATBIN_SECTION)
@@ -171,6 +185,10 @@ class ArchReport:
     lost: tuple[str, ...] = ()
 
     @property
+    def name(self) -> str:
+        return self.device.sm
+
+    @property
     def same(self) -> bool:
         return not self.changed
 
@@ -187,7 +205,7 @@ class ArchReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "device": self.device.sm, "modules": self.modules, "sass": self.sass,
+            "device": self.name, "modules": self.modules, "sass": self.sass,
             "ptx": self.ptx, "same": self.same, "changed": list(self.changed),
             "lost_kernels": list(self.lost),
             "min_driver_before": dotted(self.min_driver_before) if self.min_driver_before
@@ -209,7 +227,7 @@ class ArchReport:
         driver = f"min driver {drv(self.min_driver_before)}"
         if self.min_driver_after != self.min_driver_before:
             driver += f" -> {drv(self.min_driver_after)}"
-        return f"{self.device.sm}: {how}; {driver}"
+        return f"{self.name}: {how}; {driver}"
 
 
 @dataclass(frozen=True)
@@ -225,7 +243,7 @@ class SlimReport:
     entries_after: int
     dropped: tuple[tuple[str, int], ...]  # ("SASS sm_80", count)
     codec: str | None
-    archs: tuple[ArchReport, ...]
+    archs: tuple[Any, ...]  # ArchReport (CUDA) or slim_bundles.HipArchReport (HIP)
     layout: elf_edit.Layout | None = field(default=None)
     same_size: bool = False
     unreferenced: int = 0  # containers no wrapper points at: rewritten where they were
@@ -241,7 +259,7 @@ class SlimReport:
         data = "" if self.data is None else f", data=<{len(self.data):,} bytes>"
         return (f"SlimReport(input_size={self.input_size}, output_size={self.output_size}, "
                 f"modules={self.modules}, entries={self.entries_before}->{self.entries_after}, "
-                f"archs={[a.device.sm for a in self.archs]}, codec={self.codec!r}, "
+                f"archs={[a.name for a in self.archs]}, codec={self.codec!r}, "
                 f"emptied={self.emptied}, output={self.output!r}{data})")
 
     @property
@@ -478,10 +496,12 @@ class _Module:
     section: str
     index: int  # across the file, as compat labels modules
     old_offset: int  # in its section
-    old: FatbinContainer
+    old: Any  # a FatbinContainer (CUDA) or a Bundle (HIP: slim_bundles)
     kept: list[int]
-    new: FatbinContainer | None = None
+    new: Any = None  # the container written (its kept entries, stored anew)
     data: bytes = b""  # new.to_bytes(), made once
+    stored: Any = None  # HIP: the bundle's bytes as the input holds them
+    how: str = ""  # HIP: what was done to the bundle (slim_bundles.Rewritten.how)
     new_offset: int = -1
     unreferenced: bool = False  # no wrapper points at it: it stays where it was
     empty: bool = False  # no kernel, no variable: one image kept (_keep_empty)
@@ -489,14 +509,15 @@ class _Module:
 
     @property
     def label(self) -> str:
-        return f"{self.section or 'file'} container {self.index}"
+        what = "bundle" if isinstance(self.old, Bundle) else "container"
+        return f"{self.section or 'file'} {what} {self.index}"
 
 
 @dataclass(frozen=True)
 class _Request:
     """What the caller asked for, checked."""
 
-    devices: list[Arch]
+    devices: list[Any]  # Arch (CUDA) or GpuTarget (HIP): the GPUs of one vendor
     ptx: str
     codec: str | None
     level: int | None
@@ -508,9 +529,15 @@ class _Request:
     exact: bool = False
     strip_signature: bool = False
     allow_empty: bool = False
+    spirv: str = "keep"
+    allow_newer_rocm: bool = False
+    vendor: str | None = None  # the vendor of ``devices`` (None: none given)
 
 
 def _plan(modules: list[_Module], req: _Request) -> None:
+    if req.codec not in (None, *_CUDA_CODECS):
+        raise InvalidArgumentError(f"a fatbin entry is stored as one of {_CUDA_CODECS}, not "
+                                   f"{req.codec!r} (zlib is for AMD's offload bundles)")
     keeps = bool(req.devices) and not req.exact  # exact: the literal list, as nvprune
     for m in modules:
         m.kept = _kept(m.old.entries, req.devices, req.ptx, req.exact)
@@ -647,41 +674,63 @@ class _Wrapper:
     # file a RELA relocation at the slot says where it points: see _Pointer)
 
 
-def _wrappers(view: memoryview, sections: Sequence[elf.Section]) -> list[_Wrapper]:
-    """The ``__fatbinwrap`` records: each one's data pointer slot and target."""
-    sec = next((s for s in sections if s.name == WRAPPER_SECTION), None)
+def _wrappers(view: memoryview, sections: Sequence[elf.Section], kind: _Kind
+              ) -> list[_Wrapper]:
+    """The wrapper records of ``kind`` (``__fatbinwrap``, ``__hip_fatbin_wrapper``): each data
+    pointer's slot and target."""
+    sec = next((s for s in sections if s.name == kind.wrapper_section), None)
     if sec is None or sec.header.type == elf.SHT_NOBITS:
         return []
     h = sec.header
-    return _wrapper_records(view, WRAPPER_SECTION, h.offset, h.size, h.addr)
+    return _wrapper_records(view, kind.wrapper_section, h.offset, h.size, h.addr, kind)
 
 
 def _wrapper_records(view: memoryview, name: str, offset: int, size: int,
-                     addr: int) -> list[_Wrapper]:
+                     addr: int, kind: _Kind) -> list[_Wrapper]:
     """The wrapper records of the section ``name`` (``size`` bytes at file ``offset``, address
-    ``addr``: a virtual address in ELF, an RVA in PE): each data pointer's slot and target."""
-    n = FatbinWrapper.FORMAT.size
+    ``addr``: a virtual address in ELF, an RVA in PE): each data pointer's slot and target
+    (a record whose module lies elsewhere, rocm-kpack's ``HIPK``, is left out)."""
+    n = FatbinWrapper.FORMAT.size  # 24 bytes, the pointer at 8: CUDA's and HIP's alike
     if size % n:
         raise UnsupportedError(f"{name} of {size} bytes is not a whole number of "
                                f"{n}-byte wrapper records")
     out = []
     for k in range(size // n):
         at = offset + k * n
-        try:
-            record = FatbinWrapper.unpack(view[at:at + n], at)
-        except TruncatedError:
-            raise
-        except FormatError as e:  # said as before: which record of which section
-            magic, version, _, _ = FatbinWrapper.FORMAT.unpack_from(view, at)
-            if magic != WRAPPER_MAGIC:
-                raise UnsupportedError(f"wrapper record {k} in {name} has magic "
-                                       f"{magic:#x}, not {WRAPPER_MAGIC:#x}: an unknown layout"
-                                       ) from e
-            raise UnsupportedError(f"wrapper record {k} in {name} has version "
-                                   f"{version}; only versions 1 and 2 are known") from e
-        slot = FatbinWrapper.DATA_OFFSET
-        out.append(_Wrapper(addr + k * n + slot, at + slot, record.data))
+        target = kind.record(view[at:at + n], at, k, name)
+        if target is not None:
+            slot = FatbinWrapper.DATA_OFFSET
+            out.append(_Wrapper(addr + k * n + slot, at + slot, target))
     return out
+
+
+def _cuda_record(raw: memoryview, at: int, k: int, name: str) -> int | None:
+    """A ``__fatbinwrap`` record's data pointer; an unknown magic or version is refused."""
+    try:
+        return FatbinWrapper.unpack(raw, at).data
+    except TruncatedError:
+        raise
+    except FormatError as e:  # said as before: which record of which section
+        magic, version, _, _ = FatbinWrapper.FORMAT.unpack_from(raw, 0)
+        if magic != WRAPPER_MAGIC:
+            raise UnsupportedError(f"wrapper record {k} in {name} has magic "
+                                   f"{magic:#x}, not {WRAPPER_MAGIC:#x}: an unknown layout"
+                                   ) from e
+        raise UnsupportedError(f"wrapper record {k} in {name} has version "
+                               f"{version}; only versions 1 and 2 are known") from e
+
+
+def _hip_record(raw: memoryview, at: int, k: int, name: str) -> int | None:
+    """A ``__hip_fatbin_wrapper`` record's ``binary`` pointer (None for a rocm-kpack ``HIPK``
+    record: its module is in a ``.kpack`` file, not here); what CLR would not register is
+    refused."""
+    try:
+        record = HipWrapper.unpack(raw, at)
+    except TruncatedError:
+        raise
+    except FormatError as e:
+        raise UnsupportedError(f"wrapper record {k} in {name}: {e}") from e
+    return None if record.kpack else record.binary
 
 
 def _relocations(view: memoryview, sections: Sequence[elf.Section]
@@ -817,7 +866,9 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
 
 
 def _modules_of(view: memoryview, base: int, size: int, section: str,
-                first: int) -> list[_Module]:
+                first: int, budget: DecompressionBudget | None = None) -> list[_Module]:
+    """The fatbin containers of ``size`` bytes at ``base`` (read as they are needed:
+    ``budget`` is charged when payloads are inflated)."""
     src = Reader(view[base : base + size], None, base)
     out = []
     for k, (off, head) in enumerate(iter_containers(src)):
@@ -827,35 +878,58 @@ def _modules_of(view: memoryview, base: int, size: int, section: str,
 
 def _options(archs: Sequence[ArchLike] | None, ptx: str, codec: str | None, level: int | None,
              *, same_size: bool, allow_newer_driver: bool, exact: bool, strip_signature: bool,
-             allow_empty: bool, jobs: int | None, progress: Progress) -> _Options:
+             allow_empty: bool, jobs: int | None, progress: Progress, spirv: str = "keep",
+             allow_newer_rocm: bool = False) -> _Options:
     """The keyword arguments of a public entry point, checked: bad ones (or none asking for
     anything) are an :class:`~fatbinkit.errors.InvalidArgumentError` naming the keyword,
     before any file is opened."""
     if ptx not in PTX_POLICIES:
         raise InvalidArgumentError(f"ptx={ptx!r} is not one of {PTX_POLICIES}")
+    if spirv not in SPIRV_POLICIES:
+        raise InvalidArgumentError(f"spirv={spirv!r} is not one of {SPIRV_POLICIES}")
     if codec is not None and codec not in CODECS:
         raise InvalidArgumentError(f"codec={codec!r} is not one of {CODECS} (or None: as stored)")
     if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
         raise InvalidArgumentError(f"level is a whole number (or None), not {level!r}")
     if level is not None and codec in (None, "none"):
-        raise InvalidArgumentError(f"a compression level needs {option('codec', 'lz4')} or "
-                                   f"{option('codec', 'zstd')}")
-    if level is not None:
+        raise InvalidArgumentError(f"a compression level needs {option('codec', 'lz4')}, "
+                                   f"{option('codec', 'zstd')} or {option('codec', 'zlib')}")
+    if level is not None and codec == "zlib":
+        if level not in _ZLIB_LEVELS:
+            raise InvalidArgumentError(f"zlib level {level} is not in {_ZLIB_LEVELS.start}.."
+                                       f"{_ZLIB_LEVELS.stop - 1}")
+    elif level is not None:
         assert codec is not None
         compress(codec, b"", level)  # validates the level
     flags = {"same_size": same_size, "allow_newer_driver": allow_newer_driver, "exact": exact,
-             "strip_signature": strip_signature, "allow_empty": allow_empty}
+             "strip_signature": strip_signature, "allow_empty": allow_empty,
+             "allow_newer_rocm": allow_newer_rocm}
     for name, value in flags.items():
         if not isinstance(value, bool):
             raise InvalidArgumentError(f"{name} is True or False, not {value!r}")
     if isinstance(archs, (str, Arch)):
         raise InvalidArgumentError(f"archs is a list of archs, not one {archs!r}: give [{archs!r}]")
-    devices = tuple(dict.fromkeys(as_device(a, "archs") for a in archs or ()))  # GPUs that exist
+    gpus = [_device(a) for a in archs or ()]  # GPUs that exist
+    owners = list(dict.fromkeys(v.name for v, _ in gpus))
+    if len(owners) > 1:
+        raise InvalidArgumentError(f"archs name the GPUs of one vendor, not of "
+                                   f"{' and '.join(owners)}: prune each vendor's libraries apart")
+    devices = tuple(dict.fromkeys(d for _, d in gpus))
     if not devices and codec is None:
         raise InvalidArgumentError("nothing to do: give archs to keep, a codec, or both")
     check_progress(progress)
     return _Options(devices, ptx, codec, level, same_size, allow_newer_driver, exact,
-                    strip_signature, allow_empty, as_jobs(jobs))
+                    strip_signature, allow_empty, as_jobs(jobs), spirv, allow_newer_rocm,
+                    owners[0] if owners else None)
+
+
+def _device(value: object) -> tuple[vendors.Vendor, Any]:
+    """The vendor of the GPU ``value`` names, and the GPU: an NVIDIA arch with its suffix
+    (``sm_90a`` keeps the arch-specific SASS: :func:`fatbinkit.driver.as_device`), an AMD
+    processor with its driver's default features (``gfx942``) or those given
+    (``gfx90a:xnack+``)."""
+    vendor, device = vendors.device(value, "archs")
+    return vendor, as_device(value, "archs") if isinstance(device, Arch) else device
 
 
 def _target(value: object, what: str) -> Path | None:
@@ -947,7 +1021,8 @@ def slim(source: FilePath | Content, output: FilePath | None = None, *,
          archs: Sequence[ArchLike] | None = None, ptx: PtxPolicy = "keep",
          codec: Codec | None = None, level: int | None = None, same_size: bool = False,
          allow_newer_driver: bool = False, exact: bool = False, strip_signature: bool = False,
-         allow_empty: bool = False, max_decompressed: int | DecompressionBudget | None = None,
+         allow_empty: bool = False, spirv: SpirvPolicy = "keep", allow_newer_rocm: bool = False,
+         max_decompressed: int | DecompressionBudget | None = None,
          progress: Progress = None, jobs: int | None = None) -> SlimReport:
     """Prune (``archs``) and/or recompress (``codec``) the fatbins of ``source`` into ``output``.
 
@@ -979,7 +1054,7 @@ def slim(source: FilePath | Content, output: FilePath | None = None, *,
     opts = _options(archs, ptx, codec, level, same_size=same_size,
                     allow_newer_driver=allow_newer_driver, exact=exact,
                     strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
-                    progress=progress)
+                    progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm)
     _not_the_input(src, out)
     return _slim_one(src, out, opts, max_decompressed, progress)
 
@@ -989,7 +1064,7 @@ class _Options:
     """What the caller of a public entry point asked for, checked (:func:`_options`); sent to a
     wheel's worker processes."""
 
-    devices: tuple[Arch, ...]
+    devices: tuple[Any, ...]  # Arch (CUDA) or GpuTarget (HIP)
     ptx: str
     codec: str | None
     level: int | None
@@ -999,6 +1074,9 @@ class _Options:
     strip_signature: bool
     allow_empty: bool
     jobs: int
+    spirv: str = "keep"
+    allow_newer_rocm: bool = False
+    vendor: str | None = None
 
 
 def _slim_one(source: Path | Content, output: Path | None, opts: _Options,
@@ -1013,11 +1091,14 @@ def _slim(src: _Input, out: _Output, opts: _Options, budget: DecompressionBudget
           progress: Progress) -> SlimReport:
     req = _Request(list(opts.devices), opts.ptx, opts.codec, opts.level, opts.same_size,
                    opts.allow_newer_driver, budget, progress, opts.jobs, opts.exact,
-                   opts.strip_signature, opts.allow_empty)
+                   opts.strip_signature, opts.allow_empty, opts.spirv, opts.allow_newer_rocm,
+                   opts.vendor)
     view = src.view
     machine = elf.machine(view)
     if is_fatbin(view):
-        report = _slim_raw(src, out, req)
+        report = _slim_raw(src, out, req, _kind(src.name, req, [_CUDA]))
+    elif is_bundle(view):
+        report = _slim_raw(src, out, req, _kind(src.name, req, [_HIP]))
     elif machine is None and (pe.is_pe(view) or pe.is_coff_object(view)):
         report = _slim_pe(src, out, req)
     elif machine is None:
@@ -1030,9 +1111,37 @@ def _slim(src: _Input, out: _Output, opts: _Options, budget: DecompressionBudget
         raise FormatError(f"{src.name}: not a fatbin, ELF or PE file", offset=0)
     elif machine == elf.EM_CUDA:
         raise UnsupportedError(f"{src.name} is a cubin: nothing to prune in one image")
+    elif vendors.device_machine(machine):
+        raise UnsupportedError(f"{src.name} is one GPU's code object: nothing to prune in one "
+                               "image")
     else:
         report = _slim_elf(src, out, req)
     return dataclasses.replace(report, output=out.path, data=out.data)
+
+
+def _kind(name: str, req: _Request, present: Collection[_Kind]) -> _Kind:
+    """Whose device code to slim among the kinds ``present`` in the file: the vendor of the
+    GPUs asked for. GPUs of a vendor the file holds no device code of are an
+    :class:`~fatbinkit.errors.UnsupportedError` (in a wheel: the library stays as it is), as is
+    recompression of a file holding two vendors' code."""
+    if not present:
+        every = ", ".join(n for k in _KINDS for n in k.sections)
+        raise FormatError(f"{name}: no device code to slim (no {every} section)", offset=None)
+    if req.devices:
+        found = next((k for k in present if k.vendor == req.vendor), None)
+        if found is None:
+            raise UnsupportedError(f"{name} holds {' and '.join(map(str, present))}, none for "
+                                   f"the GPUs asked for ({', '.join(map(_spelled, req.devices))})")
+        return found
+    if len(present) > 1:
+        raise UnsupportedError(f"{name} holds {' and '.join(map(str, present))}: recompress "
+                               "one vendor's at a time is not supported")
+    return next(iter(present))
+
+
+def _spelled(device: Any) -> str:
+    """``sm_90``, ``gfx942``: a GPU as the caller names it."""
+    return str(getattr(device, "sm", None) or device.target.processor)
 
 
 def _map(fd: int, size: int) -> memoryview:
@@ -1121,14 +1230,147 @@ def _report(total: int, out_size: int, modules: list[_Module], req: _Request,
         sum(m.for_kernels for m in modules))
 
 
-def _slim_raw(src: _Input, out: _Output, req: _Request) -> SlimReport:
+# -- HIP's offload bundles (fatbinkit.slim_bundles) ----------------------------------------------
+
+
+def _hip_modules_of(view: memoryview, base: int, size: int, section: str, first: int,
+                    budget: DecompressionBudget | None = None) -> list[_Module]:
+    """The bundles of ``size`` bytes at ``base`` (a compressed one inflated, charged to
+    ``budget``), one module each."""
+    found = slim_bundles.read(view, base, size, budget or DecompressionBudget.for_input(size))
+    return [_Module(section, first + k, b.offset - base, b, [],
+                    stored=view[b.offset : b.offset + b.stored_size])
+            for k, b in enumerate(found)]
+
+
+def _hip_plan(modules: list[_Module], req: _Request) -> None:
+    slim_bundles.check_codec(req.codec)
+    for m in modules:
+        m.kept = slim_bundles.kept_entries(m.old, req.devices, req.spirv, req.exact)
+    unlimited = DecompressionBudget(1 << 62)  # reading back what was just written
+
+    def one(m: _Module) -> slim_bundles.Rewritten:
+        return slim_bundles.rewrite(m.old, bytes(m.stored), m.kept, req.codec, req.level,
+                                    unlimited)
+
+    with ThreadPoolExecutor(max_workers=req.jobs) as pool, \
+            reporter(req.progress if req.codec is not None else None, len(modules), "bundle",
+                     f"recompressing as {req.codec}") as report:
+        for m, done in zip(modules, pool.map(one, modules), strict=True):
+            m.new, m.data, m.how = done.bundle, done.data, done.how
+            report.advance()
+
+
+def _hip_loads(bundle: Bundle, devices: Sequence[Any]) -> bool:
+    return any(i is not None for i in slim_bundles.picks(bundle, devices).values())
+
+
+def _hip_finish(modules: list[_Module], req: _Request) -> tuple[Any, ...]:
+    had = [m for m in modules if slim_bundles.loadable(m.old)]
+    if req.devices and had and not req.allow_empty and \
+            not any(_hip_loads(m.new, req.devices) for m in had):
+        archs = ", ".join(str(d.target.processor) for d in req.devices)
+        held = sorted({slim_bundles.entry_label(m.old, i) for m in had
+                              for i, e in enumerate(m.old.entries) if not e.bundle_id.is_host})
+        why = ((f"{option('exact')} keeps no code object for exactly {archs} in any" if req.exact
+                else f"no {_asked()} ({archs}) loads a code object of any") +
+               f" of its {len(had)} bundle(s) (they hold {', '.join(held[:6])}"
+               f"{', ...' if len(held) > 6 else ''})")
+        raise EmptiedError(f"{why}: pruning would leave it no device code for these GPUs; "
+                           f"nothing written (accept it with {option('allow_empty')})",
+                           reason=why)
+    devices = req.devices or slim_bundles.devices_of([m.old for m in modules])
+    reports = slim_bundles.arch_reports([(m.label, m.old, m.new, m.kept) for m in modules],
+                                        devices)
+    changed = [r for r in reports if r.changed]
+    if changed and not req.exact:  # cannot happen by construction; the check proves it
+        raise CompatibilityError("after pruning, " + "; ".join(
+            f"{r.name} would load a different code object in {', '.join(r.changed[:5])}"
+            for r in changed))
+    raised = [r for r in reports if r.raised]
+    if raised and not req.allow_newer_rocm:
+        raise CompatibilityError(
+            f"storing the bundles as {req.codec} raises the minimum ROCm: " + "; ".join(
+                f"{r.name} {rocm_needs(r.min_rocm_before or (0, 0))} -> "
+                f"{rocm_needs(r.min_rocm_after or (0, 0))}" for r in raised)
+            + f" (allow it with {option('allow_newer_rocm')})")
+    return reports
+
+
+def _hip_report(total: int, out_size: int, modules: list[_Module], req: _Request,
+                reports: tuple[Any, ...], layout: elf_edit.Layout | None,
+                same_size: bool) -> SlimReport:
+    dropped: dict[str, int] = {}
+    stored_as: dict[str, int] = {}
+    no_image = had = 0
+    for m in modules:
+        kept = set(m.kept)
+        for i in range(len(m.old.entries)):
+            if i not in kept:
+                key = slim_bundles.entry_label(m.old, i)
+                dropped[key] = dropped.get(key, 0) + 1
+        if req.codec is not None:
+            stored_as[m.how] = stored_as.get(m.how, 0) + 1
+        if slim_bundles.loadable(m.old):
+            had += 1
+            no_image += not slim_bundles.loadable(m.new)
+    return SlimReport(
+        total, out_size, sum(m.old.stored_size for m in modules),
+        sum(len(m.data) for m in modules), len(modules),
+        sum(len(m.old.entries) for m in modules), sum(len(m.kept) for m in modules),
+        tuple(sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))), req.codec, reports,
+        layout, same_size, sum(m.unreferenced for m in modules), no_image,
+        bool(had) and no_image == had, req.level,
+        tuple(sorted(stored_as.items(), key=lambda kv: (-kv[1], kv[0]))), 0)
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """The device-code containers of one vendor that slim rewrites in a host file, and how:
+    CUDA's fatbin containers (``.nv_fatbin``, ``__nv_relfatbin``) or HIP's offload bundles
+    (``.hip_fatbin``), each registered through a 24-byte wrapper record whose pointer lies at
+    offset 8 (``__fatbinwrap`` in ``.nvFatBinSegment``, ``__hip_fatbin_wrapper`` in
+    ``.hipFatBinSegment``). ``align``: where a container may start in its section (8, the
+    fatbin's own; 4096, clang's ``HIPCodeObjectAlign``)."""
+
+    vendor: str
+    sections: tuple[str, ...]
+    pe_sections: tuple[str, ...]
+    wrapper_section: str
+    pe_wrapper_section: str
+    align: int
+    record: Callable[[memoryview, int, int, str], int | None]
+    modules_of: Callable[..., list[_Module]]
+    plan: Callable[[list[_Module], _Request], None]
+    finish: Callable[[list[_Module], _Request], tuple[Any, ...]]
+    report: Callable[..., SlimReport]
+
+    def __str__(self) -> str:
+        return f"{self.vendor} device code ({', '.join(self.sections)})"
+
+
+_CUDA = _Kind("cuda", _SECTIONS, _PE_SECTIONS, WRAPPER_SECTION, _PE_WRAPPER_SECTION, 8,
+              _cuda_record, _modules_of, _plan, _finish, _report)
+_HIP = _Kind("hip", (HIP_FATBIN_SECTION,), (HIP_PE_FATBIN_SECTION, HIP_FATBIN_SECTION),
+             HIP_WRAPPER_SECTION, HIP_WRAPPER_PE_SECTION, BUNDLE_ALIGNMENT,
+             _hip_record, _hip_modules_of, _hip_plan, _hip_finish, _hip_report)
+_KINDS = (_CUDA, _HIP)
+
+
+def _slim_raw(src: _Input, out: _Output, req: _Request, kind: _Kind) -> SlimReport:
+    """A fatbin file, or a file of offload bundles (one, or several at 4096-byte steps): the
+    containers one after the other, each at the next multiple of ``kind.align``."""
     view = src.view
-    modules = _modules_of(view, 0, len(view), "", 0)
-    _plan(modules, req)
-    reports = _finish(modules, req)
-    data = b"".join(m.data for m in modules)
+    modules = kind.modules_of(view, 0, len(view), "", 0, req.budget)
+    kind.plan(modules, req)
+    reports = kind.finish(modules, req)
+    data = bytearray()
+    for m in modules:
+        data += bytes(-len(data) % kind.align)
+        m.new_offset = len(data)
+        data += m.data
     out.write(data)
-    return _report(len(view), len(data), modules, req, reports, None, False)
+    return kind.report(len(view), len(data), modules, req, reports, None, False)
 
 
 def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
@@ -1143,31 +1385,33 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
         raise UnsupportedError(f"ELF type {head.type} is not a shared library or executable")
     sections = elf.sections(view, head)
     phdrs = elf.program_headers(view, head)
-    fat, modules, by_section = _fat_sections(src.name, view, sections, alloc=True)
+    kind = _kind(src.name, req, _present(sections))
+    fat, modules, by_section = _fat_sections(src.name, view, sections, kind, req, alloc=True)
     ranges = [(s.name, s.header.addr, s.header.addr + s.header.size) for s in fat]
     pointers, others = _references(view, head, sections, phdrs, ranges,
-                                   _wrappers(view, sections))
+                                   _wrappers(view, sections, kind))
     ours = [p for p in pointers if any(lo <= p.target < hi for _, lo, hi in ranges)]
     starts = {s.header.addr + m.old_offset: m for s in fat for m in by_section[s.index]}
     for p in ours:
         if p.target not in starts:
             raise UnsupportedError(f"the wrapper record at {p.slot - 8:#x} points at "
-                                   f"{p.target:#x}, inside a fatbin section but not at a "
-                                   "container")
+                                   f"{p.target:#x}, inside {fat[0].name} but not at the start "
+                                   "of a module")
     # in place (same_size) a reference to a container's start still finds it; nothing else
     # (a pointer into a container's entries) survives a rewrite
     unsafe = [what for what, target in others if not same_size or target not in starts]
     if unsafe:
         raise UnsupportedError(
-            "other references into the device code than the __fatbinwrap pointers: "
+            f"other references into the device code than the {kind.wrapper_section} "
+            "pointers: "
             + "; ".join(unsafe[:3]) + (f" (+{len(unsafe) - 3} more)" if len(unsafe) > 3 else "")
             + ("" if same_size else
                f"; {option('same_size')} rewrites each container in place, moving none"))
-    _plan(modules, req)
-    reports = _finish(modules, req)
+    kind.plan(modules, req)
+    reports = kind.finish(modules, req)
 
     contents, moved = _pack([(s.index, s.name, s.header.size) for s in fat], by_section,
-                            same_size, {
+                            same_size, kind.align, {
         s.index: {p.target - s.header.addr for p in ours
                   if s.header.addr <= p.target < s.header.addr + s.header.size} for s in fat})
     resizes = [elf_edit.Resize(s, contents[s.index]) for s in fat]
@@ -1187,7 +1431,8 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
     with src.file() as source, out.file() as tmp:
         layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
         _verify(tmp, modules, pointers, moves)
-    return _report(len(view), layout.output_size, modules, req, reports, layout, same_size)
+    return kind.report(len(view), layout.output_size, modules, req, reports, layout,
+                       same_size)
 
 
 def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
@@ -1209,20 +1454,20 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
     if image.optional.magic != pe.PE32_PLUS:
         raise UnsupportedError(f"{src.name} is a 32-bit (PE32) image: CUDA's are 64-bit")
     base = image.optional.image_base
-    fat = [(i, s) for i, s in enumerate(image.sections) if s.name in _PE_SECTIONS and s.size]
-    if not fat:
-        raise FormatError(f"{src.name}: no {PE_FATBIN_SECTION} or "
-                          f"{PE_RELFATBIN_SECTION} section: no device code to slim")
+    names = {s.name for s in image.sections if s.size}
+    kind = _kind(src.name, req, [k for k in _KINDS if names & set(k.pe_sections)])
+    fat = [(i, s) for i, s in enumerate(image.sections) if s.name in kind.pe_sections and s.size]
     modules: list[_Module] = []
     by_section: dict[int, list[_Module]] = {}
     for i, s in fat:
-        by_section[i] = _modules_of(view, s.offset, s.size, s.name, len(modules))
+        by_section[i] = kind.modules_of(view, s.offset, s.size, s.name, len(modules),
+                                        req.budget)
         modules += by_section[i]
     ranges = {i: (base + s.header.virtual_address, base + s.header.virtual_address + s.size)
               for i, s in fat}
-    wrappers = [w for sec in image.sections if sec.name == _PE_WRAPPER_SECTION
+    wrappers = [w for sec in image.sections if sec.name == kind.pe_wrapper_section
                 for w in _wrapper_records(view, sec.name, sec.offset, sec.size,
-                                          sec.header.virtual_address)]  # slots as RVAs
+                                          sec.header.virtual_address, kind)]  # slots as RVAs
     starts = {lo + m.old_offset: m for i, (lo, _) in ranges.items() for m in by_section[i]}
     referenced: dict[int, set[int]] = {i: set() for i, _ in fat}
     for w in wrappers:
@@ -1230,15 +1475,15 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
         if inside and w.target not in starts:
             raise UnsupportedError(f"the wrapper record at RVA {w.slot - 8:#x} points at "
                                    f"{w.target:#x}, inside {image.sections[inside[0]].name} "
-                                   "but not at a container")
+                                   "but not at the start of a module")
         if inside:
             referenced[inside[0]].add(w.target - ranges[inside[0]][0])
     _pe_references(view, image, ranges, {w.slot for w in wrappers}, set(starts),
                    req.same_size)
-    _plan(modules, req)
-    reports = _finish(modules, req)
+    kind.plan(modules, req)
+    reports = kind.finish(modules, req)
     contents, moved = _pack([(i, s.name, s.size) for i, s in fat], by_section, req.same_size,
-                            referenced)
+                            kind.align, referenced)
     if req.same_size:  # every byte where it was: the section keeps its raw size
         contents = {i: contents[i].ljust(s.size, b"\0") for i, s in fat}
     moves = {ranges[i][0] + old: ranges[i][0] + at for i in moved for old, at in moved[i].items()}
@@ -1248,7 +1493,7 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
     _verify_pe(data, image, by_section,
                [(w.slot, moves.get(w.target, w.target)) for w in wrappers])
     out.write(data)
-    return _report(len(view), len(data), modules, req, reports, None, req.same_size)
+    return kind.report(len(view), len(data), modules, req, reports, None, req.same_size)
 
 
 def _pe_references(view: memoryview, image: pe.PeFile, ranges: dict[int, tuple[int, int]],
@@ -1327,19 +1572,24 @@ def _verify_pe(data: bytearray, before: pe.PeFile, by_section: dict[int, list[_M
 _ABS64 = {elf.EM_X86_64: 1, elf.EM_AARCH64: 257}
 
 
-def _fat_sections(name: str, view: memoryview, sections: Sequence[elf.Section],
-                  alloc: bool) -> tuple[list[elf.Section], list[_Module], dict[int, list[_Module]]]:
-    fat = [s for s in sections if s.name in _SECTIONS and s.header.type != elf.SHT_NOBITS
+def _present(sections: Sequence[elf.Section]) -> list[_Kind]:
+    """The kinds of device code whose sections an ELF file holds (with bytes)."""
+    names = {s.name for s in sections if s.header.type != elf.SHT_NOBITS and s.header.size}
+    return [k for k in _KINDS if names & set(k.sections)]
+
+
+def _fat_sections(name: str, view: memoryview, sections: Sequence[elf.Section], kind: _Kind,
+                  req: _Request, alloc: bool
+                  ) -> tuple[list[elf.Section], list[_Module], dict[int, list[_Module]]]:
+    fat = [s for s in sections if s.name in kind.sections and s.header.type != elf.SHT_NOBITS
            and s.header.size]
-    if not fat:
-        raise FormatError(f"{name}: no device code to slim (no {FATBIN_SECTION} "
-                          f"or {RELFATBIN_SECTION} section)", offset=None)
     modules: list[_Module] = []
     by_section: dict[int, list[_Module]] = {}
     for s in fat:
         if alloc and not s.header.flags & elf.SHF_ALLOC:
             raise UnsupportedError(f"section {s.name} is not loaded (not SHF_ALLOC)")
-        found = _modules_of(view, s.header.offset, s.header.size, s.name, len(modules))
+        found = kind.modules_of(view, s.header.offset, s.header.size, s.name, len(modules),
+                                req.budget)
         by_section[s.index] = found
         modules += found
     return fat, modules, by_section
@@ -1350,12 +1600,13 @@ def _slim_object(src: _Input, head: elf.FileHeader, out: _Output, req: _Request)
     relocation against the fatbin section (or a symbol in it); its addend follows the move."""
     same_size, view = req.same_size, src.view
     sections = elf.sections(view, head)
-    fat, modules, by_section = _fat_sections(src.name, view, sections, alloc=False)
+    kind = _kind(src.name, req, _present(sections))
+    fat, modules, by_section = _fat_sections(src.name, view, sections, kind, req, alloc=False)
     fat_index = {s.index for s in fat}
     starts = {(s.index, m.old_offset) for s in fat for m in by_section[s.index]}
-    wrapper = next((s for s in sections if s.name == WRAPPER_SECTION), None)
+    wrapper = next((s for s in sections if s.name == kind.wrapper_section), None)
     if wrapper is not None:
-        _wrappers(view, [wrapper])  # checks magic and version of each record
+        _wrappers(view, [wrapper], kind)  # checks magic and version of each record
     symtab = next((s for s in sections if s.header.type == elf.SHT_SYMTAB), None)
     symbols: list[tuple[int, int]] = []
     size = elf.Symbol.FORMAT.size
@@ -1394,17 +1645,18 @@ def _slim_object(src: _Input, head: elf.FileHeader, out: _Output, req: _Request)
     unsafe = [what for what, target in others if not same_size or target not in starts]
     if unsafe:
         raise UnsupportedError(
-            "other references into the device code than the __fatbinwrap pointers: "
+            f"other references into the device code than the {kind.wrapper_section} "
+            "pointers: "
             + "; ".join(unsafe[:3]) + ("" if same_size else
                                        f"; {option('same_size')} rewrites each container in "
                                        "place"))
-    _plan(modules, req)
-    reports = _finish(modules, req)
+    kind.plan(modules, req)
+    reports = kind.finish(modules, req)
     referenced: dict[int, set[int]] = {s.index: set() for s in fat}
     for _rs, _i, r, shndx, value in pointers:
         referenced[shndx].add(value + r.addend)
     contents, moved = _pack([(s.index, s.name, s.header.size) for s in fat], by_section,
-                            same_size, referenced)
+                            same_size, kind.align, referenced)
     resizes = [elf_edit.Resize(s, contents[s.index]) for s in fat]
     writes: list[tuple[int, bytes]] = []
     for rs, i, r, shndx, value in pointers:
@@ -1423,7 +1675,8 @@ def _slim_object(src: _Input, head: elf.FileHeader, out: _Output, req: _Request)
     with src.file() as source, out.file() as tmp:
         layout = elf_edit.rewrite_object(source, tmp, resizes, writes, shrink=not same_size)
         _verify_object(tmp, modules)
-    return _report(len(view), layout.output_size, modules, req, reports, layout, same_size)
+    return kind.report(len(view), layout.output_size, modules, req, reports, layout,
+                       same_size)
 
 
 def _verify_object(path: os.PathLike[str], modules: Sequence[_Module]) -> None:
@@ -1438,10 +1691,11 @@ def _verify_object(path: os.PathLike[str], modules: Sequence[_Module]) -> None:
 
 
 def _pack(fat: Sequence[tuple[int, str, int]], by_section: dict[int, list[_Module]],
-          same_size: bool, referenced: dict[int, set[int]]
+          same_size: bool, align: int, referenced: dict[int, set[int]]
           ) -> tuple[dict[int, bytes], dict[int, dict[int, int]]]:
     """Each fatbin section's new contents (``fat``: its key, name and size): referenced
-    containers packed at its start (8-byte aligned), the others (and all, with ``same_size``)
+    containers packed at its start (each at a multiple of ``align`` from it: 8 for fatbin
+    containers, 4096 for bundles), the others (and all, with ``same_size``)
     where they were; and per section the containers that moved (old offset -> new).
     ``referenced``: per section, the offsets of the containers a wrapper points at."""
     contents: dict[int, bytes] = {}
@@ -1452,7 +1706,7 @@ def _pack(fat: Sequence[tuple[int, str, int]], by_section: dict[int, list[_Modul
         for m in by_section[key]:
             m.unreferenced = m.old_offset not in referenced[key]
             pinned = same_size or m.unreferenced
-            at = m.old_offset if pinned else align8(len(parts))
+            at = m.old_offset if pinned else -(-len(parts) // align) * align
             if at < len(parts):
                 raise UnsupportedError(f"{m.label} cannot stay where it was: the containers "
                                        "before it grew")
@@ -1587,11 +1841,11 @@ class WheelReport:
         pct = 100 * (self.input_size - self.output_size) / self.input_size
         lines.append(f"  {self.kind:{width}}  {self.input_size:>14,} -> "
                      f"{self.output_size:>14,}  -{pct:4.1f} %")
-        checks: dict[str, list[ArchReport]] = {}
+        checks: dict[str, list[Any]] = {}
         for _, r in self.files:
             if isinstance(r, SlimReport):
                 for a in r.archs:
-                    checks.setdefault(a.device.sm, []).append(a)
+                    checks.setdefault(a.name, []).append(a)
         for sm, rows in checks.items():
             same = all(a.same for a in rows)
             loading = sum(a.modules for a in rows)
@@ -1626,11 +1880,11 @@ def has_device_code(path: os.PathLike[str]) -> bool:
         src = elf.FileSource(f.fileno(), os.fstat(f.fileno()).st_size)
         if pe.is_pe(src.read(0, min(len(src), 1024))):
             image = pe.read(_map(f.fileno(), len(src)))
-            return any(s.name in _PE_SECTIONS and s.size for s in image.sections)
+            return any(s.name in k.pe_sections and s.size for s in image.sections
+                       for k in _KINDS)
         head = elf.file_header(src)
-        return head.machine != elf.EM_CUDA and any(
-            s.name in _SECTIONS and s.header.size and s.header.type != elf.SHT_NOBITS
-            for s in elf.sections(src, head))
+        return not vendors.device_machine(head.machine) and bool(
+            _present(elf.sections(src, head)))
 
 
 def slim_wheel(source: FilePath | Content, output_dir: FilePath | None = None, *,
@@ -1638,6 +1892,7 @@ def slim_wheel(source: FilePath | Content, output_dir: FilePath | None = None, *
                codec: Codec | None = None, level: int | None = None, same_size: bool = False,
                allow_newer_driver: bool = False, exact: bool = False,
                strip_signature: bool = False, allow_empty: bool = False,
+               spirv: SpirvPolicy = "keep", allow_newer_rocm: bool = False,
                max_decompressed: int | DecompressionBudget | None = None,
                progress: Progress = None, jobs: int | None = None) -> WheelReport:
     """:func:`slim` every ELF or PE file with device code inside the wheel ``source`` (on
@@ -1661,7 +1916,7 @@ def slim_wheel(source: FilePath | Content, output_dir: FilePath | None = None, *
     opts = _options(archs, ptx, codec, level, same_size=same_size,
                     allow_newer_driver=allow_newer_driver, exact=exact,
                     strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
-                    progress=progress)
+                    progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm)
     if out_dir is not None and not isinstance(src, Path):
         raise InvalidArgumentError(
             "slim_wheel(): a wheel given as bytes has no file name, which the wheel written "
@@ -1793,6 +2048,7 @@ def slim_archive(source: FilePath | Content, output: FilePath | None = None, *,
                  codec: Codec | None = None, level: int | None = None, same_size: bool = False,
                  allow_newer_driver: bool = False, exact: bool = False,
                  strip_signature: bool = False, allow_empty: bool = False,
+                 spirv: SpirvPolicy = "keep", allow_newer_rocm: bool = False,
                  max_decompressed: int | DecompressionBudget | None = None,
                  progress: Progress = None, jobs: int | None = None) -> WheelReport:
     """:func:`slim` every object with device code of the static library ``source`` (an ``ar``
@@ -1814,7 +2070,7 @@ def slim_archive(source: FilePath | Content, output: FilePath | None = None, *,
     opts = _options(archs, ptx, codec, level, same_size=same_size,
                     allow_newer_driver=allow_newer_driver, exact=exact,
                     strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
-                    progress=progress)
+                    progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm)
     _not_the_input(src, out)
     return _slim_archive(src, out, opts, max_decompressed, progress)
 
@@ -1880,6 +2136,7 @@ def prune(source: Content, output: FilePath | None = None, *,
           archs: Sequence[ArchLike], ptx: PtxPolicy = "keep", codec: Codec | None = None,
           level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
           exact: bool = False, strip_signature: bool = False, allow_empty: bool = False,
+          spirv: SpirvPolicy = "keep", allow_newer_rocm: bool = False,
           max_decompressed: int | DecompressionBudget | None = None, progress: Progress = None,
           jobs: int | None = None) -> SlimReport: ...
 
@@ -1889,6 +2146,7 @@ def prune(source: FilePath, output: FilePath | None = None, *,
           archs: Sequence[ArchLike], ptx: PtxPolicy = "keep", codec: Codec | None = None,
           level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
           exact: bool = False, strip_signature: bool = False, allow_empty: bool = False,
+          spirv: SpirvPolicy = "keep", allow_newer_rocm: bool = False,
           max_decompressed: int | DecompressionBudget | None = None, progress: Progress = None,
           jobs: int | None = None) -> SlimReport | WheelReport: ...
 
@@ -1897,7 +2155,9 @@ def prune(source: FilePath | Content, output: FilePath | None = None,
           archs: Sequence[ArchLike] | None = None, *, ptx: PtxPolicy = "keep",
           codec: Codec | None = None, level: int | None = None, same_size: bool = False,
           allow_newer_driver: bool = False, exact: bool = False, strip_signature: bool = False,
-          allow_empty: bool = False, max_decompressed: int | DecompressionBudget | None = None,
+          allow_empty: bool = False, spirv: SpirvPolicy = "keep",
+          allow_newer_rocm: bool = False,
+          max_decompressed: int | DecompressionBudget | None = None,
           progress: Progress = None, jobs: int | None = None) -> SlimReport | WheelReport:
     """Keep what devices of ``archs`` load (the keywords are :func:`slim`'s).
 
@@ -1913,13 +2173,15 @@ def prune(source: FilePath | Content, output: FilePath | None = None,
     return _dispatch("prune()", source, output, _options(
         archs, ptx, codec, level, same_size=same_size, allow_newer_driver=allow_newer_driver,
         exact=exact, strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
-        progress=progress), max_decompressed, progress)
+        progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm),
+        max_decompressed, progress)
 
 
 @overload
 def recompress(source: Content, output: FilePath | None = None, *, codec: Codec,
                level: int | None = None, same_size: bool = False,
                allow_newer_driver: bool = False, strip_signature: bool = False,
+               allow_newer_rocm: bool = False,
                max_decompressed: int | DecompressionBudget | None = None,
                progress: Progress = None, jobs: int | None = None) -> SlimReport: ...
 
@@ -1928,6 +2190,7 @@ def recompress(source: Content, output: FilePath | None = None, *, codec: Codec,
 def recompress(source: FilePath, output: FilePath | None = None, *, codec: Codec,
                level: int | None = None, same_size: bool = False,
                allow_newer_driver: bool = False, strip_signature: bool = False,
+               allow_newer_rocm: bool = False,
                max_decompressed: int | DecompressionBudget | None = None,
                progress: Progress = None, jobs: int | None = None
                ) -> SlimReport | WheelReport: ...
@@ -1936,18 +2199,19 @@ def recompress(source: FilePath, output: FilePath | None = None, *, codec: Codec
 def recompress(source: FilePath | Content, output: FilePath | None = None,
                codec: Codec | None = None, *, level: int | None = None,
                same_size: bool = False, allow_newer_driver: bool = False,
-               strip_signature: bool = False,
+               strip_signature: bool = False, allow_newer_rocm: bool = False,
                max_decompressed: int | DecompressionBudget | None = None,
                progress: Progress = None, jobs: int | None = None
                ) -> SlimReport | WheelReport:
-    """Store every entry as ``codec`` (``"none"``, ``"lz4"``, ``"zstd"``); ``source``,
+    """Store every entry as ``codec`` (``"none"``, ``"lz4"``, ``"zstd"``; an AMD bundle as a
+    whole: ``"none"``, ``"zstd"``, ``"zlib"``); ``source``,
     ``output`` and the result as for :func:`prune`, the keywords :func:`slim`'s."""
     if codec is None:
         raise InvalidArgumentError(f"recompress() needs a codec, one of {CODECS}")
     return _dispatch("recompress()", source, output, _options(
         None, "keep", codec, level, same_size=same_size, allow_newer_driver=allow_newer_driver,
         exact=False, strip_signature=strip_signature, allow_empty=False, jobs=jobs,
-        progress=progress), max_decompressed, progress)
+        progress=progress, allow_newer_rocm=allow_newer_rocm), max_decompressed, progress)
 
 
 def _dispatch(what: str, source: object, output: object, opts: _Options,

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     CompatibilityError,
@@ -16,26 +16,31 @@ from ..errors import (
     naming,
 )
 from ..formats.fatbin import COMPRESSIONS, LEVELS
-from .args import UsageError, add_budget, arch
+from .args import UsageError, add_budget, arch, gpu
 
 if TYPE_CHECKING:
     from ..slim import SlimReport, WheelReport
 
-# fatbinkit.slim's PTX_POLICIES and CODECS (tests/test_slim.py checks that they agree): slim and
-# what it imports load only when a slimming command runs, so `fatbinkit ls` starts as fast as
-# before
+# fatbinkit.slim's PTX_POLICIES, SPIRV_POLICIES and CODECS (tests/test_slim.py checks that they
+# agree): slim and what it imports load only when a slimming command runs, so `fatbinkit ls`
+# starts as fast as before
 PTX_POLICIES = ("keep", "floor", "none")
-CODECS = ("none", *COMPRESSIONS)
+SPIRV_POLICIES = ("keep", "none")
+CODECS = ("none", *COMPRESSIONS, "zlib")
+_ZLIB_LEVELS = range(1, 10)
 
 _PRUNE_EXAMPLES = """examples:
   fatbinkit prune libfoo.so -o libfoo-h100.so --for sm_90
   fatbinkit prune libfoo.so -o out.so --for sm_80 --for sm_90 --ptx floor --codec zstd
   fatbinkit prune model.fatbin -o small.fatbin --for sm_120 --ptx none
   fatbinkit prune torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl -o dist/ --for sm_90
+  fatbinkit prune libfoo_rocm.so -o out.so --for gfx942 --for gfx90a --codec zstd \
+      --allow-newer-rocm
 """
 _RECOMPRESS_EXAMPLES = """examples:
   fatbinkit recompress libfoo.so -o libfoo-zstd.so --codec zstd --level 19 --allow-newer-driver
   fatbinkit recompress libfoo.so -o libfoo-plain.so --codec none
+  fatbinkit recompress libfoo_rocm.so -o out.so --codec zstd --allow-newer-rocm
 """
 
 
@@ -45,17 +50,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "prune", help="keep only what the given GPU archs load (and recompress)",
         description="Keep, in every fatbin container, the image a device of each --for arch "
         "loads (sm_86 keeps the sm_80 SASS it runs when there is no sm_86 SASS), plus PTX by "
-        "--ptx; the freed bytes are cut out of the file.",
+        "--ptx; in every AMD offload bundle, the code object the HIP runtime loads on each "
+        "--for GPU (native, else its generic target), plus SPIR-V by --spirv; the freed bytes "
+        "are cut out of the file.",
         epilog=_PRUNE_EXAMPLES)
     p.add_argument("--for", dest="archs", action="append", required=True, metavar="ARCH",
-                   type=arch,
-                   help="a GPU arch to keep everything for (sm_90, 90, sm_100...); repeatable")
+                   type=_gpu,
+                   help="a GPU arch to keep everything for (sm_90, 90, sm_100, gfx942, "
+                   "gfx90a:xnack+...); repeatable, one vendor")
     p.add_argument("--ptx", choices=PTX_POLICIES, default="keep",
                    help="keep every PTX (default), only the floor newer GPUs JIT, or none "
                    "beyond what --for archs load")
+    p.add_argument("--spirv", choices=SPIRV_POLICIES, default="keep",
+                   help="AMD: keep every SPIR-V entry (default), or none beyond what --for "
+                   "GPUs load")
     p.add_argument("--exact", action="store_true",
-                   help="keep the SASS of exactly the --for archs, as nvprune -arch does, not "
-                   "what their GPUs load; the report names the kernels that no longer load")
+                   help="keep the SASS (AMD: the code objects) of exactly the --for archs, as "
+                   "nvprune -arch does, not what their GPUs load; the report names the kernels "
+                   "that no longer load")
     p.add_argument("--allow-empty", action="store_true",
                    help="write a library even when no --for arch loads any of its images (it "
                    "is left with no device code for any GPU); refused without this, naming it")
@@ -64,12 +76,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser(
         "recompress", help="store every fatbin entry with another codec",
-        description="Re-encode every fatbin entry as --codec; the freed bytes are cut out of "
-        "the file. zstd needs a CUDA 12.4 driver: a rise of the minimum driver is refused "
-        "unless --allow-newer-driver.",
+        description="Re-encode every fatbin entry as --codec (an AMD offload bundle as a "
+        "whole: a compressed bundle, CCOB); the freed bytes are cut out of the file. zstd "
+        "needs a CUDA 12.4 driver, a compressed bundle ROCm 6.2: a rise of the minimum driver "
+        "is refused unless --allow-newer-driver (--allow-newer-rocm).",
         epilog=_RECOMPRESS_EXAMPLES)
     _common(p, codec_required=True)
-    p.set_defaults(func=_recompress, archs=None, ptx="keep", exact=False, allow_empty=False)
+    p.set_defaults(func=_recompress, archs=None, ptx="keep", exact=False, allow_empty=False,
+                   spirv="keep")
 
 
 def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
@@ -78,20 +92,37 @@ def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
                    help="the output file (a folder for a wheel)")
     p.add_argument("--codec", choices=CODECS, required=codec_required,
-                   help="store entries as none, lz4 or zstd" +
+                   help="store entries as none, lz4 or zstd (AMD bundles: none, zstd or zlib)" +
                    ("" if codec_required else " (default: as they are)"))
     p.add_argument("--level", type=int, metavar="N",
-                   help="compression level (lz4 1-12, zstd 1-22; defaults 3 and 6)")
+                   help="compression level (lz4 1-12, zstd 1-22, zlib 1-9; defaults 3 and 6; "
+                   "AMD bundles: zstd 3, zlib 6, as clang)")
     p.add_argument("--same-size", action="store_true",
                    help="rewrite each container in place and zero-fill the rest: the file keeps "
                    "its size and layout (for files whose layout cannot be changed safely)")
     p.add_argument("--allow-newer-driver", action="store_true",
                    help="accept an output that needs a newer driver than the input")
+    p.add_argument("--allow-newer-rocm", action="store_true",
+                   help="AMD: accept an output that needs a newer ROCm than the input (a "
+                   "compressed bundle needs ROCm 6.2)")
     p.add_argument("--strip-signature", action="store_true",
                    help="a signed Windows DLL/EXE: leave its Authenticode signature out (a "
                    "rewrite invalidates it; sign the output anew); refused without this")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     add_budget(p)
+
+
+def _gpu(text: str) -> Any:
+    """``--for``: an NVIDIA arch with its suffix (``sm_90a``: :func:`.args.arch`), else any
+    vendor's GPU (``gfx942``: :func:`.args.gpu`); errors in CUDA's words."""
+    try:
+        return arch(text)
+    except UsageError:
+        try:
+            return gpu(text)
+        except UsageError:
+            pass
+        raise
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -101,8 +132,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.level is not None:
         if args.codec in (None, "none"):
-            raise UsageError("--level needs --codec lz4 or zstd")
-        levels = LEVELS[args.codec]
+            raise UsageError("--level needs --codec lz4, zstd or zlib")
+        levels = _ZLIB_LEVELS if args.codec == "zlib" else LEVELS[args.codec]
         if args.level not in levels:
             raise UsageError(f"--level {args.level}: {args.codec} levels are "
                              f"{levels.start}..{levels.stop - 1}")
@@ -117,6 +148,7 @@ def _run(args: argparse.Namespace) -> int:
                       level=args.level, same_size=args.same_size,
                       allow_newer_driver=args.allow_newer_driver, exact=args.exact,
                       strip_signature=args.strip_signature, allow_empty=args.allow_empty,
+                      spirv=args.spirv, allow_newer_rocm=args.allow_newer_rocm,
                       max_decompressed=args.max_decompressed, progress=sys.stderr.isatty())
     except (FormatError, UnsupportedError, CompatibilityError) as e:  # about the input file
         if str(e).startswith(f"{args.file}"):

@@ -50,6 +50,7 @@ __all__ = [
     "FATBIN_SECTION",
     "OFFLOADING_SECTION",
     "PE_FATBIN_SECTION",
+    "bundle_images",
     "header_image",
     "image",
     "read",
@@ -289,19 +290,48 @@ def _offloading(place: Place) -> list[DeviceCode]:
 def _info(code: DeviceCode, label: str, kernels: frozenset[str] | None) -> ImageInfo | None:
     img = code.entry
     assert isinstance(img, HipImage)
+    return _image_info(img, code.source, code.offset, f"{code}", label, kernels)
+
+
+def _image_info(img: HipImage, source: str, offset: int, what: str, label: str,
+                kernels: frozenset[str] | None) -> ImageInfo | None:
     if img.image_kind not in (HSACO, SPIRV):
         return None
     try:
         target = TargetId.parse(img.target) if img.image_kind == HSACO else TargetId(SPIRV_TARGET)
     except InvalidArgumentError as e:
-        raise FormatError(f"{code}: {e}") from e
+        raise FormatError(f"{what}: {e}") from e
     arch = CodeTarget(target, img.generic_version, img.code_object, img.bundle_version,
                       img.hidden)
-    host = LINUX if code.source and code.source != PE_FATBIN_SECTION else (
-        WINDOWS if code.source == PE_FATBIN_SECTION else None)
+    host = LINUX if source and source != PE_FATBIN_SECTION else (
+        WINDOWS if source == PE_FATBIN_SECTION else None)
     return ImageInfo(img.image_kind, arch, label=label, kernels=kernels,
                      compression=img.compression, abi_version=img.code_object,
-                     offset=code.offset, host=host)
+                     offset=offset, host=host)
+
+
+def bundle_images(bundle: Bundle, source: str = FATBIN_SECTION
+                  ) -> tuple[ImageInfo | None, ...]:
+    """Each entry of ``bundle``, in header order, as the HIP runtime selects it (what
+    :func:`~fatbinkit.vendors.hip.loading.decide` takes; None for the host entry and for
+    bitcode, which no runtime loads), its kernels unknown, labelled with its entry id; offsets
+    are the bundle's own. What a rewrite of the bundle (:mod:`fatbinkit.slim`) plans with."""
+    hidden = _past_the_window(bundle)
+    codec = None if bundle.compressed is None else bundle.compressed.codec
+    ccob = None if bundle.compressed is None else bundle.compressed.version
+    out: list[ImageInfo | None] = []
+    for entry in bundle.entries:
+        bid = entry.bundle_id
+        if bid.is_host:
+            out.append(None)
+            continue
+        kind, target, co, generic = _classify(entry.id, bid.triple, bid.target_id, entry.data)
+        offset = bundle.offset + (entry.offset if codec is None else 0)
+        img = HipImage(kind, target, entry.data, offset, entry.size, codec, entry.id, co,
+                       generic, ccob, id(entry) in hidden)
+        out.append(_image_info(img, source, offset, f"bundle entry {entry.id}", entry.id,
+                               None))
+    return tuple(out)
 
 
 def header_image(code: DeviceCode, label: str = "") -> ImageInfo | None:
