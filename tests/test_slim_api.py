@@ -394,7 +394,7 @@ def test_errors_name_keywords_in_the_api_and_flags_in_the_cli(
         recompress(lib, tmp_path / "z.so", codec="zstd")
     assert main(["recompress", str(lib), "-o", str(tmp_path / "z.so"), "--codec", "zstd"]) != 0
     assert "(allow it with --allow-newer-driver)" in capsys.readouterr().err
-    with pytest.raises(InvalidArgumentError, match="codec='lz4' or codec='zstd'"):
+    with pytest.raises(InvalidArgumentError, match="codec='lz4', codec='zstd' or codec='zlib'"):
         prune(lib, tmp_path / "o.so", archs=["sm_90"], level=3)
     with pytest.raises(EmptiedError, match="exact=True keeps no SASS for exactly sm_89"):
         prune(built / "libk.so", tmp_path / "o.so", archs=["sm_89"], exact=True, ptx="none")

@@ -322,18 +322,24 @@ _SPELLINGS_KEPT = 4096
 
 def _first(ask: Callable[[Vendor], Any], refusal: str) -> tuple[Vendor, Any]:
     """The first vendor whose answer to ``ask`` is not None, and that answer; when none answers,
-    the first vendor's :class:`~fatbinkit.errors.InvalidArgumentError` (CUDA's: the words NVIDIA
-    users know), else ``refusal``."""
+    the :class:`~fatbinkit.errors.InvalidArgumentError` of a later vendor that refused it (the
+    others answer None for what is not theirs: ``gfx11-generic`` is AMD's, refused in AMD's
+    words), else the first vendor's (CUDA's, which refuses what it cannot read: the words
+    NVIDIA users know), else ``refusal``."""
+    first: InvalidArgumentError | None = None
     error: InvalidArgumentError | None = None
-    for vendor in VENDORS.values():
+    for n, vendor in enumerate(VENDORS.values()):
         try:
             found = ask(vendor)
         except InvalidArgumentError as e:
-            error = error or e
+            if n:
+                error = error or e
+            else:
+                first = e
             continue
         if found is not None:
             return vendor, found
-    raise error or InvalidArgumentError(refusal)
+    raise error or first or InvalidArgumentError(refusal)
 
 
 def _spelling(target: str) -> tuple[Vendor, str]:
