@@ -1337,7 +1337,7 @@ class _Kind:
     sections: tuple[str, ...]
     pe_sections: tuple[str, ...]
     wrapper_section: str
-    pe_wrapper_section: str
+    pe_wrapper_sections: tuple[str, ...]  # an image's eight-byte name; GNU ld keeps long ones
     align: int
     record: Callable[[memoryview, int, int, str], int | None]
     modules_of: Callable[..., list[_Module]]
@@ -1349,10 +1349,10 @@ class _Kind:
         return f"{self.vendor} device code ({', '.join(self.sections)})"
 
 
-_CUDA = _Kind("cuda", _SECTIONS, _PE_SECTIONS, WRAPPER_SECTION, _PE_WRAPPER_SECTION, 8,
+_CUDA = _Kind("cuda", _SECTIONS, _PE_SECTIONS, WRAPPER_SECTION, (_PE_WRAPPER_SECTION,), 8,
               _cuda_record, _modules_of, _plan, _finish, _report)
 _HIP = _Kind("hip", (HIP_FATBIN_SECTION,), (HIP_PE_FATBIN_SECTION, HIP_FATBIN_SECTION),
-             HIP_WRAPPER_SECTION, HIP_WRAPPER_PE_SECTION, BUNDLE_ALIGNMENT,
+             HIP_WRAPPER_SECTION, (HIP_WRAPPER_PE_SECTION, HIP_WRAPPER_SECTION), BUNDLE_ALIGNMENT,
              _hip_record, _hip_modules_of, _hip_plan, _hip_finish, _hip_report)
 _KINDS = (_CUDA, _HIP)
 
@@ -1465,7 +1465,7 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
         modules += by_section[i]
     ranges = {i: (base + s.header.virtual_address, base + s.header.virtual_address + s.size)
               for i, s in fat}
-    wrappers = [w for sec in image.sections if sec.name == kind.pe_wrapper_section
+    wrappers = [w for sec in image.sections if sec.name in kind.pe_wrapper_sections
                 for w in _wrapper_records(view, sec.name, sec.offset, sec.size,
                                           sec.header.virtual_address, kind)]  # slots as RVAs
     starts = {lo + m.old_offset: m for i, (lo, _) in ranges.items() for m in by_section[i]}

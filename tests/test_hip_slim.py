@@ -451,3 +451,34 @@ def test_a_grown_bundle_does_not_fit_a_linked_library(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedError, match="does not fit"):
         recompress(build("lib22zz"), tmp_path / "o.so", codec="none")
     assert not (tmp_path / "o.so").exists()
+
+
+def test_windows_dlls(tmp_path: Path) -> None:
+    """DLLs mingw-w64 links from a COFF object holding bundle19 in `.hip_fatbin` and one HIPF
+    record (eight-byte names `.hip_fat`/`.hipFatB`, and the long ones): pruned for gfx942,
+    each DLL shrinks, mingw's objdump lists its sections, the one code object left is
+    clang-offload-bundler's and the wrapper's pointer is the bundle's new address."""
+    from fatbinkit.formats import pe
+    from fatbinkit.scan import scan
+    from fatbinkit.vendors.hip.wrappers import pe_wrappers
+    from tests.test_hip_where import _mingw, _objdump_sections
+
+    bundle = build("bundle19")
+    want = _unbundle(19, bundle.read_bytes(), ["hipv4-amdgcn-amd-amdhsa--gfx942"], tmp_path)
+    _, short, long = _mingw(tmp_path, bundle)
+    for dll, fat in ((short, ".hip_fat"), (long, ".hip_fatbin")):
+        out = tmp_path / f"out-{dll.name}"
+        report = prune(dll, out, ["gfx942"])
+        assert report.output_size == out.stat().st_size < dll.stat().st_size
+        sections = _objdump_sections(out)
+        codes = scan(out)
+        assert [c.target for c in codes] == ["gfx942"]
+        data = out.read_bytes()
+        (code,) = codes
+        assert data[code.offset:code.offset + code.stored] == \
+            want["hipv4-amdgcn-amd-amdhsa--gfx942"]
+        view = memoryview(data)
+        refs = pe_wrappers(view, pe.read(view))
+        assert refs is not None and [r.target for r in refs] == [sections[fat][0]]
+    with pytest.raises(UnsupportedError, match="COFF object"):
+        prune(tmp_path / "k.obj", tmp_path / "o.obj", ["gfx942"])
