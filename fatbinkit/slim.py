@@ -112,6 +112,7 @@ from .vendors.cuda.finding import (
     RELFATBIN_SECTION,
 )
 from .vendors.hip.finding import FATBIN_SECTION as HIP_FATBIN_SECTION
+from .vendors.hip.finding import OBJECT_PREFIX, OFFLOADING_SECTION
 from .vendors.hip.finding import PE_FATBIN_SECTION as HIP_PE_FATBIN_SECTION
 from .vendors.hip.floors import needs as rocm_needs
 
@@ -1119,11 +1120,15 @@ def _slim(src: _Input, out: _Output, opts: _Options, budget: DecompressionBudget
     return dataclasses.replace(report, output=out.path, data=out.data)
 
 
-def _kind(name: str, req: _Request, present: Collection[_Kind]) -> _Kind:
+def _kind(name: str, req: _Request, present: Collection[_Kind], rdc: bool = False) -> _Kind:
     """Whose device code to slim among the kinds ``present`` in the file: the vendor of the
     GPUs asked for. GPUs of a vendor the file holds no device code of are an
     :class:`~fatbinkit.errors.UnsupportedError` (in a wheel: the library stays as it is), as is
     recompression of a file holding two vendors' code."""
+    if not present and rdc:
+        raise UnsupportedError(f"{name} holds relocatable device code (LLVM bitcode, "
+                               "-fgpu-rdc or --offload-new-driver): it becomes code objects "
+                               "when linked; slim the linked library")
     if not present:
         every = ", ".join(n for k in _KINDS for n in k.sections)
         raise FormatError(f"{name}: no device code to slim (no {every} section)", offset=None)
@@ -1385,7 +1390,7 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
         raise UnsupportedError(f"ELF type {head.type} is not a shared library or executable")
     sections = elf.sections(view, head)
     phdrs = elf.program_headers(view, head)
-    kind = _kind(src.name, req, _present(sections))
+    kind = _kind(src.name, req, _present(sections), _rdc(sections))
     fat, modules, by_section = _fat_sections(src.name, view, sections, kind, req, alloc=True)
     ranges = [(s.name, s.header.addr, s.header.addr + s.header.size) for s in fat]
     pointers, others = _references(view, head, sections, phdrs, ranges,
@@ -1578,6 +1583,13 @@ def _present(sections: Sequence[elf.Section]) -> list[_Kind]:
     return [k for k in _KINDS if names & set(k.sections)]
 
 
+def _rdc(sections: Sequence[elf.Section]) -> bool:
+    """Whether an ELF file holds AMD relocatable device code: the object-file form of a bundle
+    of bitcode (``__CLANG_OFFLOAD_BUNDLE__<id>``) or LLVM's ``.llvm.offloading``."""
+    return any(s.name.startswith(OBJECT_PREFIX) or s.name == OFFLOADING_SECTION
+               for s in sections)
+
+
 def _fat_sections(name: str, view: memoryview, sections: Sequence[elf.Section], kind: _Kind,
                   req: _Request, alloc: bool
                   ) -> tuple[list[elf.Section], list[_Module], dict[int, list[_Module]]]:
@@ -1600,7 +1612,7 @@ def _slim_object(src: _Input, head: elf.FileHeader, out: _Output, req: _Request)
     relocation against the fatbin section (or a symbol in it); its addend follows the move."""
     same_size, view = req.same_size, src.view
     sections = elf.sections(view, head)
-    kind = _kind(src.name, req, _present(sections))
+    kind = _kind(src.name, req, _present(sections), _rdc(sections))
     fat, modules, by_section = _fat_sections(src.name, view, sections, kind, req, alloc=False)
     fat_index = {s.index for s in fat}
     starts = {(s.index, m.old_offset) for s in fat for m in by_section[s.index]}

@@ -482,3 +482,11 @@ def test_windows_dlls(tmp_path: Path) -> None:
         assert refs is not None and [r.target for r in refs] == [sections[fat][0]]
     with pytest.raises(UnsupportedError, match="COFF object"):
         prune(tmp_path / "k.obj", tmp_path / "o.obj", ["gfx942"])
+
+
+@pytest.mark.parametrize("name", ["rdc19", "newdrv19"])
+def test_relocatable_device_code_is_slimmed_where_linked(name: str, tmp_path: Path) -> None:
+    """-fgpu-rdc (bitcode in __CLANG_OFFLOAD_BUNDLE__ sections) and --offload-new-driver
+    (.llvm.offloading) objects hold no code object yet: refused, saying where to slim."""
+    with pytest.raises(UnsupportedError, match="relocatable device code"):
+        prune(build(name), tmp_path / "o.o", ["gfx942"])

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FATBIN_SECTION",
+    "OBJECT_PREFIX",
     "OFFLOADING_SECTION",
     "PE_FATBIN_SECTION",
     "bundle_images",
