@@ -3,7 +3,8 @@
 
 The inputs are the code objects of hipbuild's bundle19 (clang 19, COv5), generic19 (generic
 targets, COv6) and obj22 (clang 22, COv6) and of cupy-rocm-7-0's ``_generator_api`` (ROCm 7
-clang, 9 targets, 5.9 MB). The oracles:
+clang, 9 targets, 5.9 MB; and cupy-rocm-5-0's, ROCm 5.0, COv4, for the driver's own bundle).
+The oracles:
 
 - plain: the bytes ``clang-offload-bundler -type=o -bundle-align=4096 -targets=host-...,<ids>
   -input=/dev/null -input=...`` writes (what ``HIP::constructHIPFatbinCommand`` runs), and the
@@ -30,7 +31,7 @@ import pytest
 import zstandard
 from hipbuild import build
 from llvm import llvm_path, run_llvm
-from thirdparty import CUPY_ROCM7_RANDOM, fetch
+from thirdparty import CUPY_ROCM5_RANDOM, CUPY_ROCM7_RANDOM, fetch
 
 from fatbinkit.errors import FormatError, InvalidArgumentError
 from fatbinkit.formats import elf
@@ -48,13 +49,16 @@ Entries = list[tuple[str, bytes]]
 # case -> where its code objects come from: (hipbuild fixture or None for the wheel, in a
 # .hip_fatbin section or not)
 CASES = ("bundle19", "generic19", "obj22", "cupy7")
+# and for the clang drivers' own bundles, ROCm 5.0's (cupy-rocm-5-0: COv4, 9 targets)
+DRIVERS = (*CASES, "cupy5")
 # (bundler that writes, COMPRESSED_BUNDLE_FORMAT_VERSION): LLVM 19 writes version 2 whatever
 # the variable says
 WRITERS = ((19, 2), (22, 2), (22, 3))
 
 
 def _file(case: str) -> Path:
-    return fetch(CUPY_ROCM7_RANDOM) if case == "cupy7" else build(case)
+    wheels = {"cupy7": CUPY_ROCM7_RANDOM, "cupy5": CUPY_ROCM5_RANDOM}
+    return fetch(wheels[case]) if case in wheels else build(case)
 
 
 @cache
@@ -172,10 +176,10 @@ def _bundler_ids(major: int, entries: Entries, clang: bytes) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", DRIVERS)
 def test_plain_equals_clang_driver(case: str) -> None:
-    """The bundle clang 19, clang 22 and ROCm 7's clang wrote themselves, host entry as they
-    spell it."""
+    """The bundle clang 19, clang 22, ROCm 7's and ROCm 5's clang wrote themselves, host entry
+    as they spell it."""
     clang = _clang_bundle(case)
     host = read_bundle(clang).entries[0].id
     assert write_bundle(_entries(case), host=host) == clang

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from hipbuild import build
 from llvm import run_llvm
-from thirdparty import CUPY_ROCM7_RANDOM, fetch
+from thirdparty import CUPY_ROCM5_RANDOM, CUPY_ROCM7_RANDOM, fetch
 
 from fatbinkit.build import CodeObjectImage, build_bundle
 from fatbinkit.errors import InvalidArgumentError, UnsupportedError
@@ -161,6 +161,37 @@ def test_build_label_spellings(tmp_path: Path) -> None:
     cupy = _entries(_section_bundle(fetch(CUPY_ROCM7_RANDOM)))
     (gfx942,) = [d for n, d in cupy if n.endswith("--gfx942")]
     assert CodeObjectImage("gfx942", gfx942).code_object_version == 6
+
+
+def _as_v3(data: bytes, xnack: bool) -> bytes:
+    """A code object v4 with its header rewritten as v3's (``EI_ABIVERSION`` 1, the xnack
+    and sramecc single bits of ``getEFlagsV3``): LLVM 19 and later write no v3 ("invalid
+    integral value '3' in '-mcode-object-version=3'"), ROCm 5 and older did."""
+    out = bytearray(data)
+    out[8] = 1
+    flags = int.from_bytes(out[48:52], "little") & 0xFF  # EF_AMDGPU_MACH
+    out[48:52] = (flags | (0x100 if xnack else 0)).to_bytes(4, "little")
+    return bytes(out)
+
+
+def test_code_object_v3_labels() -> None:
+    """A v3 header records on or off for each feature the processor has (CLR's
+    ``getProcName``): a label may leave it out, not contradict it; the entry kind is ``hip``
+    (HIPUtility.cpp: "For code object version 2 and 3, the offload kind in bundle ID is
+    'hip'")."""
+    cupy = _entries(_section_bundle(fetch(CUPY_ROCM5_RANDOM)))
+    (gfx906,) = [d for n, d in cupy if n.endswith("--gfx906")]
+    assert CodeObjectImage("gfx906", gfx906).bundle_id == "hipv4-amdgcn-amd-amdhsa--gfx906"
+    v3 = _as_v3(gfx906, xnack=True)
+    for label in ("gfx906", "gfx906:xnack+", "gfx906:sramecc-:xnack+"):
+        image = CodeObjectImage(label, v3)
+        assert (image.code_object_version, image.bundle_id) == (
+            3, f"hip-amdgcn-amd-amdhsa--{label}")
+    for label in ("gfx906:xnack-", "gfx906:sramecc+"):
+        with pytest.raises(InvalidArgumentError, match=re.escape(f"labelled {label}: its")):
+            CodeObjectImage(label, v3)
+    with pytest.raises(InvalidArgumentError, match="labelled gfx908"):
+        CodeObjectImage("gfx908", v3)
 
 
 @pytest.mark.parametrize(("args", "status", "message"), [
