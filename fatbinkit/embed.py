@@ -5,7 +5,7 @@ One front door over the two writers (:mod:`fatbinkit.formats.elf_writer`,
 machine, and no target means the running host's (``x86_64-pc-windows-msvc`` on 64-bit Windows,
 ``x86_64-linux-gnu`` on Linux). ``fatbinkit embed --target`` and :mod:`fatbinkit.aoti` use it.
 :func:`write_hip_object` writes HIP's own form instead (``.hip_fatbin`` and its
-``.hipFatBinSegment`` records, as clang writes them), for ELF targets.
+``.hipFatBinSegment`` records, as clang writes them).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from .errors import InvalidArgumentError, UnsupportedError
+from .errors import InvalidArgumentError
 from .formats import coff, elf_writer
 from .formats.elf_writer import DEFAULT_ALIGN, Blob, Style, host_machine
 from .infile import Content, FilePath
@@ -53,13 +53,11 @@ def write_object(path: str | os.PathLike[str], blobs: Sequence[Blob], *, target:
 
 def write_hip_object(path: str | os.PathLike[str], bundles: Sequence[Content | FilePath], *,
                      target: str | None = None) -> None:
-    """:func:`fatbinkit.formats.elf_writer.write_hip_object` for ``target`` (None: the host),
-    an ELF target; COFF has no writer for HIP's sections yet (:class:`UnsupportedError`)."""
+    """:func:`fatbinkit.formats.elf_writer.write_hip_object` or
+    :func:`fatbinkit.formats.coff.write_hip_object`, as ``target`` (None: the host) says:
+    ``.hip_fatbin`` and ``.hipFatBinSegment`` as clang writes them for that target."""
     writer, machine = _lookup(target)
-    if writer is not elf_writer:
-        raise UnsupportedError(f"HIP objects are written for ELF targets only, not "
-                               f"{target or host_target()}")
-    elf_writer.write_hip_object(Path(path), bundles, machine=machine)
+    writer.write_hip_object(Path(path), bundles, machine=machine)
 
 
 def _lookup(target: str | None) -> tuple[ModuleType, str]:

@@ -19,19 +19,25 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
 import pytest
-from hipbuild import build
+from hipbuild import SOURCES, build
 from llvm import run_llvm
 from thirdparty import CUPY_ROCM5_RANDOM, CUPY_ROCM7_RANDOM, fetch
 
 from fatbinkit.build import CodeObjectImage, build_bundle
-from fatbinkit.errors import InvalidArgumentError, UnsupportedError
-from fatbinkit.formats import elf
+from fatbinkit.errors import InvalidArgumentError
+from fatbinkit.formats import coff, elf, pe
 from fatbinkit.formats.elf_writer import hip_object_bytes
-from fatbinkit.formats.offload_bundle import CompressedHeader, read_bundle, read_bundles
+from fatbinkit.formats.offload_bundle import (
+    CompressedHeader,
+    read_bundle,
+    read_bundles,
+    write_bundle,
+)
 
 Entries = list[tuple[str, bytes]]
 
@@ -351,7 +357,8 @@ def test_hip_object_aarch64(bundles: dict[str, Path], tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "status", "message"), [
-    (["--target", "x86_64-pc-windows-msvc", "b.hipfb"], 2, "--hip writes ELF objects"),
+    (["--target", "x86_64-pc-windows-msvc", "--machine", "aarch64", "b.hipfb"], 2,
+     "contradicts --target"),
     (["--align", "128", "b.hipfb"], 2, "drop --style and --align"),
     (["--style", "ld", "b.hipfb"], 2, "drop --style and --align"),
     (["notes.txt"], 3, "is not a clang offload bundle"),
@@ -369,15 +376,91 @@ def test_embed_hip_usage(args: list[str], status: int, message: str,
     assert not (tmp_path / "k.o").exists()
 
 
-def test_hip_object_api_errors() -> None:
+@pytest.mark.parametrize("writer", [hip_object_bytes, coff.hip_object_bytes])
+def test_hip_object_api_errors(writer: Callable[..., bytes]) -> None:
     with pytest.raises(InvalidArgumentError, match="no bundles"):
-        hip_object_bytes([])
+        writer([])
     with pytest.raises(InvalidArgumentError, match="unknown machine"):
-        hip_object_bytes([b""], machine="riscv64")
-    from fatbinkit.embed import write_hip_object
+        writer([b""], machine="riscv64")
+    with pytest.raises(InvalidArgumentError, match="bundle 1 is not a clang offload bundle"):
+        writer([write_bundle([]), b"\x7fELF" + bytes(60)])
 
-    with pytest.raises(UnsupportedError, match="ELF targets only"):
-        write_hip_object("k.obj", [b""], target="x86_64-pc-windows-msvc")
+
+# --- embed --hip for Windows: COFF -----------------------------------------------------------
+
+COFF_MACHINES = {"x86_64": ("x86_64-pc-windows-msvc", "x64", "IMAGE_REL_AMD64_ADDR64"),
+                 "aarch64": ("aarch64-pc-windows-msvc", "arm64", "IMAGE_REL_ARM64_ADDR64")}
+
+
+@pytest.fixture(scope="module")
+def clang_coff(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """clang 22's own Windows HIP object (``--target=x86_64-pc-windows-msvc -c``, gfx942)."""
+    folder = tmp_path_factory.mktemp("coff")
+    for src in SOURCES.iterdir():
+        (folder / src.name).write_bytes(src.read_bytes())
+    proc = run_llvm(22, "clang", "-x", "hip", "-nogpulib", "-nogpuinc", "-O2",
+                    "--offload-arch=gfx942", "--target=x86_64-pc-windows-msvc", "-c", "-o",
+                    "kernels.obj", "kernels.hip", cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    return folder / "kernels.obj"
+
+
+def _coff_sections(path: Path) -> dict[str, tuple[int, int]]:
+    """llvm-readobj 22 ``--sections``: section name -> (characteristics, relocation count)."""
+    proc = run_llvm(22, "llvm-readobj", "--sections", path)
+    assert proc.returncode == 0, proc.stderr
+    found = re.findall(r"Name: (\S+) \(.*?RelocationCount: (\d+).*?Characteristics \[ "
+                       r"\((0x[0-9A-F]+)\)", proc.stdout, re.S)
+    return {name: (int(flags, 16), int(count)) for name, count, flags in found}
+
+
+def test_coff_hip_object_like_clangs(clang_coff: Path, bundles: dict[str, Path],
+                                     tmp_path: Path) -> None:
+    ours = tmp_path / "k.obj"
+    _ok(fatbinkit("embed", "--hip", "--target", "x86_64-pc-windows-msvc", "-o", ours,
+                  bundles["plain"]))
+    theirs, mine = _coff_sections(clang_coff), _coff_sections(ours)
+    for name in (".hip_fatbin", ".hipFatBinSegment"):
+        assert mine[name] == theirs[name]
+    for path in (clang_coff, ours):
+        proc = run_llvm(22, "llvm-readobj", "--relocations", "--symbols", path)
+        assert re.search(r"\.hipFatBinSegment \{\s+0x8 IMAGE_REL_AMD64_ADDR64 \.hip_fatbin ",
+                         proc.stdout)
+        assert re.search(r"Name: __hip_fatbin_wrapper\s+Value: 0\s+Section: "
+                         r"\.hipFatBinSegment \(\d+\)[^}]*StorageClass: Static", proc.stdout)
+
+
+@pytest.mark.parametrize("machine", COFF_MACHINES)
+def test_coff_hip_object_links(machine: str, bundles: dict[str, Path], tmp_path: Path) -> None:
+    """lld-link 22 makes a DLL of it (section names cut to ``.hip_fat`` and ``.hipFatB``):
+    fatbinkit follows each record, through the DLL's base relocations, to its bundle."""
+    target, lld_machine, relocation = COFF_MACHINES[machine]
+    order = ("plain", "v3", "v2", "generic")
+    _ok(fatbinkit("embed", "--hip", "--target", target, "-o", tmp_path / "k.obj",
+                  *(bundles[n] for n in order)))
+    proc = run_llvm(22, "llvm-readobj", "--relocations", tmp_path / "k.obj")
+    assert proc.stdout.count(f"{relocation} .hip_fatbin") == len(order)
+    dll = tmp_path / "k.dll"
+    proc = run_llvm(22, "lld-link", "/dll", "/noentry", f"/machine:{lld_machine}",
+                    f"/out:{dll}", tmp_path / "k.obj")
+    assert proc.returncode == 0, proc.stderr
+    assert {".hip_fat", ".hipFatB"} <= set(_coff_sections(dll))
+    expected = [co for name in order for co in _code_objects(bundles[name])]
+    assert _extracted(dll, tmp_path / "out") == expected
+
+
+def test_coff_hip_object_beside_clangs(clang_coff: Path, bundles: dict[str, Path],
+                                       tmp_path: Path) -> None:
+    _ok(fatbinkit("embed", "--hip", "--target", "x86_64-pc-windows-msvc", "-o",
+                  tmp_path / "k.obj", bundles["v3"]))
+    dll = tmp_path / "mix.dll"
+    proc = run_llvm(22, "lld-link", "/dll", "/noentry", "/force:unresolved", f"/out:{dll}",
+                    clang_coff, tmp_path / "k.obj")
+    assert proc.returncode == 0, proc.stderr
+    data = clang_coff.read_bytes()
+    (section,) = pe.read(data).find(".hip_fatbin")
+    theirs = [d for _, d in _entries(data[section.offset:section.offset + section.size])]
+    assert _extracted(dll, tmp_path / "out") == theirs + _code_objects(bundles["v3"])
 
 
 # --- AOTInductor-style blobs -----------------------------------------------------------------

@@ -17,6 +17,7 @@ _EMBED_EXAMPLES = examples(
     "fatbinkit embed -o arm.o --machine aarch64 --align 128 k=k.fatbin",
     "fatbinkit embed -o kernels.obj --target x86_64-pc-windows-msvc k=k.fatbin   # COFF",
     "fatbinkit embed -o k.o --hip k.hipfb            # .hip_fatbin + .hipFatBinSegment, as clang",
+    "fatbinkit embed -o k.obj --hip --target x86_64-pc-windows-msvc k.hipfb",
 )
 _INJECT_EXAMPLES = examples(
     "fatbinkit inject libmodel.so -o libmodel-k.so k=k.fatbin",
@@ -35,28 +36,19 @@ def _named(arg: str) -> Blob:
     return Blob(*key_path(arg, "NAME", example="k=k.fatbin"))
 
 
-def _embed_hip(args: argparse.Namespace) -> int:
-    if args.target is not None and TARGETS[args.target][0] is not elf_writer:
-        raise UsageError(f"--hip writes ELF objects: --target {args.target} is COFF")
-    machine = args.machine if args.target is None else TARGETS[args.target][1]
-    if args.machine not in (None, machine):
-        raise UsageError(f"--machine {args.machine} contradicts --target {args.target}")
-    if args.style != "aoti" or args.align != DEFAULT_ALIGN:
-        raise UsageError("--hip places each bundle at 4096 as clang does: drop --style and "
-                         "--align")
-    elf_writer.write_hip_object(Path(args.output), [Path(arg) for arg in args.blobs],
-                                machine=machine)
-    return 0
-
-
 def _embed(args: argparse.Namespace) -> int:
-    if args.hip:
-        return _embed_hip(args)
     writer, machine = elf_writer, args.machine
     if args.target is not None:
         writer, machine = TARGETS[args.target]
         if args.machine not in (None, machine):
             raise UsageError(f"--machine {args.machine} contradicts --target {args.target}")
+    if args.hip:
+        if args.style != "aoti" or args.align != DEFAULT_ALIGN:
+            raise UsageError("--hip places each bundle at 4096 as clang does: drop --style and "
+                             "--align")
+        writer.write_hip_object(Path(args.output), [Path(arg) for arg in args.blobs],
+                                machine=machine)
+        return 0
     if writer is coff and args.align > coff.MAX_ALIGN:
         raise UsageError(f"alignment {args.align} is above COFF's maximum, {coff.MAX_ALIGN}")
     if args.style == "ld":
@@ -121,7 +113,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--hip", action="store_true", help="arguments are clang offload bundles (PATH, plain "
         "or compressed, e.g. from 'fatbinkit build --hsaco'): write them as clang's HIP "
         "codegen does, in .hip_fatbin (each at 4096) with one HIPF record per bundle in "
-        ".hipFatBinSegment (symbol __hip_fatbin_wrapper; no module constructor), ELF only"
+        ".hipFatBinSegment (symbol __hip_fatbin_wrapper; no module constructor); COFF for a "
+        "Windows --target"
     )
     p.set_defaults(func=_embed)
 
