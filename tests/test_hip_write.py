@@ -478,3 +478,14 @@ def test_aoti_blob_reads_as_hip(kind: str, bundles: dict[str, Path], tmp_path: P
         assert {'"symbol": "__triton_add_start"', '"vendor": "hip"'} <= set(
             re.findall(r'"(?:symbol|vendor)": "[^"]*"', proc.stdout))
         assert _extracted(path, tmp_path / f"out-{path.name}") == _code_objects(bundles[kind])
+
+
+def test_aoti_blob_in_coff_object(bundles: dict[str, Path], tmp_path: Path) -> None:
+    """The same blob in a Windows object (``.rdata``) reads as HIP code."""
+    obj = tmp_path / "k.obj"
+    _ok(fatbinkit("embed", "--target", "x86_64-pc-windows-msvc", "-o", obj,
+                  f"triton_add={bundles['v2']}"))
+    proc = fatbinkit("ls", "--json", obj)
+    _ok(proc)
+    assert '"symbol": "__triton_add_start"' in proc.stdout
+    assert _extracted(obj, tmp_path / "out") == _code_objects(bundles["v2"])
