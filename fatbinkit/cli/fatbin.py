@@ -136,7 +136,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "fatbinkit build -o k.hipfb --hsaco gfx942=k.hsaco --hsaco gfx90a:xnack+=k2.hsaco",
             "fatbinkit build -o k.hipfb --hsaco gfx1100=k.hsaco --compress zstd --ccob-version 2"))
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.fatbin",
-                   help="the fatbin to write (replaced atomically)")
+                   help="the fatbin, or with --hsaco the bundle, to write (replaced "
+                   "atomically)")
     p.add_argument("--cubin", action="append", default=[], metavar="ARCH=PATH",
                    type=image_arg("--cubin", "sm_90=k.cubin"),
                    help="a cubin and its arch, e.g. sm_90=k.cubin or sm_90a=k.cubin; repeatable")
