@@ -10,6 +10,11 @@
 
 Every :class:`Image` is checked against its label (:func:`check_label`): a cubin must be labelled
 with its own arch, PTX with an arch its ``.target`` compiles for, whatever the backend.
+
+For AMD, :func:`build_bundle` writes the clang offload bundle the HIP driver writes
+(``HIP::constructHIPFatbinCommand``: ``clang-offload-bundler -type=o -bundle-align=4096``,
+optionally ``-compress``) from :class:`CodeObjectImage` values, each checked against the target
+its ``e_flags`` name (:func:`check_code_object_label`).
 """
 
 from __future__ import annotations
@@ -17,35 +22,50 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import (
+    FatbinkitError,
     FormatError,
     InvalidArgumentError,
     ToolError,
     ToolNotFoundError,
     UnsupportedError,
 )
+from .formats import hsaco
+from .formats.amdgpu import TargetId
 from .formats.arch import Arch, ArchLike, as_arch
 from .formats.fatbin import COMPRESSIONS, EntryKind, build_fatbin, make_entry
+from .formats.offload_bundle import CCOB_VERSIONS, compress_bundle, write_bundle
 from .infile import FilePath, as_content, as_path, read_input
 from .toolchain import run_tool
 
 __all__ = [
     "BACKENDS",
+    "BUNDLE_CODECS",
+    "CodeObjectImage",
     "Image",
     "build",
+    "build_bundle",
     "build_fatbinary",
     "build_nvcc",
     "build_nvfatbin",
     "build_pure",
+    "check_code_object_label",
     "check_label",
     "fatbinary_command",
     "nvcc_command",
 ]
 
 BACKENDS = ("pure", "fatbinary", "nvfatbin", "nvcc")
+#: the codecs of a compressed bundle (``llvm::compression::Format``)
+BUNDLE_CODECS = ("zstd", "zlib")
+#: the bundle entry id of a code object: ``<kind>-amdgcn-amd-amdhsa--<target id>``, the kind
+#: ``hipv4`` for code object v4 and later, ``hip`` before ("For code object version 4 and
+#: greater, the offload kind in bundle ID is 'hipv4'", and the triple forced to the legacy
+#: ``amdgcn-amd-amdhsa--`` by ``normalizeForBundler``: clang/lib/Driver/ToolChains/HIPUtility.cpp)
+_HIP_TRIPLE = "amdgcn-amd-amdhsa-"
 
 
 @dataclass(frozen=True)
@@ -297,3 +317,121 @@ def build_nvcc(images: Sequence[Image], *, sass: bool = True) -> bytes:
         out = Path(tmp) / "kernel.fatbin"
         run_tool("nvcc", nvcc_command(ptx, out, [i.arch for i in images], sass=sass), cwd=Path(tmp))
         return out.read_bytes()
+
+
+@dataclass(frozen=True)
+class CodeObjectImage:
+    """One AMD code object (hsaco) to put in a bundle, labelled ``target``: a
+    :class:`~fatbinkit.formats.amdgpu.TargetId` or its text (``gfx942``, ``gfx90a:xnack+``),
+    refused when the code object's own ``e_flags`` contradict it (:func:`check_code_object_label`).
+    ``code_object_version`` is read from its header."""
+
+    target: TargetId
+    data: bytes
+    code_object_version: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        target = self.target
+        if isinstance(target, str):
+            target = TargetId.parse(target)
+        elif not isinstance(target, TargetId):
+            raise InvalidArgumentError(f"a code object's target is a TargetId or its text, not "
+                                       f"{type(target).__name__}")
+        object.__setattr__(self, "target", target)
+        as_content(self.data, "CodeObjectImage data")
+        head = check_code_object_label(target, self.data)
+        if head.code_object_version is None:
+            raise InvalidArgumentError(
+                f"the code object is not for the HSA runtime (OSABI {head.osabi}, ABI version "
+                f"{head.abi_version}): HIP loads code object v2 to v6 only")
+        object.__setattr__(self, "code_object_version", head.code_object_version)
+
+    @classmethod
+    def from_file(cls, target: TargetId | str, path: FilePath) -> CodeObjectImage:
+        """The code object in file ``path``; every error names the file."""
+        file = as_path(path, "CodeObjectImage.from_file() path")
+        data = read_input(file)
+        try:
+            return cls(TargetId.parse(target) if isinstance(target, str) else target, data)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"{file}: {e}") from e
+
+    @property
+    def bundle_id(self) -> str:
+        """``hipv4-amdgcn-amd-amdhsa--gfx942``, as clang names the entry."""
+        kind = "hipv4" if self.code_object_version >= 4 else "hip"
+        return f"{kind}-{_HIP_TRIPLE}-{self.target}"
+
+    def __str__(self) -> str:
+        """``gfx942 code object v5, 11816 bytes``."""
+        return f"{self.target} code object v{self.code_object_version}, {len(self.data)} bytes"
+
+
+def check_code_object_label(label: TargetId, data: bytes) -> hsaco.CodeObject:
+    """Refuse a target that contradicts the code object (an :class:`InvalidArgumentError`
+    naming both); its header, read with :func:`fatbinkit.formats.hsaco.read_header`, otherwise.
+
+    The HIP runtime picks an entry by the target id in its bundle id (ROCm/clr
+    ``hip_code_object.cpp``), so a wrong label offers the code to devices it does not run on.
+    The processor must be the code object's (``e_flags`` MACH). For code object v4 and later,
+    whose ``e_flags`` say on, off or any for ``sramecc`` and ``xnack``, the label must say the
+    same (``gfx942`` for any, ``gfx942:xnack-`` for off); v2 and v3 record only on or off for
+    what the processor supports, so a label may leave a feature out but not contradict it.
+    """
+    try:
+        head = hsaco.read_header(data)
+    except FatbinkitError as e:
+        raise InvalidArgumentError(f"not an AMD code object: {e}") from e
+    own = head.target_id
+    if own is None:
+        raise InvalidArgumentError(f"the code object's processor (MACH {head.mach:#x}) is not "
+                                   "one LLVM names")
+    if own.processor != label.processor:
+        raise InvalidArgumentError(
+            f"the code object is for {own.processor}, labelled {label}: label it {own}")
+    if head.abi_version >= 2 and head.osabi == hsaco.ELFOSABI_AMDGPU_HSA:  # v4+
+        if own != label:
+            raise InvalidArgumentError(
+                f"the code object is for {own}, labelled {label}: label it {own} (its "
+                "sramecc and xnack settings are part of the target)")
+    else:
+        for name in ("sramecc", "xnack"):
+            said = getattr(label, name)
+            if said is not None and said != getattr(own, name):
+                raise InvalidArgumentError(
+                    f"the code object is for {own}, labelled {label}: its {name} is "
+                    f"{'on' if getattr(own, name) else 'off'}")
+    return head
+
+
+def build_bundle(images: Sequence[CodeObjectImage], *, compression: str | None = None,
+                 ccob_version: int = 3) -> bytes:
+    """The clang offload bundle of ``images``, byte for byte what the HIP driver's
+    ``clang-offload-bundler -type=o -bundle-align=4096 -targets=host-x86_64-unknown-linux-gnu,...
+    -input=/dev/null ...`` writes: the empty host entry first, then the entries sorted by id
+    (clang's order), each at a multiple of 4096. ``compression`` (``"zstd"`` or ``"zlib"``)
+    wraps it in a compressed bundle of ``ccob_version`` (2 or 3) as ``-compress`` does, with
+    clang's settings (:func:`fatbinkit.formats.offload_bundle.compress_bundle`)."""
+    if compression is not None and compression not in BUNDLE_CODECS:
+        raise InvalidArgumentError(f"bundle compression {compression!r} is not one of "
+                                   f"{BUNDLE_CODECS}")
+    if ccob_version not in CCOB_VERSIONS:
+        raise InvalidArgumentError(f"compressed bundle version {ccob_version!r} is not one of "
+                                   f"{CCOB_VERSIONS}")
+    if not images:
+        raise InvalidArgumentError("a bundle needs at least one code object")
+    for image in images:
+        if not isinstance(image, CodeObjectImage):
+            raise InvalidArgumentError(f"bundle images are CodeObjectImage values, not "
+                                       f"{type(image).__name__}")
+    seen: dict[str, CodeObjectImage] = {}
+    for image in images:
+        if image.bundle_id in seen:
+            raise InvalidArgumentError(f"two code objects for {image.target}: "
+                                       f"{seen[image.bundle_id]} and {image}")
+        seen[image.bundle_id] = image
+    ordered = sorted(images, key=lambda i: i.bundle_id)
+    plain = write_bundle([(i.bundle_id, i.data) for i in ordered])
+    if compression is None:
+        return plain
+    return compress_bundle(plain, version=ccob_version, codec=compression)

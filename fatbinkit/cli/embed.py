@@ -16,6 +16,8 @@ _EMBED_EXAMPLES = examples(
     "fatbinkit embed -o blob.o --style ld data/k.fatbin           # _binary_data_k_fatbin_start",
     "fatbinkit embed -o arm.o --machine aarch64 --align 128 k=k.fatbin",
     "fatbinkit embed -o kernels.obj --target x86_64-pc-windows-msvc k=k.fatbin   # COFF",
+    "fatbinkit embed -o k.o --hip k.hipfb            # .hip_fatbin + .hipFatBinSegment, as clang",
+    "fatbinkit embed -o k.obj --hip --target x86_64-pc-windows-msvc k.hipfb",
 )
 _INJECT_EXAMPLES = examples(
     "fatbinkit inject libmodel.so -o libmodel-k.so k=k.fatbin",
@@ -40,6 +42,13 @@ def _embed(args: argparse.Namespace) -> int:
         writer, machine = TARGETS[args.target]
         if args.machine not in (None, machine):
             raise UsageError(f"--machine {args.machine} contradicts --target {args.target}")
+    if args.hip:
+        if args.style != "aoti" or args.align != DEFAULT_ALIGN:
+            raise UsageError("--hip places each bundle at 4096 as clang does: drop --style and "
+                             "--align")
+        writer.write_hip_object(Path(args.output), [Path(arg) for arg in args.blobs],
+                                machine=machine)
+        return 0
     if writer is coff and args.align > coff.MAX_ALIGN:
         raise UsageError(f"alignment {args.align} is above COFF's maximum, {coff.MAX_ALIGN}")
     if args.style == "ld":
@@ -100,6 +109,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"(default {DEFAULT_ALIGN}; 1 packs like ld)",
     )
     p.add_argument("--style", choices=STYLES, default="aoti", help="symbol names (default aoti)")
+    p.add_argument(
+        "--hip", action="store_true", help="arguments are clang offload bundles (PATH, plain "
+        "or compressed, e.g. from 'fatbinkit build --hsaco'): write them as clang's HIP "
+        "codegen does, in .hip_fatbin (each at 4096) with one HIPF record per bundle in "
+        ".hipFatBinSegment (symbol __hip_fatbin_wrapper; no module constructor); COFF for a "
+        "Windows --target"
+    )
     p.set_defaults(func=_embed)
 
     p = sub.add_parser(

@@ -29,6 +29,7 @@ from .args import (
     examples,
     image_arg,
     kernel_filter,
+    key_path,
     positive,
 )
 
@@ -110,12 +111,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_extract, parser=p)
 
     p = sub.add_parser(
-        "build", help="build a fatbin from cubins and PTX",
+        "build", help="build a fatbin from cubins and PTX, or a HIP bundle from code objects",
         description="Write a fatbin holding each --cubin and --ptx image, in the order given, "
         "each labelled with its ARCH. A cubin must be labelled with its own arch (its ELF "
         "header's, suffix included); PTX with its .target or a newer arch it compiles for "
         "(PTX for sm_90a only as sm_90a; for sm_100f only as an a/f arch of the sm_10x family): "
-        "a mismatch is refused, naming the file and both archs.",
+        "a mismatch is refused, naming the file and both archs. With --hsaco instead, write the "
+        "clang offload bundle the HIP driver writes (clang-offload-bundler -type=o "
+        "-bundle-align=4096): an empty host entry, then one entry "
+        "hipv4-amdgcn-amd-amdhsa--TARGET per code object, sorted as clang sorts them; each "
+        "TARGET must be the code object's own (its e_flags: processor, sramecc, xnack).",
         epilog="backends:\n"
         "  pure, fatbinary and nvfatbin write the images given, in order, and nothing else.\n"
         "  nvcc runs `nvcc -fatbin K.ptx -gencode arch=compute_X,code=compute_X\n"
@@ -127,9 +132,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "fatbinkit build -o k.fatbin --cubin sm_90=k_sm90.cubin --ptx compute_90=k.ptx",
             "fatbinkit build -o k.fatbin --cubin sm_90a=k.cubin --compress zstd --identifier k.cu",
             "fatbinkit build -o k.fatbin --backend fatbinary --cubin sm_80=k.cubin",
-            "fatbinkit build -o k.fatbin --backend nvcc --ptx sm_80=k.ptx --ptx sm_90=k.ptx"))
+            "fatbinkit build -o k.fatbin --backend nvcc --ptx sm_80=k.ptx --ptx sm_90=k.ptx",
+            "fatbinkit build -o k.hipfb --hsaco gfx942=k.hsaco --hsaco gfx90a:xnack+=k2.hsaco",
+            "fatbinkit build -o k.hipfb --hsaco gfx1100=k.hsaco --compress zstd --ccob-version 2"))
     p.add_argument("-o", "--output", type=Path, required=True, metavar="OUT.fatbin",
-                   help="the fatbin to write (replaced atomically)")
+                   help="the fatbin, or with --hsaco the bundle, to write (replaced "
+                   "atomically)")
     p.add_argument("--cubin", action="append", default=[], metavar="ARCH=PATH",
                    type=image_arg("--cubin", "sm_90=k.cubin"),
                    help="a cubin and its arch, e.g. sm_90=k.cubin or sm_90a=k.cubin; repeatable")
@@ -137,11 +145,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    type=image_arg("--ptx", "compute_90=k.ptx"),
                    help="PTX and the arch to label it, e.g. compute_90=k.ptx (sm_90=k.ptx is "
                    "the same); repeatable")
+    p.add_argument("--hsaco", action="append", default=[], metavar="TARGET=PATH",
+                   type=_hsaco_arg,
+                   help="an AMD code object and its target id, e.g. gfx942=k.hsaco or "
+                   "gfx90a:xnack+=k.hsaco; repeatable; writes a HIP offload bundle (not with "
+                   "--cubin or --ptx)")
     p.add_argument("--backend", default="pure", choices=("pure", "fatbinary", "nvfatbin", "nvcc"),
                    help="who writes the fatbin: pure (default, no NVIDIA software), fatbinary, "
                    "nvfatbin (NVIDIA's library) or nvcc (see below)")
-    p.add_argument("--compress", default="none", choices=("none", "lz4", "zstd"),
-                   help="codec of every entry (default none; not with --backend nvcc)")
+    p.add_argument("--compress", default="none", choices=("none", "lz4", "zstd", "zlib"),
+                   help="codec of every entry (default none; not with --backend nvcc); with "
+                   "--hsaco, zstd or zlib compress the whole bundle (CCOB) as clang's "
+                   "--offload-compress does")
+    p.add_argument("--ccob-version", type=int, choices=(2, 3),
+                   help="with --hsaco --compress: the compressed bundle version (default 3, as "
+                   "clang 22 and ROCm 7 write; 2 for readers of LLVM 19 and older)")
     p.add_argument("--identifier", default="",
                    help="identifier stored in each entry, e.g. the source file's name (not with "
                    "--backend nvcc)")
@@ -599,9 +617,48 @@ def _extract(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hsaco_arg(spec: str) -> tuple[str, Path]:
+    """``--hsaco TARGET=PATH``: a well-formed target id (whether it fits the code object is
+    :func:`fatbinkit.build.check_code_object_label`'s question)."""
+    from ..errors import InvalidArgumentError
+    from ..formats.amdgpu import TargetId
+
+    label, path = key_path(spec, "TARGET", option="--hsaco", example="gfx942=k.hsaco")
+    try:
+        return str(TargetId.parse(label.strip())), path
+    except InvalidArgumentError as e:
+        raise UsageError(f"--hsaco {spec}: {e}") from e
+
+
+def _build_bundle(args: argparse.Namespace) -> int:
+    from ..build import CodeObjectImage, build_bundle
+
+    if args.cubin or args.ptx:
+        raise UsageError("--hsaco builds a HIP bundle: it takes no --cubin or --ptx")
+    if args.backend != "pure" or args.identifier:
+        raise UsageError("--hsaco writes the bundle itself: drop --backend and --identifier")
+    if args.compress == "lz4":
+        raise UsageError("a HIP bundle compresses with zstd or zlib, not lz4")
+    compression = None if args.compress == "none" else args.compress
+    if compression is None and args.ccob_version is not None:
+        raise UsageError("--ccob-version is the version of a compressed bundle: add --compress "
+                         "zstd or zlib")
+    images = [CodeObjectImage.from_file(label, path) for label, path in args.hsaco]
+    data = build_bundle(images, compression=compression, ccob_version=args.ccob_version or 3)
+    with atomic_path(args.output) as tmp:
+        tmp.write_bytes(data)
+    return 0
+
+
 def _build(args: argparse.Namespace) -> int:
     from ..build import Image, build
 
+    if args.hsaco:
+        return _build_bundle(args)
+    if args.compress == "zlib":
+        raise UsageError("a fatbin compresses with lz4 or zstd; zlib is for --hsaco bundles")
+    if args.ccob_version is not None:
+        raise UsageError("--ccob-version is for --hsaco bundles")
     if args.backend == "nvcc":
         if args.cubin:
             raise UsageError("--backend nvcc compiles PTX: it takes no --cubin")
@@ -613,7 +670,7 @@ def _build(args: argparse.Namespace) -> int:
         for label, path in specs:
             images.append(Image.from_file(kind, label, path, identifier=args.identifier))
     if not images:
-        raise UsageError("nothing to build: give at least one --cubin or --ptx")
+        raise UsageError("nothing to build: give at least one --cubin, --ptx or --hsaco")
     compression = None if args.compress == "none" else args.compress
     data = build(images, backend=args.backend, compression=compression)
     with atomic_path(args.output) as tmp:

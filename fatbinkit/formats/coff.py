@@ -30,18 +30,23 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import BinaryIO
 
-from ..infile import FilePath, as_path
+from ..errors import InvalidArgumentError
+from ..infile import Content, FilePath, as_path
 from ..outfile import atomic_path
 from .elf_writer import (
     DEFAULT_ALIGN,
+    HIP_FATBIN_SECTION,
+    HIP_WRAPPER_SYMBOL,
     Blob,
     Style,
+    _bundle_bytes,
     _check,
     _Checked,
     _machine,
     _Output,
     _put_blobs,
 )
+from .offload_bundle import BUNDLE_ALIGNMENT
 from .pe import (
     IMAGE_FILE_MACHINE_AMD64,
     IMAGE_FILE_MACHINE_ARM64,
@@ -52,12 +57,15 @@ from .pe import (
     ImageSectionHeader,
     ImageSymbol,
 )
+from .wrapper import HIP_WRAPPER_MAGIC, HIP_WRAPPER_SECTION, HIP_WRAPPER_VERSION, HipWrapper
 
 __all__ = [
     "MACHINES",
     "MAX_ALIGN",
     "align_flag",
+    "hip_object_bytes",
     "object_bytes",
+    "write_hip_object",
     "write_object",
 ]
 
@@ -177,3 +185,97 @@ def write_object(
     checked, section_align, code = _prepare(blobs, machine, style, align)
     with atomic_path(path) as tmp, open(tmp, "r+b", buffering=0) as file:
         _emit(file, checked, section_align, code)
+
+
+#: the 64-bit address relocation clang writes at a HIP record's ``binary`` slot, per machine
+#: (``IMAGE_REL_AMD64_ADDR64``, ``IMAGE_REL_ARM64_ADDR64``)
+_ADDR64 = {IMAGE_FILE_MACHINE_AMD64: 0x1, IMAGE_FILE_MACHINE_ARM64: 0xE}
+_IMAGE_SYM_CLASS_STATIC = 3
+_RELOCATION = struct.Struct("<IIH")  # IMAGE_RELOCATION: VirtualAddress, SymbolTableIndex, Type
+_AUX_SECTION = struct.Struct("<IHHIHB3x")  # IMAGE_AUX_SYMBOL's section definition
+
+
+def hip_object_bytes(bundles: Sequence[Content | FilePath], *,
+                     machine: str | None = None) -> bytes:
+    """A COFF object holding ``bundles`` as clang's HIP codegen does for a Windows target
+    (``clang -x hip --target=x86_64-pc-windows-msvc -c``), the counterpart of
+    :func:`fatbinkit.formats.elf_writer.hip_object_bytes`:
+
+    - ``.hip_fatbin`` (initialized data, read, ``IMAGE_SCN_ALIGN_4096BYTES``): the bundles,
+      each at a multiple of 4096;
+    - ``.hipFatBinSegment`` (initialized data, read, 8-byte aligned, as clang marks it): one
+      24-byte ``HIPF`` version 1 record per bundle, its ``binary`` slot holding the bundle's
+      offset and relocated (``IMAGE_REL_AMD64_ADDR64``, ``IMAGE_REL_ARM64_ADDR64``) against
+      ``.hip_fatbin``'s section symbol; a static ``__hip_fatbin_wrapper`` on each record.
+
+    Both names are longer than 8 bytes, so they are stored in the string table (``/<offset>``);
+    a linked image truncates them to ``.hip_fat`` and ``.hipFatB``. As in the ELF object there
+    is no module constructor. No time stamp: the same bundles give the same bytes.
+    """
+    code = _machine(machine, MACHINES)
+    if not bundles:
+        raise InvalidArgumentError("no bundles to embed")
+    datas = [_bundle_bytes(n, b) for n, b in enumerate(bundles)]
+    offsets: list[int] = []
+    cursor = 0
+    for data in datas:
+        cursor = (cursor + BUNDLE_ALIGNMENT - 1) & -BUNDLE_ALIGNMENT
+        offsets.append(cursor)
+        cursor += len(data)
+    fatbin = bytearray(cursor)
+    for data, offset in zip(datas, offsets, strict=True):
+        fatbin[offset:offset + len(data)] = data
+    records = b"".join(HipWrapper(HIP_WRAPPER_MAGIC, HIP_WRAPPER_VERSION, offset, 0).pack()
+                       for offset in offsets)  # the relocation's addend is stored in place
+    relocations = b"".join(
+        _RELOCATION.pack(n * HipWrapper.FORMAT.size + HipWrapper.BINARY_OFFSET, 0, _ADDR64[code])
+        for n in range(len(datas)))  # symbol 0: .hip_fatbin's section symbol
+
+    strings = bytearray(4)
+
+    def name(text: str) -> int:
+        at = len(strings)
+        strings.extend(text.encode("ascii") + b"\0")
+        return at
+
+    fatbin_name, segment_name = name(HIP_FATBIN_SECTION), name(HIP_WRAPPER_SECTION)
+    wrapper_name = name(HIP_WRAPPER_SYMBOL)
+    data_at = _HEADERS + ImageSectionHeader.FORMAT.size
+    segment_at = data_at + len(fatbin)
+    relocations_at = segment_at + len(records)
+    symbols_at = relocations_at + len(relocations)
+    if symbols_at > _LIMIT:
+        raise InvalidArgumentError(f"{len(fatbin)} bytes of bundles do not fit a COFF object's "
+                                   "32-bit offsets")
+    read = IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ
+    sections = [
+        ImageSectionHeader(f"/{fatbin_name}".encode(), 0, 0, len(fatbin), data_at, 0, 0, 0, 0,
+                           read | align_flag(BUNDLE_ALIGNMENT)),
+        ImageSectionHeader(f"/{segment_name}".encode(), 0, 0, len(records), segment_at,
+                           relocations_at, 0, len(datas), 0, read | align_flag(8)),
+    ]
+    long_name = b"\0\0\0\0" + wrapper_name.to_bytes(4, "little")
+    sym = ImageSymbol.FORMAT.pack
+    rows = [
+        sym(b"\0\0\0\0" + fatbin_name.to_bytes(4, "little"), 0, 1, 0,
+            _IMAGE_SYM_CLASS_STATIC, 1),
+        _AUX_SECTION.pack(len(fatbin), 0, 0, 0, 1, 0),
+        sym(b"\0\0\0\0" + segment_name.to_bytes(4, "little"), 0, 2, 0,
+            _IMAGE_SYM_CLASS_STATIC, 1),
+        _AUX_SECTION.pack(len(records), len(datas), 0, 0, 2, 0),
+        *(sym(long_name, n * HipWrapper.FORMAT.size, 2, 0, _IMAGE_SYM_CLASS_STATIC, 0)
+          for n in range(len(datas))),
+    ]
+    strings[:4] = len(strings).to_bytes(4, "little")
+    header = ImageFileHeader(code, len(sections), 0, symbols_at, len(rows), 0, 0)
+    return b"".join((header.pack(), *(s.pack() for s in sections), fatbin, records, relocations,
+                     *rows, strings))
+
+
+def write_hip_object(path: FilePath, bundles: Sequence[Content | FilePath], *,
+                     machine: str | None = None) -> None:
+    """Write :func:`hip_object_bytes` to ``path``, atomically (nothing is left on failure)."""
+    path = as_path(path, "write_hip_object() output")
+    data = hip_object_bytes(bundles, machine=machine)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)

@@ -32,13 +32,17 @@ from operator import itemgetter
 from pathlib import Path
 from typing import BinaryIO, Literal, NamedTuple, TypeAlias
 
-from ..errors import InputError, InvalidArgumentError, UnsupportedError
-from ..infile import Content, FilePath, as_path
+from ..errors import FormatError, InputError, InvalidArgumentError, UnsupportedError
+from ..infile import Content, FilePath, as_path, read_input
 from ..outfile import atomic_path
 from . import elf
+from .offload_bundle import BUNDLE_ALIGNMENT, read_bundle
+from .wrapper import HIP_WRAPPER_MAGIC, HIP_WRAPPER_SECTION, HIP_WRAPPER_VERSION, HipWrapper
 
 __all__ = [
     "DEFAULT_ALIGN",
+    "HIP_FATBIN_SECTION",
+    "HIP_WRAPPER_SYMBOL",
     "MACHINES",
     "MAX_ALIGN",
     "STYLES",
@@ -47,11 +51,13 @@ __all__ = [
     "Placed",
     "Placement",
     "Style",
+    "hip_object_bytes",
     "host_machine",
     "ld_mangle",
     "object_bytes",
     "place",
     "symbol_names",
+    "write_hip_object",
     "write_object",
 ]
 
@@ -715,3 +721,127 @@ def write_object(
     checked, section_align = _check(blobs, style, align)
     with atomic_path(path) as tmp, open(tmp, "r+b", buffering=0) as file:
         _emit(file, checked, section_align, e_machine, style)
+
+
+#: where clang puts a translation unit's bundle (``CGCUDANV.cpp``: ``FatbinConstantName``)
+HIP_FATBIN_SECTION = ".hip_fatbin"
+#: clang's name for a module's wrapper record (``CGCUDANV.cpp``: ``__hip_fatbin_wrapper``)
+HIP_WRAPPER_SYMBOL = "__hip_fatbin_wrapper"
+#: the 64-bit absolute relocation clang writes at a record's ``binary`` slot, per machine
+_ABS64 = {elf.EM_X86_64: 1, elf.EM_AARCH64: 257}  # R_X86_64_64, R_AARCH64_ABS64
+_SHF_WRITE = 0x1
+_SHF_INFO_LINK = 0x40
+_STT_OBJECT = 1
+_HIP_SECTIONS = (b".symtab", b".strtab", b".shstrtab", HIP_FATBIN_SECTION.encode(),
+                 HIP_WRAPPER_SECTION.encode(), b".rela" + HIP_WRAPPER_SECTION.encode(),
+                 b".note.GNU-stack")
+
+
+def _bundle_bytes(index: int, source: Content | FilePath) -> bytes:
+    """Bundle ``index`` of a HIP object, read and checked: a whole plain or compressed bundle
+    (:func:`fatbinkit.formats.offload_bundle.read_bundle`), nothing after it."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data, what = bytes(source), f"bundle {index}"
+    else:
+        path = as_path(source, f"bundle {index}")
+        data, what = read_input(path), str(path)
+    try:
+        bundle = read_bundle(data)
+    except FormatError as e:
+        raise InvalidArgumentError(f"{what} is not a clang offload bundle: {e}") from e
+    if bundle.stored_size != len(data):
+        raise InvalidArgumentError(f"{what}: {len(data) - bundle.stored_size} bytes follow the "
+                                   f"{bundle.stored_size}-byte bundle")
+    return data
+
+
+def hip_object_bytes(bundles: Sequence[Content | FilePath], *,
+                     machine: str | None = None) -> bytes:
+    """A relocatable ELF object holding ``bundles`` as clang's HIP codegen places one per
+    translation unit (``CGCUDANV.cpp``, ``makeModuleCtorFunction``; ``../shared/ROCM.md``
+    §1.3), so that linking it gives a library whose ``.hip_fatbin`` the bundle readers walk:
+
+    - ``.hip_fatbin`` (``SHF_ALLOC``, align 4096): the bundles, each at a multiple of 4096;
+    - ``.hipFatBinSegment`` (``SHF_WRITE|SHF_ALLOC``, align 8): per bundle one 24-byte
+      ``HIPF`` version 1 record, its ``binary`` slot relocated (``R_X86_64_64``,
+      ``R_AARCH64_ABS64``) to the bundle through ``.hip_fatbin``'s section symbol, and a local
+      ``__hip_fatbin_wrapper`` object on it;
+    - an empty ``.note.GNU-stack``, ``.symtab``, ``.strtab``, ``.shstrtab``.
+
+    There is no module constructor: nothing calls ``__hipRegisterFatBinary`` for these
+    records (clang's ``__hip_module_ctor`` does, with each kernel's host stub). Each bundle
+    (bytes or a path) must be a whole plain or compressed bundle.
+    """
+    e_machine = _machine(machine)
+    if not bundles:
+        raise InvalidArgumentError("no bundles to embed")
+    datas = [_bundle_bytes(n, b) for n, b in enumerate(bundles)]
+    offsets: list[int] = []
+    cursor = 0
+    for data in datas:
+        cursor = _align_up(cursor, BUNDLE_ALIGNMENT)
+        offsets.append(cursor)
+        cursor += len(data)
+    fatbin_size = cursor
+    record = HipWrapper(HIP_WRAPPER_MAGIC, HIP_WRAPPER_VERSION, 0, 0)
+    records = record.pack() * len(datas)
+    shstrtab, sh_names = _strtab(_HIP_SECTIONS)
+    strtab, (wrapper_name,) = _strtab([HIP_WRAPPER_SYMBOL.encode()])
+    fatbin_sym = 1  # .hip_fatbin's section symbol
+    symbols = [elf.Symbol(0, 0, 0, elf.SHN_UNDEF, 0, 0),
+               elf.Symbol(0, elf.st_info(elf.STB_LOCAL, elf.STT_SECTION), 0, 1, 0, 0),
+               elf.Symbol(0, elf.st_info(elf.STB_LOCAL, elf.STT_SECTION), 0, 2, 0, 0)]
+    symbols += [elf.Symbol(wrapper_name, elf.st_info(elf.STB_LOCAL, _STT_OBJECT), 0, 2,
+                           n * HipWrapper.FORMAT.size, HipWrapper.FORMAT.size)
+                for n in range(len(datas))]
+    symtab = b"".join(sym.pack() for sym in symbols)
+    relas = b"".join(
+        elf.Rela(n * HipWrapper.FORMAT.size + HipWrapper.BINARY_OFFSET,
+                 fatbin_sym << 32 | _ABS64[e_machine], offset).pack()
+        for n, offset in enumerate(offsets))
+
+    fatbin_offset = BUNDLE_ALIGNMENT  # as clang's objects have it
+    segment_offset = _align_up(fatbin_offset + fatbin_size, 8)
+    rela_offset = segment_offset + len(records)
+    note_offset = rela_offset + len(relas)
+    symtab_offset = _align_up(note_offset, 8)
+    strtab_offset = symtab_offset + len(symtab)
+    shstrtab_offset = strtab_offset + len(strtab)
+    shdr_offset = _align_up(shstrtab_offset + len(shstrtab), 8)
+    sh = elf.SectionHeader
+    sections = [
+        sh(0, elf.SHT_NULL, 0, 0, 0, 0, 0, 0, 0, 0),
+        sh(sh_names[3], elf.SHT_PROGBITS, elf.SHF_ALLOC, 0, fatbin_offset, fatbin_size, 0, 0,
+          BUNDLE_ALIGNMENT, 0),
+        sh(sh_names[4], elf.SHT_PROGBITS, elf.SHF_ALLOC | _SHF_WRITE, 0, segment_offset,
+          len(records), 0, 0, 8, 0),
+        sh(sh_names[5], elf.SHT_RELA, _SHF_INFO_LINK, 0, rela_offset, len(relas), 5, 2, 8,
+          elf.Rela.FORMAT.size),
+        sh(sh_names[6], elf.SHT_PROGBITS, 0, 0, note_offset, 0, 0, 0, 1, 0),
+        sh(sh_names[0], elf.SHT_SYMTAB, 0, 0, symtab_offset, len(symtab), 6, len(symbols), 8,
+          elf.Symbol.FORMAT.size),
+        sh(sh_names[1], elf.SHT_STRTAB, 0, 0, strtab_offset, len(strtab), 0, 0, 1, 0),
+        sh(sh_names[2], elf.SHT_STRTAB, 0, 0, shstrtab_offset, len(shstrtab), 0, 0, 1, 0),
+    ]
+    ident = elf.ELFMAG + bytes([elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EV_CURRENT]) + bytes(9)
+    header = elf.FileHeader(ident, elf.ET_REL, e_machine, elf.EV_CURRENT, 0, 0, shdr_offset, 0,
+                            elf.FileHeader.FORMAT.size, 0, 0, elf.SectionHeader.FORMAT.size,
+                            len(sections), 7)
+    out = bytearray(shdr_offset)
+    out[:elf.FileHeader.FORMAT.size] = header.pack()
+    for data, offset in zip(datas, offsets, strict=True):
+        out[fatbin_offset + offset:fatbin_offset + offset + len(data)] = data
+    for at, blob in ((segment_offset, records), (rela_offset, relas), (symtab_offset, symtab),
+                     (strtab_offset, strtab), (shstrtab_offset, shstrtab)):
+        out[at:at + len(blob)] = blob
+    out += b"".join(sec.pack() for sec in sections)
+    return bytes(out)
+
+
+def write_hip_object(path: FilePath, bundles: Sequence[Content | FilePath], *,
+                     machine: str | None = None) -> None:
+    """Write :func:`hip_object_bytes` to ``path``, atomically (nothing is left on failure)."""
+    path = as_path(path, "write_hip_object() output")
+    data = hip_object_bytes(bundles, machine=machine)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)

@@ -86,6 +86,9 @@ HOST_ID = "host-x86_64-unknown-linux-gnu-"
 #: zlib level 6 (``llvm::compression::Params``)
 _DEFAULT_LEVELS = {"zstd": 3, "zlib": 6}
 
+#: version 2 records both sizes in 32 bits (``CompressedOffloadBundle::compress``: "exceeds
+#: version 2 limit")
+_V2_LIMIT = 1 << 32
 _COUNT = struct.Struct("<Q")
 _PLAIN_PREFIX = len(BUNDLE_MAGIC) + _COUNT.size  # magic and entry count: 32 bytes
 _CCOB_SEARCH = re.compile(re.escape(CCOB_MAGIC))
@@ -526,6 +529,9 @@ def compress_bundle(plain: Buffer, *, version: int = 3, codec: str = "zstd",
     if method is None:
         raise InvalidArgumentError(f"codec {codec!r} is not one of "
                                    f"{tuple(COMPRESSION_METHODS.values())}")
+    if version == 2 and len(view) >= _V2_LIMIT:  # refused before a byte is compressed
+        raise InvalidArgumentError(f"a bundle of {len(view)} bytes exceeds compressed bundle "
+                                   "version 2's 32-bit sizes: use version 3")
     if level is None:
         level = _DEFAULT_LEVELS[codec]
     if codec == "zstd":
@@ -538,8 +544,9 @@ def compress_bundle(plain: Buffer, *, version: int = 3, codec: str = "zstd",
         payload = zlib.compress(view, level)
     form = _CCOB_FORMATS[version]
     total = form.size + len(payload)
-    if version == 2 and max(total, len(view)) >= 1 << 32:
-        raise InvalidArgumentError(f"a bundle of {len(view)} bytes exceeds compressed bundle "
-                                   "version 2's 32-bit sizes: use version 3")
+    if version == 2 and total >= _V2_LIMIT:  # an incompressible bundle just under the limit
+        raise InvalidArgumentError(f"a bundle of {len(view)} bytes compresses to {total} bytes "
+                                   "with its header, past compressed bundle version 2's 32-bit "
+                                   "sizes: use version 3")
     head = CompressedHeader(version, method, total, len(view), truncated_md5(view))
     return head.pack() + payload
