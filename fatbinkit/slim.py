@@ -1573,8 +1573,6 @@ def _verify_pe(data: bytearray, before: pe.PeFile, by_section: dict[int, list[_M
                               "output")
 
 
-#: the relocation types that store ``S + A`` in 64 bits (what a wrapper's pointer uses in a .o)
-_ABS64 = {elf.EM_X86_64: 1, elf.EM_AARCH64: 257}
 
 
 def _present(sections: Sequence[elf.Section]) -> list[_Kind]:
@@ -1627,7 +1625,7 @@ def _slim_object(src: _Input, head: elf.FileHeader, out: _Output, req: _Request)
         raw = view[h.offset : h.offset + h.size - h.size % size]
         symbols = [(shndx, value) for _n, _i, _o, shndx, value, _s in
                    elf.Symbol.FORMAT.iter_unpack(raw)]
-    absolute = _ABS64.get(head.machine)
+    absolute = elf.ABS64.get(head.machine)
     pointers: list[tuple[elf.Section, int, elf.Rela, int, int]] = []  # + section, offset
     others: list[tuple[str, tuple[int, int]]] = []
     for rs in sections:

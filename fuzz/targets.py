@@ -192,6 +192,31 @@ def _slim(data: bytes, work: Path) -> None:
     out.unlink()
 
 
+def _amd_slim(data: bytes, work: Path) -> None:
+    """prune for gfx942 of an AMD file (the mutant's last byte picks same-size or zstd too): a
+    refusal leaves no output and the input as it was; an output's code objects all run on a
+    gfx942 (its own processor or its generic target)."""
+    from fatbinkit.scan import scan
+    from fatbinkit.slim import prune
+
+    src, out = work / "in.bin", work / "out.bin"
+    src.write_bytes(data)
+    with contextlib.suppress(FileNotFoundError):
+        out.unlink()
+    how = data[-1] % 3 if data else 0
+    try:
+        prune(src, out, ["gfx942"], same_size=how == 1, codec="zstd" if how == 2 else None,
+              allow_newer_rocm=True)
+    except FatbinkitError:
+        assert not out.exists(), "a failed prune left its output"
+        assert src.read_bytes() == data, "a failed prune changed its input"
+        raise
+    for code in scan(out, all=True):
+        if code.kind == "hsaco":
+            assert code.target.split(":")[0] in ("gfx942", "gfx9-4-generic"), code.target
+    out.unlink()
+
+
 def _bundles(data: bytes, work: Path) -> None:
     """``read_bundles`` on a ``.hip_fatbin`` region (or a bundle file): every entry lies inside
     its bundle's bytes, and a plain bundle's entry is the slice its descriptor names."""
@@ -270,4 +295,5 @@ TARGETS = {t.name: t for t in (
     Target("amd_hsaco", _hsaco, ("hsaco",)),
     Target("amd_offload", _offload, ("offbin",)),
     Target("amd_cli", _amd_cli, ("amdfile",)),
+    Target("amd_slim", _amd_slim, ("amdfile", "hipfb")),
 )}

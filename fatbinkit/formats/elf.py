@@ -21,6 +21,7 @@ from typing import ClassVar, Protocol
 from ..errors import FormatError, TruncatedError, UnsupportedError
 
 __all__ = [
+    "ABS64",
     "EI_ABIVERSION",
     "ELFCLASS64",
     "ELFDATA2LSB",
@@ -36,7 +37,9 @@ __all__ = [
     "PT_NULL",
     "PT_PHDR",
     "RELATIVE",
+    "R_AARCH64_ABS64",
     "R_AARCH64_RELATIVE",
+    "R_X86_64_64",
     "R_X86_64_RELATIVE",
     "SHF_ALLOC",
     "SHN_ABS",
@@ -113,6 +116,11 @@ R_X86_64_RELATIVE = 8
 R_AARCH64_RELATIVE = 1027
 #: the relocation type that stores ``base + addend`` (no symbol), per machine
 RELATIVE = {EM_X86_64: R_X86_64_RELATIVE, EM_AARCH64: R_AARCH64_RELATIVE}
+R_X86_64_64 = 1
+R_AARCH64_ABS64 = 257
+#: the relocation type that stores ``S + A`` in 64 bits, per machine (a wrapper's pointer in a
+#: relocatable object)
+ABS64 = {EM_X86_64: R_X86_64_64, EM_AARCH64: R_AARCH64_ABS64}
 
 SHF_ALLOC = 0x2
 

@@ -728,7 +728,6 @@ HIP_FATBIN_SECTION = ".hip_fatbin"
 #: clang's name for a module's wrapper record (``CGCUDANV.cpp``: ``__hip_fatbin_wrapper``)
 HIP_WRAPPER_SYMBOL = "__hip_fatbin_wrapper"
 #: the 64-bit absolute relocation clang writes at a record's ``binary`` slot, per machine
-_ABS64 = {elf.EM_X86_64: 1, elf.EM_AARCH64: 257}  # R_X86_64_64, R_AARCH64_ABS64
 _SHF_WRITE = 0x1
 _SHF_INFO_LINK = 0x40
 _STT_OBJECT = 1
@@ -797,7 +796,7 @@ def hip_object_bytes(bundles: Sequence[Content | FilePath], *,
     symtab = b"".join(sym.pack() for sym in symbols)
     relas = b"".join(
         elf.Rela(n * HipWrapper.FORMAT.size + HipWrapper.BINARY_OFFSET,
-                 fatbin_sym << 32 | _ABS64[e_machine], offset).pack()
+                 fatbin_sym << 32 | elf.ABS64[e_machine], offset).pack()
         for n, offset in enumerate(offsets))
 
     fatbin_offset = BUNDLE_ALIGNMENT  # as clang's objects have it

@@ -38,9 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["WrapperRef", "elf_wrappers", "pe_wrappers"]
 
-R_X86_64_64 = 1
-R_AARCH64_ABS64 = 257
-_ABS64 = {elf.EM_X86_64: R_X86_64_64, elf.EM_AARCH64: R_AARCH64_ABS64}
 IMAGE_REL_AMD64_ADDR64 = 1
 _COFF_RELOCATION = struct.Struct("<IIH")  # IMAGE_RELOCATION: VirtualAddress, symbol, type
 _U64 = struct.Struct("<Q")
@@ -137,7 +134,7 @@ def _object_slots(host: memoryview, head: elf.FileHeader, sections: Sequence[elf
                   seg: int) -> dict[int, tuple[int | None, str]]:
     """Offset in ``.hipFatBinSegment`` -> (file offset of the target, how) for each absolute
     relocation of the section (the last one at a slot wins, as a linker applies them)."""
-    absolute = _ABS64.get(head.machine)
+    absolute = elf.ABS64.get(head.machine)
     symtab = next((s for s in sections if s.header.type == elf.SHT_SYMTAB), None)
     symbols = _symbols(host, symtab)
     out: dict[int, tuple[int | None, str]] = {}
@@ -166,7 +163,7 @@ def _linked_slots(host: memoryview, head: elf.FileHeader, sections: Sequence[elf
     """Slot address -> (the address the loader writes there, how) for each dynamic RELA
     relocation (the last one at a slot wins: the loader applies them in order)."""
     relative = elf.RELATIVE.get(head.machine)
-    absolute = _ABS64.get(head.machine)
+    absolute = elf.ABS64.get(head.machine)
     dynsym = next((s for s in sections if s.header.type == elf.SHT_DYNSYM), None)
     symbols = _symbols(host, dynsym)
     out: dict[int, tuple[int | None, str]] = {}
