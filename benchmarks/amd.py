@@ -1,6 +1,6 @@
-"""AMD inspection benchmark, side by side in one run: fatbinkit ``ls`` and ``ls --resources
---json`` against the LLVM tools a user runs on a HIP library, on cupy-rocm-7-0's cub library
-(``tests/thirdparty.CUPY_ROCM7_CUB``, ~153 MB), as ratios, with peak memory.
+"""AMD benchmark, side by side in one run: fatbinkit ``ls``, ``ls --resources --json`` and
+``prune --for gfx942`` against the LLVM tools a user runs on a HIP library, on cupy-rocm-7-0's
+cub library (``tests/thirdparty.CUPY_ROCM7_CUB``, ~153 MB), as ratios, with peak memory.
 
 The LLVM side (LLVM 22, tests/llvm.py) is the script a user writes: ``llvm-objcopy
 --dump-section .hip_fatbin`` (the bundler reads no ``.hip_fatbin`` of a shared library), then
@@ -9,6 +9,12 @@ Python, outside the timing, since no LLVM tool splits them) ``clang-offload-bund
 ``--unbundle`` of every target it lists, and ``llvm-readelf --notes`` on each code object
 unbundled. Its time is the sum of those commands' wall times (the median of 3 runs of the
 whole chain), its memory the largest peak RSS among them.
+
+Pruning, the LLVM way: ``llvm-objcopy --dump-section .hip_fatbin``, ``clang-offload-bundler
+--unbundle`` of the kept target from each bundle, the bundler again to bundle it with the host
+entry, and ``llvm-objcopy --update-section .hip_fatbin=...``, which keeps the section's size in a
+linked file (the file stays as large: fatbinkit's ``--same-size``); fatbinkit's own ``prune``
+also cuts the freed bytes out.
 
 Usage: python benchmarks/amd.py [--write docs/benchmarks-amd.md] [--library PATH]
 """
@@ -84,6 +90,41 @@ def llvm_chain(lib: Path, work: Path) -> tuple[float, int, int, int]:
     return total, peak, len(pieces), objects
 
 
+def prune_chain(lib: Path, work: Path, target: str) -> tuple[float, int, int]:
+    """One run of the user's LLVM pruning script for one ``target``: (seconds, peak RSS,
+    output size)."""
+    bundler = str(llvm_path(22, "clang-offload-bundler"))
+    objcopy = str(llvm_path(22, "llvm-objcopy"))
+    section = work / "hip_fatbin"
+    os.environ.update(_env())
+    total, peak = child([objcopy, f"--dump-section=.hip_fatbin={section}", str(lib),
+                         str(work / "scratch")])
+    (work / "scratch").unlink()
+    kept = b""
+    for i, piece in enumerate(_bundles(section.read_bytes())):
+        path, co, new = work / f"b{i}", work / f"b{i}.co", work / f"b{i}.new"
+        path.write_bytes(piece)
+        entry = f"hipv4-amdgcn-amd-amdhsa--{target}"
+        t, m = child([bundler, "--unbundle", "--type=o", f"--input={path}",
+                      f"--targets={entry}", f"--output={co}"])
+        total, peak = total + t, max(peak, m)
+        t, m = child([bundler, "--type=o", "-bundle-align=4096",
+                      f"--targets=host-x86_64-unknown-linux-gnu,{entry}", "--input=/dev/null",
+                      f"--input={co}", f"--output={new}"])
+        total, peak = total + t, max(peak, m)
+        data = new.read_bytes()
+        kept += data + bytes(-len(data) % 4096)
+        for f in (path, co, new):
+            f.unlink()
+    section.write_bytes(kept)
+    out = work / "pruned.so"
+    t, m = child([objcopy, f"--update-section=.hip_fatbin={section}", str(lib), str(out)])
+    size = out.stat().st_size
+    out.unlink()
+    section.unlink()
+    return total + t, max(peak, m), size
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", type=Path, help="also write the table (markdown) here")
@@ -114,8 +155,24 @@ def main() -> int:
         rows.append((f"{lib.name}: {label}", f"{t:.2f} s, {m / 2**20:.0f} MiB",
                      f"{versus('fatbinkit', t, l_t)}, {m / l_m:.2f}x the LLVM tools' peak "
                      "memory"))
+    with tempfile.TemporaryDirectory(prefix="fatbinkit-amd-") as tmp:
+        prunes = [prune_chain(lib, Path(tmp), "gfx942") for _ in range(RUNS)]
+        p_t = statistics.median(c[0] for c in prunes)
+        p_m = max(c[1] for c in prunes)
+        rows.append((f"{lib.name}: LLVM 22: objcopy --dump-section, bundler --unbundle gfx942, "
+                     "bundler, objcopy --update-section", f"{p_t:.2f} s, {p_m / 2**20:.0f} MiB, "
+                     f"file {prunes[0][2] / 2**20:.1f} MiB", ""))
+        out = Path(tmp, "out.so")
+        for label, extra in (("fatbinkit prune --for gfx942 --same-size", ["--same-size"]),
+                             ("fatbinkit prune --for gfx942", [])):
+            t, m = median([*fk, "prune", str(lib), "-o", str(out), "--for", "gfx942", *extra],
+                          RUNS)
+            rows.append((f"{lib.name}: {label}", f"{t:.2f} s, {m / 2**20:.0f} MiB, file "
+                         f"{out.stat().st_size / 2**20:.1f} MiB",
+                         f"{versus('fatbinkit', t, p_t)}, {m / p_m:.2f}x the LLVM tools' peak "
+                         "memory"))
     head = [
-        "# AMD inspection benchmark", "",
+        "# AMD benchmark: inspecting and pruning", "",
         f"`python benchmarks/amd.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
         f"`{lib.name}` ({lib.stat().st_size / 2**20:.0f} MiB). fatbinkit: the median of {RUNS} "
