@@ -687,10 +687,12 @@ def _wrappers(view: memoryview, sections: Sequence[elf.Section], kind: _Kind
 
 
 def _wrapper_records(view: memoryview, name: str, offset: int, size: int,
-                     addr: int, kind: _Kind) -> list[_Wrapper]:
+                     addr: int, kind: _Kind | None = None) -> list[_Wrapper]:
     """The wrapper records of the section ``name`` (``size`` bytes at file ``offset``, address
-    ``addr``: a virtual address in ELF, an RVA in PE): each data pointer's slot and target
-    (a record whose module lies elsewhere, rocm-kpack's ``HIPK``, is left out)."""
+    ``addr``: a virtual address in ELF, an RVA in PE) of ``kind`` (None: CUDA's): each data
+    pointer's slot and target (a record whose module lies elsewhere, rocm-kpack's ``HIPK``, is
+    left out)."""
+    kind = kind or _CUDA
     n = FatbinWrapper.FORMAT.size  # 24 bytes, the pointer at 8: CUDA's and HIP's alike
     if size % n:
         raise UnsupportedError(f"{name} of {size} bytes is not a whole number of "
@@ -1400,8 +1402,8 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
     for p in ours:
         if p.target not in starts:
             raise UnsupportedError(f"the wrapper record at {p.slot - 8:#x} points at "
-                                   f"{p.target:#x}, inside {fat[0].name} but not at the start "
-                                   "of a module")
+                                   f"{p.target:#x}, inside {fat[0].name} but not at a "
+                                   "container")
     # in place (same_size) a reference to a container's start still finds it; nothing else
     # (a pointer into a container's entries) survives a rewrite
     unsafe = [what for what, target in others if not same_size or target not in starts]
@@ -1480,7 +1482,7 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
         if inside and w.target not in starts:
             raise UnsupportedError(f"the wrapper record at RVA {w.slot - 8:#x} points at "
                                    f"{w.target:#x}, inside {image.sections[inside[0]].name} "
-                                   "but not at the start of a module")
+                                   "but not at a container")
         if inside:
             referenced[inside[0]].add(w.target - ranges[inside[0]][0])
     _pe_references(view, image, ranges, {w.slot for w in wrappers}, set(starts),
