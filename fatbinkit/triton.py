@@ -46,7 +46,7 @@ from .formats.elf_writer import Blob
 from .formats.ptx import max_ptx_isa_for_driver, ptx_header
 from .parallel import as_jobs
 from .progress import Progress, reporter
-from .triton_amd import AmdKernel, amd_targets, compile_amd
+from .triton_amd import AmdKernel, amd_targets, compile_amd, retarget_amd
 
 __all__ = [
     "LAUNCH_TABLE",
@@ -216,6 +216,11 @@ class TritonKernel:
             raise InvalidArgumentError("a fatbin needs SASS, PTX or both")
         return build_fatbin(entries)
 
+    @property
+    def target_names(self) -> tuple[str, ...]:
+        """Each image's target as Triton built it: ``sm_80``, ``sm_90a``..."""
+        return tuple(i.arch.sm for i in self.images)
+
     def blob(self, *, ptx: Literal["floor", "all", "none"] = "floor",
              compression: str | None = None) -> bytes:
         """What :func:`blobs` embeds: :meth:`fatbin` with SASS."""
@@ -330,10 +335,8 @@ def compile_kernel(
     amd = amd_targets(targets)
     if amd is None:
         archs = _targets(targets)  # type: ignore[arg-type]  # no TargetId: amd_targets saw none
-    elif min_driver is not None:
-        raise InvalidArgumentError(
-            f"{option('min_driver', str(min_driver))} is a CUDA driver; AMD targets "
-            f"({', '.join(map(str, amd))}) have none")
+    else:
+        _no_driver(amd, min_driver)
     jobs = as_jobs(jobs)
     triton, ast_source = _import_triton()
     options = {"num_warps": num_warps}
@@ -361,13 +364,13 @@ def compile_kernel(
 
 def retarget(
     compiled: Any,
-    targets: Sequence[Arch | str] | Arch | str,
+    targets: Sequence[Arch | TargetId | str] | Arch | TargetId | str,
     *,
     min_driver: object = None,
     floor: bool = True,
     jobs: int | None = None,
     progress: Progress = None,
-) -> TritonKernel:
+) -> TritonKernel | AmdKernel:
     """Compile a kernel Triton has already compiled (a ``triton.compiler.CompiledKernel``, for
     any target) for every target, from its Triton IR (``asm["ttir"]``, which precedes every
     target-specific pass) with the same options (warps, stages, ...). For the kernels tested
@@ -375,8 +378,13 @@ def retarget(
     source for each target; the few front-end choices Triton makes from the target (fp8 types
     allowed, ``max_num_imprecise_acc`` of fp8 dots on sm_90) stay those of the kernel's own
     target. The given kernel's own image is reused where its GPU is asked for. ``jobs`` and
-    ``progress`` as in :func:`compile_kernel`."""
-    archs, jobs = _targets(targets), as_jobs(jobs)
+    ``progress`` as in :func:`compile_kernel`; AMD targets as there, for a kernel Triton
+    compiled for an AMD GPU (:func:`fatbinkit.triton_amd.retarget_amd`)."""
+    amd = amd_targets(targets)
+    if amd is not None:
+        _no_driver(amd, min_driver)
+        return retarget_amd(compiled, amd, jobs=jobs, progress=progress)
+    archs, jobs = _targets(targets), as_jobs(jobs)  # type: ignore[arg-type]  # no TargetId
     triton, _ = _import_triton()
     try:
         ttir = compiled.asm["ttir"]
@@ -402,6 +410,13 @@ def retarget(
 
         return _build(compile_one, archs, min_driver=min_driver, floor=floor, jobs=jobs,
                       progress=progress, desc=f"Triton {own.name}")
+
+
+def _no_driver(amd: Sequence[TargetId], min_driver: object) -> None:
+    if min_driver is not None:
+        raise InvalidArgumentError(
+            f"{option('min_driver', str(min_driver))} is a CUDA driver; AMD targets "
+            f"({', '.join(map(str, amd))}) have none")
 
 
 def _frozen(value: Any) -> Any:

@@ -42,16 +42,25 @@ from .progress import Progress, reporter
 
 __all__ = [
     "BUNDLE_KIND",
+    "LDS_PER_WORKGROUP",
     "AmdImage",
     "AmdKernel",
     "amd_targets",
     "compile_amd",
+    "retarget_amd",
 ]
 
 #: the offload kind and triple of every entry: ``hipv4`` for code object v4+ (clang's
 #: ``HIP::constructHIPFatbinCommand``), the legacy ``amdgcn-amd-amdhsa-`` prefix the HIP runtime
 #: matches (``normalizeForBundler``)
 BUNDLE_KIND = "hipv4-amdgcn-amd-amdhsa-"
+
+
+#: LDS a workgroup may address where it is not 64 KiB: LLVM's ``AMDGPU.td``
+#: (``FeatureAddressableLocalMemorySize163840`` on gfx950; 65536 on the gfx9 to gfx12
+#: processors before it)
+LDS_PER_WORKGROUP: dict[str, int] = {"gfx950": 160 << 10}
+_LDS_DEFAULT = 64 << 10
 
 
 def amd_targets(targets: Sequence[object] | object) -> list[TargetId] | None:
@@ -175,6 +184,11 @@ class AmdKernel:
         return tuple(i.target for i in self.images)
 
     @property
+    def target_names(self) -> tuple[str, ...]:
+        """Each image's target: ``gfx90a``, ``gfx1100``..."""
+        return tuple(str(i.target) for i in self.images)
+
+    @property
     def num_warps(self) -> int:
         return self.images[0].num_warps
 
@@ -206,6 +220,19 @@ class AmdKernel:
     @property
     def profile_scratch_size(self) -> int:
         return max(i.profile_scratch_size for i in self.images)
+
+    def check_shared(self) -> None:
+        """Refuse (:class:`InvalidArgumentError`) a kernel whose one launch (:attr:`shared`
+        dynamic LDS plus the largest static LDS) is more than a workgroup may have on one of
+        its targets (:data:`LDS_PER_WORKGROUP`)."""
+        need = self.shared + self.lds
+        for image in self.images:
+            limit = LDS_PER_WORKGROUP.get(image.target.processor, _LDS_DEFAULT)
+            if need > limit:
+                raise InvalidArgumentError(
+                    f"{self.name}: one launch needs {need} B of LDS (the largest over "
+                    f"{', '.join(self.target_names)}), more than a workgroup may have on "
+                    f"{image.target} ({limit} B); drop {image.target} or use a smaller config")
 
     def bundle(self, *, compression: str | None = None, version: int = 3) -> bytes:
         """The clang offload bundle of every image (:func:`~fatbinkit.formats.offload_bundle.
@@ -288,17 +315,67 @@ def compile_amd(
     ``progress`` (unit ``"target"``); :func:`fatbinkit.triton.compile_kernel` calls it for
     ``gfx`` targets. Each target is checked first (its warp size from Triton), so a target
     Triton refuses fails before any compile runs."""
+    return _build(source, name, targets, options, None, jobs, progress)
+
+
+#: HIPOptions fields Triton derives from the target (``HIPBackend.parse_options``,
+#: ``HIPOptions.__post_init__``): never carried from one target's kernel to another's
+_TARGET_OPTIONS = frozenset({"arch", "supported_fp8_dtypes", "deprecated_fp8_dot_operand_dtypes",
+                             "allowed_dot_input_precisions", "extern_libs"})
+
+
+def retarget_amd(compiled: Any, targets: Sequence[TargetId], *, jobs: int | None = None,
+                 progress: Progress = None) -> AmdKernel:
+    """Compile a kernel Triton has already compiled for an AMD GPU (a
+    ``triton.compiler.CompiledKernel``: what AOTInductor holds on ROCm) for every target, from
+    its Triton IR (``asm["ttir"]``, before any target-specific pass) with the same options;
+    the kernel's own code object is reused where its GPU is asked for.
+    :func:`fatbinkit.triton.retarget` calls it for ``gfx`` targets."""
+    import tempfile
+    from dataclasses import fields
+    from pathlib import Path
+
+    from triton.backends.amd.compiler import HIPOptions
+
+    try:
+        ttir = compiled.asm["ttir"]
+        meta = compiled.metadata._asdict()
+        own = AmdImage.from_compiled(compiled, TargetId.parse(str(meta["arch"])))
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise InvalidArgumentError(
+            f"not a Triton kernel compiled for an AMD GPU with its Triton IR: "
+            f"{type(compiled).__name__}") from exc
+    known = {f.name for f in fields(HIPOptions)} - _TARGET_OPTIONS
+    options = {k: _frozen(v) for k, v in meta.items() if k in known and v is not None}
+    with tempfile.TemporaryDirectory(prefix="fatbinkit-ttir-") as tmp:
+        path = Path(tmp) / f"{own.name}.ttir"  # Triton reads IR from a file named *.ttir
+        path.write_text(ttir if isinstance(ttir, str) else bytes(ttir).decode())
+        return _build(lambda: str(path), own.name, targets, options, own, jobs, progress)
+
+
+def _frozen(value: Any) -> Any:
+    """Lists in kernel metadata (its JSON form) as the tuples Triton's options hash."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def _build(source: Callable[[], Any], name: str, targets: Sequence[TargetId],
+           options: Mapping[str, Any], own: AmdImage | None, jobs: int | None,
+           progress: Progress) -> AmdKernel:
+    """Every target on a thread pool (``own``: an image already built, reused for its
+    target), in ``targets``' order."""
     from triton.backends.compiler import GPUTarget
 
     from .triton import _ENV_LOCK, _import_triton, _serial_ast_parse
 
     triton, _ = _import_triton()
     if not targets:
-        raise InvalidArgumentError(f"no target given: {option('targets', '[gfx...]')}")
+        raise InvalidArgumentError(f"no target given: {option('targets', '[TARGETS]')}")
     jobs = as_jobs(jobs)
     sizes = [_warp_size(triton, t, options) for t in targets]
 
     def compile_one(i: int) -> AmdImage:
+        if own is not None and own.target == targets[i]:
+            return own
         target = GPUTarget("hip", targets[i].processor, sizes[i])
         try:
             compiled = triton.compile(source(), target=target, options=dict(options))

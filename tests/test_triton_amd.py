@@ -21,7 +21,7 @@ from fatbinkit.errors import InvalidArgumentError
 from fatbinkit.formats.amdgpu import TargetId
 from fatbinkit.progress import Step
 from fatbinkit.triton import compile_kernel
-from fatbinkit.triton_amd import AmdKernel
+from fatbinkit.triton_amd import AmdImage, AmdKernel
 from tests.llvm import run_llvm
 
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -243,3 +243,19 @@ def test_a_triton_only_aot_flow_links_with_gcc_and_reads_back(
                           constexprs=tk.ADD_CONSTEXPRS, floor=False)
     with pytest.raises(InvalidArgumentError, match="CUDA and AMD GPUs in one object"):
         blobs([cuda, mm], ptx="none")
+
+
+def _image(target: str, shared: int, lds: int = 0) -> AmdImage:
+    return AmdImage("k", TargetId(target), b"", 4, 64, shared, 0, 0, lds, 0, ())
+
+
+def test_one_launch_must_fit_every_targets_lds() -> None:
+    """A workgroup addresses 64 KiB of LDS, 160 KiB on gfx950 (LLVM's AMDGPU.td,
+    FeatureAddressableLocalMemorySize): the largest dynamic LDS over the targets plus the
+    largest static LDS is what one launch needs, refused where a target has less."""
+    AmdKernel("k", (_image("gfx942", 65_536), _image("gfx1100", 1024))).check_shared()
+    AmdKernel("k", (_image("gfx950", 163_840),)).check_shared()
+    with pytest.raises(InvalidArgumentError, match=r"needs 100000 B of LDS .* on gfx942"):
+        AmdKernel("k", (_image("gfx942", 1024), _image("gfx950", 100_000))).check_shared()
+    with pytest.raises(InvalidArgumentError, match=r"needs 65537 B of LDS .* on gfx1100"):
+        AmdKernel("k", (_image("gfx1100", 65_000, 537),)).check_shared()
