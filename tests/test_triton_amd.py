@@ -20,7 +20,7 @@ pytest.importorskip("triton")
 from fatbinkit.errors import InvalidArgumentError
 from fatbinkit.formats.amdgpu import TargetId
 from fatbinkit.progress import Step
-from fatbinkit.triton import compile_kernel
+from fatbinkit.triton import compile_kernel, retarget
 from fatbinkit.triton_amd import AmdImage, AmdKernel
 from tests.llvm import run_llvm
 
@@ -143,14 +143,27 @@ def test_fatbinkit_ls_and_check_read_the_bundle(
 
 
 @pytest.mark.usefixtures("fresh")
-def test_parallel_compiles_equal_serial_ones() -> None:
+def test_parallel_compiles_equal_serial_ones_and_retarget_equals_compiling_the_source() -> None:
     import ast
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
 
     parse = ast.parse
     serial = compile_kernel(*MATMUL, TARGETS, constexprs=tk.MATMUL_CONSTEXPRS, jobs=1)
     parallel = compile_kernel(*MATMUL, TARGETS, constexprs=tk.MATMUL_CONSTEXPRS, jobs=4)
     assert serial == parallel  # every code object byte, every field
     assert ast.parse is parse  # serialised during the pool (CPython gh-106905), then restored
+    # what AOTInductor holds on ROCm: the kernel Triton compiled for the build GPU (an MI300)
+    built = triton.compile(ASTSource(fn=tk.matmul_kernel, signature=dict(tk.MATMUL_SIGNATURE),
+                                     constexprs=dict(tk.MATMUL_CONSTEXPRS)),
+                           target=GPUTarget("hip", "gfx942", 64), options={"num_warps": 4})
+    again = retarget(built, TARGETS)
+    assert isinstance(again, AmdKernel) and again.images == serial.images
+    assert again.images[1].hsaco == built.asm["hsaco"]  # its own target: reused
+    with pytest.raises(InvalidArgumentError, match="not a Triton kernel compiled for an AMD"):
+        retarget(object(), ["gfx942"])
 
 
 def test_jobs_progress_and_targets_follow_the_api_conventions() -> None:
