@@ -70,7 +70,7 @@ def amd_targets(targets: Sequence[object] | object) -> list[TargetId] | None:
     if isinstance(targets, (str, TargetId)) or not isinstance(targets, Sequence):
         targets = [targets]
     amd = [t for t in targets if isinstance(t, TargetId)
-           or (isinstance(t, str) and t.lower().startswith("gfx"))]
+           or (isinstance(t, str) and t.startswith("gfx"))]
     if not amd:
         return None
     if len(amd) != len(targets):
