@@ -18,6 +18,15 @@ and scratch any target needs. Without ``archs`` the output is what torch would h
 each kernel's cubin, or, where ``emit_multi_arch_kernel`` is on, a fatbin of the cubin and its
 PTX, written by fatbinkit.
 
+On ROCm torch the same switch takes AMD targets (``archs=["gfx90a", "gfx942", "gfx1100"]``):
+each kernel becomes one clang offload bundle holding a code object per target, compiled by
+Triton from the kernel's Triton IR (:func:`fatbinkit.triton_amd.retarget_amd`; the build GPU's
+own code object is kept as is) and bundled by fatbinkit (no ROCm clang, clang-offload-bundler,
+ld or objcopy: torch's own ``emit_multi_arch_kernel`` path, ``rocm_multiarch_utils``, runs all
+of them), saved under torch's ``.hsaco`` name, which ``hipModuleLoadData`` loads; the launch
+reserves the largest LDS and scratch any target needs. Without ``archs`` the code object is
+torch's own, embedded by fatbinkit.
+
 torch's functions are replaced by name where they exist (torch 2.6 to 2.14 as read for this
 module; a name a release lacks is skipped) and restored when the block ends, also on error.
 
@@ -50,6 +59,7 @@ from .formats.elf_writer import DEFAULT_ALIGN, Blob
 from .formats.fatbin import COMPRESSIONS
 from .parallel import as_jobs
 from .progress import Progress, Reporter, reporter
+from .triton_amd import AmdKernel, amd_targets
 
 __all__ = [
     "NoKernelWarning",
@@ -116,17 +126,19 @@ def convert_cubins_to_obj(
 
 @dataclass(frozen=True)
 class PackagedKernel:
-    """One kernel as the switch packaged it: its images' archs, the floor, the fatbin's size."""
+    """One kernel as the switch packaged it: its images' archs, the floor, the fatbin's (or
+    offload bundle's) size, what its images are (``SASS``, AMD's ``hsaco``)."""
 
     name: str
     archs: tuple[str, ...]
     floor: str | None
     shared: int
     size: int
+    kind: str = "SASS"
 
     def __str__(self) -> str:
         floor = f" + {self.floor}" if self.floor else ""
-        return (f"{self.name}: SASS {', '.join(self.archs)}{floor}; {self.size} B, "
+        return (f"{self.name}: {self.kind} {', '.join(self.archs)}{floor}; {self.size} B, "
                 f"{self.shared} B shared")
 
 
@@ -164,7 +176,7 @@ class Packaging:
 
 def _no_kernel_said(torch: Any, targets: tuple[str, ...]) -> str:
     """The warning of a block with archs and no kernel, naming the likely cause."""
-    if torch.version.cuda is None:
+    if torch.version.cuda is None and torch.version.hip is None:
         why = (f"this torch ({torch.__version__}) is a CPU-only build (torch.version.cuda is "
                "None): it compiles no GPU kernel; use a CUDA build of torch on a machine with a "
                "GPU")
@@ -191,6 +203,8 @@ _SAVING: contextvars.ContextVar[tuple[bytes, Any] | None] = contextvars.ContextV
 # not a context variable: torch may embed from its own threads, and blocks never overlap.
 _TARGET: list[str | None] = [None]
 _ACTIVE = threading.Lock()
+# what an offload bundle's CCOB may use (fatbinkit.formats.offload_bundle.compress_bundle)
+_BUNDLE_CODECS = frozenset({"zstd", "zlib"})
 
 
 @contextmanager
@@ -207,8 +221,11 @@ def packaging(
     """Within the block, torch's AOTInductor embeds kernels with fatbinkit, and with ``archs``
     ships each as a fatbin for every arch: see the module's documentation.
 
-    ``min_driver`` and ``floor`` are those of :func:`fatbinkit.triton.retarget`; ``compression``
-    (``"zstd"``, ``"lz4"``) compresses the fatbins' entries; ``jobs`` is the compile threads per
+    ``archs`` are CUDA archs (``sm_90``), or on ROCm torch AMD targets (``gfx942``: one offload
+    bundle per kernel). ``min_driver`` and ``floor`` are those of
+    :func:`fatbinkit.triton.retarget` (CUDA's); ``compression`` (``"zstd"``, ``"lz4"``)
+    compresses the fatbins' entries (AMD: ``"zstd"`` or ``"zlib"``, the bundle as a CCOB v3,
+    which needs comgr 2.8+); ``jobs`` is the compile threads per
     kernel (None: :func:`fatbinkit.parallel.default_jobs`); ``target`` (a triple of
     :data:`fatbinkit.embed.TARGETS`; default the host's) picks the objects' format: COFF
     ``.obj`` for Windows, ELF ``.o`` otherwise; ``progress`` (:mod:`fatbinkit.progress`) hears
@@ -225,30 +242,45 @@ def packaging(
         raise ToolNotFoundError("fatbinkit.aoti.packaging needs PyTorch (torch)") from exc
     if isinstance(archs, str):
         archs = [archs]
-    targets = tuple(as_arch(a, "archs").sm for a in archs) if archs is not None else None
+    amd = amd_targets(archs) if archs is not None else None
+    if amd is not None:
+        targets: tuple[str, ...] | None = tuple(map(str, amd))
+    else:
+        targets = tuple(as_arch(a, "archs").sm for a in archs) if archs is not None else None
     if targets is not None and not targets:
         raise InvalidArgumentError(
             f"archs is empty: give the GPUs to ship for ({option('archs', '[ARCHS]')}), or None")
     if targets is None and (min_driver is not None or jobs is not None):
         raise InvalidArgumentError(
             f"min_driver and jobs apply to {option('archs', '[ARCHS]')}: give the archs")
+    if min_driver is not None and amd is not None:
+        raise InvalidArgumentError(f"{option('min_driver', str(min_driver))} is a CUDA driver; "
+                                   f"AMD targets ({', '.join(targets or ())}) have none")
     if min_driver is not None:
         as_cuda_version(min_driver, "min_driver")
     if jobs is not None:
         as_jobs(jobs)
     if target is not None and target not in TARGETS:
         raise InvalidArgumentError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
-    if compression is not None and compression not in COMPRESSIONS:
+    codecs = _BUNDLE_CODECS if amd is not None else COMPRESSIONS
+    if compression is not None and compression not in codecs:
         raise InvalidArgumentError(
-            f"compression must be one of {', '.join(sorted(COMPRESSIONS))} or None, "
+            f"compression must be one of {', '.join(sorted(codecs))} or None, "
             f"not {compression!r}")
     import torch
 
-    if torch.version.hip is not None:
-        raise InvalidArgumentError("fatbinkit.aoti.packaging is for CUDA; this torch is ROCm")
     if not hasattr(inductor_config.aot_inductor, "embed_kernel_binary"):
         raise ToolNotFoundError("this torch has no aot_inductor.embed_kernel_binary (torch >= 2.6)")
     own_ptx = bool(getattr(inductor_config.aot_inductor, "emit_multi_arch_kernel", False))
+    rocm = torch.version.hip is not None
+    if targets is not None and rocm != (amd is not None):
+        raise InvalidArgumentError(
+            f"{option('archs', list(targets))}: this torch is "
+            f"{'ROCm: give AMD targets (gfx942...)' if rocm else 'not ROCm: give CUDA archs'}")
+    if rocm and own_ptx and targets is None:
+        raise InvalidArgumentError(
+            "aot_inductor.emit_multi_arch_kernel on ROCm: torch would run ROCm's clang and "
+            f"clang-offload-bundler; give the targets instead ({option('archs', '[TARGETS]')})")
     if not _ACTIVE.acquire(blocking=False):
         raise InvalidArgumentError("fatbinkit.aoti.packaging blocks cannot nest or overlap")
     report = Packaging(targets)
@@ -264,7 +296,7 @@ def packaging(
                      lambda old: _recorded(convert_cubin_to_obj, report))
             _replace(stack, codecache, "batch_convert_cubins_to_obj",
                      lambda old: _recorded(batch_convert_cubins_to_obj, report))
-            multi = _MultiArch(targets, min_driver, floor, compression, jobs, report, steps)
+            multi = _MultiArch(targets, rocm, min_driver, floor, compression, jobs, report, steps)
             if targets is not None or own_ptx:
                 _replace(stack, triton_heuristics.CachingAutotuner, "save_gpu_kernel",
                          multi.save_gpu_kernel)
@@ -313,6 +345,7 @@ class _MultiArch:
     """The two wrappers that turn each saved kernel's cubin into a multi-arch fatbin."""
 
     targets: tuple[str, ...] | None
+    amd: bool
     min_driver: object
     floor: bool
     compression: str | None
@@ -332,25 +365,28 @@ class _MultiArch:
     def _package(self, compiled: Any) -> tuple[bytes, Any]:
         from .triton import TritonImage, TritonKernel, retarget
 
+        kernel: TritonKernel | AmdKernel
         if self.targets is None:  # torch's own multi-arch output: the cubin and its PTX
             own = TritonImage.from_compiled(compiled)
             kernel = TritonKernel(own.name, (own,), None)
             data = kernel.fatbin(ptx="all", compression=self.compression)
-        else:
+        else:  # a fatbin (CUDA) or an offload bundle (ROCm) for every target
             kernel = retarget(compiled, self.targets, min_driver=self.min_driver,
                               floor=self.floor, jobs=self.jobs)
             kernel.check_shared()
-            data = kernel.fatbin(ptx="floor" if self.floor else "none",
-                                 compression=self.compression)
+            data = kernel.blob(ptx="floor" if self.floor else "none",
+                               compression=self.compression)
+        floor = kernel.floor if isinstance(kernel, TritonKernel) else None
         self.report.kernels.append(PackagedKernel(
-            kernel.name, tuple(i.arch.sm for i in kernel.images),
-            kernel.floor.arch.compute if kernel.floor else None, kernel.shared, len(data)))
+            kernel.name, kernel.target_names, floor.arch.compute if floor else None,
+            kernel.shared, len(data), "hsaco" if self.amd else "SASS"))
         self.steps.advance(1, kernel.name)
         return data, kernel
 
     def save_gpu_kernel(self, original: Any) -> Any:
         def save_gpu_kernel(tuner: Any, stream: Any, launcher: Any) -> Any:
-            if getattr(getattr(tuner, "device_props", None), "type", "cuda") != "cuda":
+            kind = getattr(getattr(tuner, "device_props", None), "type", "cuda")
+            if kind != ("hip" if self.amd else "cuda"):
                 return original(tuner, stream, launcher)  # XPU, CPU: torch's own path
             key = str(getattr(tuner, "inductor_meta", {}).get("kernel_name", ""))
             token = _SAVING.set(self.package(key, launcher.bin))
@@ -369,7 +405,7 @@ class _MultiArch:
             if getattr(inductor_config.aot_inductor, "emit_multi_arch_kernel", False):
                 raise InvalidArgumentError(_multi_arch_back_on())
             saving = _SAVING.get()
-            if saving is not None and bin_type == "cubin":
+            if saving is not None and bin_type in ("cubin", "hsaco"):
                 data, kernel = saving
                 cubin = data
                 params = dict(params, shared_mem=kernel.shared)

@@ -40,11 +40,13 @@ from typing import Any, Literal
 
 from .driver import DEVICE_SUPPORT, CudaVersion, as_cuda_version, dotted
 from .errors import FatbinkitError, InvalidArgumentError, ToolError, ToolNotFoundError, option
+from .formats.amdgpu import TargetId
 from .formats.arch import Arch, as_arch
 from .formats.elf_writer import Blob
 from .formats.ptx import max_ptx_isa_for_driver, ptx_header
 from .parallel import as_jobs
 from .progress import Progress, reporter
+from .triton_amd import AmdKernel, amd_targets, compile_amd, retarget_amd
 
 __all__ = [
     "LAUNCH_TABLE",
@@ -214,6 +216,37 @@ class TritonKernel:
             raise InvalidArgumentError("a fatbin needs SASS, PTX or both")
         return build_fatbin(entries)
 
+    @property
+    def target_names(self) -> tuple[str, ...]:
+        """Each image's target as Triton built it: ``sm_80``, ``sm_90a``..."""
+        return tuple(i.arch.sm for i in self.images)
+
+    def blob(self, *, ptx: Literal["floor", "all", "none"] = "floor",
+             compression: str | None = None) -> bytes:
+        """What :func:`blobs` embeds: :meth:`fatbin` with SASS."""
+        return self.fatbin(ptx=ptx, compression=compression)
+
+    def launch_entry(self, *, ptx: Literal["floor", "all", "none"] = "floor") -> dict[str, Any]:
+        """This kernel's entry in :func:`blobs`' launch table."""
+        return {
+            "name": self.name, "symbol": f"__{self.name}_start", "num_warps": self.num_warps,
+            "block_threads": self.block_threads, "shared": self.shared,
+            "global_scratch_size": self.global_scratch_size,
+            "profile_scratch_size": self.profile_scratch_size,
+            "sass": [i.arch.sm for i in self.images], "ptx": _ptx_labels(self, ptx)}
+
+    def declaration(self) -> list[str]:
+        """This kernel's lines in :func:`header`: its symbols and launch constants."""
+        macro = re.sub(r"\W", "_", self.name).upper()
+        floor = f", PTX {self.floor.arch.compute}" if self.floor else ""
+        return [
+            f"/* {self.name}: SASS {', '.join(i.arch.sm for i in self.images)}{floor} */",
+            f"extern const unsigned char __{self.name}_start[], __{self.name}_end[];",
+            f"#define {macro}_BLOCK_THREADS {self.block_threads}",
+            f"#define {macro}_SHARED {self.shared}",
+            f"#define {macro}_GLOBAL_SCRATCH {self.global_scratch_size}",
+            f"#define {macro}_PROFILE_SCRATCH {self.profile_scratch_size}", ""]
+
     def __str__(self) -> str:
         archs = ", ".join(i.arch.sm for i in self.images)
         floor = f"; {self.floor}" if self.floor else ""
@@ -225,11 +258,15 @@ class TritonKernel:
         return f"TritonKernel(name={self.name!r}, images=<{archs}>, floor={floor!r})"
 
 
-def blobs(kernels: Sequence[TritonKernel], *, ptx: Literal["floor", "all", "none"] = "floor",
+def blobs(kernels: Sequence[TritonKernel | AmdKernel], *,
+          ptx: Literal["floor", "all", "none"] = "floor",
           compression: str | None = None) -> list[Blob]:
-    """What a Triton-only AOT flow embeds: each kernel's fatbin (named after the kernel:
-    ``__<name>_start/_end/_size``) and a launch table (:data:`LAUNCH_TABLE`, JSON: per kernel its
-    symbol, warps, threads per block, shared memory, scratch sizes, SASS archs and PTX floor).
+    """What a Triton-only AOT flow embeds: each kernel's container, named after the kernel
+    (``__<name>_start/_end/_size``): a fatbin (:class:`TritonKernel`: SASS and ``ptx``) or an
+    offload bundle (:class:`~fatbinkit.triton_amd.AmdKernel`: a code object per target;
+    ``compression`` makes it a CCOB), and a launch table (:data:`LAUNCH_TABLE`, JSON: per
+    kernel its symbol, warps, threads per block, shared memory, scratch sizes and targets). The
+    kernels are one vendor's.
     Write them into one object with :func:`fatbinkit.formats.elf_writer.write_object` (no
     toolchain) or into a linked library with :func:`fatbinkit.inject.inject`; :func:`header`
     declares them for C."""
@@ -237,14 +274,11 @@ def blobs(kernels: Sequence[TritonKernel], *, ptx: Literal["floor", "all", "none
     if not kernels or len(set(names)) != len(names) or LAUNCH_TABLE in names:
         raise InvalidArgumentError(
             f"kernels must be given once each (and none named {LAUNCH_TABLE}): {names}")
-    table = {"kernels": [{
-        "name": k.name, "symbol": f"__{k.name}_start", "num_warps": k.num_warps,
-        "block_threads": k.block_threads, "shared": k.shared,
-        "global_scratch_size": k.global_scratch_size,
-        "profile_scratch_size": k.profile_scratch_size,
-        "sass": [i.arch.sm for i in k.images],
-        "ptx": _ptx_labels(k, ptx)} for k in kernels]}
-    out = [Blob(k.name, k.fatbin(ptx=ptx, compression=compression)) for k in kernels]
+    if len({type(k) for k in kernels}) > 1:
+        raise InvalidArgumentError(
+            f"kernels for CUDA and AMD GPUs in one object: {names}; embed each vendor's apart")
+    table = {"kernels": [k.launch_entry(ptx=ptx) for k in kernels]}
+    out = [Blob(k.name, k.blob(ptx=ptx, compression=compression)) for k in kernels]
     out.append(Blob(LAUNCH_TABLE, json.dumps(table, indent=1, sort_keys=True).encode()))
     return out
 
@@ -255,53 +289,59 @@ def _ptx_labels(kernel: TritonKernel, ptx: str) -> list[str]:
     return [kernel.floor.arch.compute] if ptx == "floor" and kernel.floor else []
 
 
-def header(kernels: Sequence[TritonKernel]) -> str:
-    """A C header for :func:`blobs`' object: each fatbin's symbols and launch constants
+def header(kernels: Sequence[TritonKernel | AmdKernel]) -> str:
+    """A C header for :func:`blobs`' object: each container's symbols and launch constants
     (``<NAME>_BLOCK_THREADS``, ``<NAME>_SHARED``, ...), for a C/C++ launcher that calls
-    ``cuModuleLoadData(__<name>_start)`` and ``cuLaunchKernel``."""
-    lines = ["/* Triton kernels embedded by fatbinkit (fatbinkit.triton.blobs): each a fatbin.",
-             " * Launch with the constants below; Triton kernels take two more pointer",
-             " * parameters after their own (global and profile scratch): NULL when 0. */",
+    ``cuModuleLoadData(__<name>_start)`` and ``cuLaunchKernel`` (CUDA) or
+    ``hipModuleLoadData`` and ``hipModuleLaunchKernel`` (AMD)."""
+    lines = ["/* Triton kernels embedded by fatbinkit (fatbinkit.triton.blobs): each a fatbin",
+             " * (CUDA) or an offload bundle (AMD). Launch with the constants below; Triton",
+             " * kernels take two more pointer parameters after their own (global and profile",
+             " * scratch): NULL when 0. */",
              "#pragma once", "#include <stddef.h>", ""]
     for k in kernels:
-        macro = re.sub(r"\W", "_", k.name).upper()
-        floor = f", PTX {k.floor.arch.compute}" if k.floor else ""
-        lines += [
-            f"/* {k.name}: SASS {', '.join(i.arch.sm for i in k.images)}{floor} */",
-            f"extern const unsigned char __{k.name}_start[], __{k.name}_end[];",
-            f"#define {macro}_BLOCK_THREADS {k.block_threads}",
-            f"#define {macro}_SHARED {k.shared}",
-            f"#define {macro}_GLOBAL_SCRATCH {k.global_scratch_size}",
-            f"#define {macro}_PROFILE_SCRATCH {k.profile_scratch_size}", ""]
+        lines += k.declaration()
     return "\n".join(lines)
 
 
 def compile_kernel(
     fn: Callable[..., Any],
     signature: Mapping[str, str],
-    targets: Sequence[Arch | str] | Arch | str,
+    targets: Sequence[Arch | TargetId | str] | Arch | TargetId | str,
     *,
     constexprs: Mapping[str, Any] | None = None,
     num_warps: int = 4,
-    num_stages: int = 3,
+    num_stages: int | None = None,
     min_driver: object = None,
     floor: bool = True,
     jobs: int | None = None,
     progress: Progress = None,
-) -> TritonKernel:
+) -> TritonKernel | AmdKernel:
     """Compile the ``@triton.jit`` function ``fn`` for every target (``sm_80``, ``90``...; one
     target alone is a list of one), on ``jobs`` threads (None:
     :func:`fatbinkit.parallel.default_jobs`, the cores this process may use), plus the PTX floor
     (``floor``). ``progress`` (:mod:`fatbinkit.progress`) hears of each target compiled (unit
     ``"arch"``, named ``sm_90a``...).
 
+    AMD targets (``gfx90a``, ``gfx942``, ``gfx1100``...; :mod:`fatbinkit.triton_amd`) give an
+    :class:`~fatbinkit.triton_amd.AmdKernel` instead: a code object per target, shipped as one
+    offload bundle (no floor; ``min_driver`` is CUDA's); one call takes one vendor's targets.
+
     ``signature`` maps every parameter to a Triton type (``"*fp32"``, ``"i32"``, ``"constexpr"``),
     as ``triton.compiler.ASTSource`` takes it; ``constexprs`` gives the constexpr values.
+    ``num_stages`` None is Triton's default for the backend (3 for CUDA, 2 for AMD).
     ``min_driver`` (``"12.4"``, ``(12, 4)``) caps the floor's PTX ISA to what that driver JITs.
     """
-    archs, jobs = _targets(targets), as_jobs(jobs)
+    amd = amd_targets(targets)
+    if amd is None:
+        archs = _targets(targets)  # type: ignore[arg-type]  # no TargetId: amd_targets saw none
+    else:
+        _no_driver(amd, min_driver)
+    jobs = as_jobs(jobs)
     triton, ast_source = _import_triton()
-    options = {"num_warps": num_warps, "num_stages": num_stages}
+    options = {"num_warps": num_warps}
+    if num_stages is not None:
+        options["num_stages"] = num_stages
 
     def source() -> Any:
         return ast_source(fn=fn, signature=dict(signature), constexprs=dict(constexprs or {}))
@@ -311,23 +351,26 @@ def compile_kernel(
     except Exception as exc:  # Triton raises many types
         raise InvalidArgumentError(f"not a Triton kernel and its signature: {exc}") from exc
 
+    name = str(getattr(fn, "__name__", "kernel"))
+    if amd is not None:
+        return compile_amd(source, name, amd, options, jobs=jobs, progress=progress)
+
     def compile_one(arch: Arch, ptx_version: int | None) -> TritonImage:
         return _compile(triton, source(), arch, options, ptx_version)
 
-    name = str(getattr(fn, "__name__", "kernel"))
     return _build(compile_one, archs, min_driver=min_driver, floor=floor, jobs=jobs,
                   progress=progress, desc=f"Triton {name}")
 
 
 def retarget(
     compiled: Any,
-    targets: Sequence[Arch | str] | Arch | str,
+    targets: Sequence[Arch | TargetId | str] | Arch | TargetId | str,
     *,
     min_driver: object = None,
     floor: bool = True,
     jobs: int | None = None,
     progress: Progress = None,
-) -> TritonKernel:
+) -> TritonKernel | AmdKernel:
     """Compile a kernel Triton has already compiled (a ``triton.compiler.CompiledKernel``, for
     any target) for every target, from its Triton IR (``asm["ttir"]``, which precedes every
     target-specific pass) with the same options (warps, stages, ...). For the kernels tested
@@ -335,8 +378,13 @@ def retarget(
     source for each target; the few front-end choices Triton makes from the target (fp8 types
     allowed, ``max_num_imprecise_acc`` of fp8 dots on sm_90) stay those of the kernel's own
     target. The given kernel's own image is reused where its GPU is asked for. ``jobs`` and
-    ``progress`` as in :func:`compile_kernel`."""
-    archs, jobs = _targets(targets), as_jobs(jobs)
+    ``progress`` as in :func:`compile_kernel`; AMD targets as there, for a kernel Triton
+    compiled for an AMD GPU (:func:`fatbinkit.triton_amd.retarget_amd`)."""
+    amd = amd_targets(targets)
+    if amd is not None:
+        _no_driver(amd, min_driver)
+        return retarget_amd(compiled, amd, jobs=jobs, progress=progress)
+    archs, jobs = _targets(targets), as_jobs(jobs)  # type: ignore[arg-type]  # no TargetId
     triton, _ = _import_triton()
     try:
         ttir = compiled.asm["ttir"]
@@ -362,6 +410,13 @@ def retarget(
 
         return _build(compile_one, archs, min_driver=min_driver, floor=floor, jobs=jobs,
                       progress=progress, desc=f"Triton {own.name}")
+
+
+def _no_driver(amd: Sequence[TargetId], min_driver: object) -> None:
+    if min_driver is not None:
+        raise InvalidArgumentError(
+            f"{option('min_driver', str(min_driver))} is a CUDA driver; AMD targets "
+            f"({', '.join(map(str, amd))}) have none")
 
 
 def _frozen(value: Any) -> Any:

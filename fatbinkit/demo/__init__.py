@@ -78,7 +78,7 @@ def run(out: Path, *, torch_model: bool = True) -> int:
     """Run the demo into ``out`` (new, empty, or a previous run's, which it replaces); 0 when
     every step worked or was skipped."""
     from ..errors import InvalidArgumentError, ToolNotFoundError
-    from ..triton import compile_kernel
+    from ..triton import TritonKernel, compile_kernel
 
     try:
         from . import kernels as tk
@@ -102,6 +102,7 @@ def run(out: Path, *, torch_model: bool = True) -> int:
     t0 = time.perf_counter()
     kernel = compile_kernel(tk.add_kernel, tk.ADD_SIGNATURE, TARGETS,
                             constexprs=tk.ADD_CONSTEXPRS, min_driver="12.4")
+    assert isinstance(kernel, TritonKernel)  # CUDA targets
     build_args: list[str | Path] = []
     for image in kernel.images:
         cubin = out / f"add_kernel.{image.arch.sm}.cubin"
