@@ -15,6 +15,7 @@ run here (docs/amd.md says so); what it is handed is.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -114,21 +115,27 @@ def _listed(major: int, bundle: bytes, tmp: Path) -> set[str]:
 
 def _registered(lib: Path, tmp: Path) -> list[bytes]:
     """Load ``lib`` with the stand-in runtime; the first bytes of every bundle its
-    constructors register, read at the address the dynamic loader left in each wrapper."""
-    stub = tmp / "libstubhip.so"
+    constructors register, read at the address the dynamic loader left in each wrapper. The
+    stand-in is named as ROCm 7's runtime (``libamdhip64.so.7``) and versions its symbols as
+    it does (``hip_4.2``: what a ROCm 7 library such as CuPy's asks for; clang's unversioned
+    references bind to it too)."""
+    stub = tmp / "stub" / "libamdhip64.so.7"
     if not stub.exists():
+        stub.parent.mkdir()
         (tmp / "stub.c").write_text(_STUB)
-        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(stub), str(tmp / "stub.c")],
-                       check=True)
+        (tmp / "stub.map").write_text("hip_4.2 { global: *; };\n")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so.7",
+                        f"-Wl,--version-script={tmp / 'stub.map'}", "-o", str(stub),
+                        str(tmp / "stub.c")], check=True)
     code = (
         "import ctypes, sys\n"
-        f"s = ctypes.CDLL({str(stub)!r}, mode=ctypes.RTLD_GLOBAL)\n"
+        "s = ctypes.CDLL('libamdhip64.so.7', mode=ctypes.RTLD_GLOBAL)\n"
         f"ctypes.CDLL({str(lib)!r})\n"
         "n = ctypes.c_int.in_dll(s, 'fbk_count').value\n"
         "ptrs = (ctypes.c_void_p * 64).in_dll(s, 'fbk_binaries')\n"
         "for p in ptrs[:n]: sys.stdout.write(ctypes.string_at(p, 64).hex() + '\\n')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+                          check=True, env={**os.environ, "LD_LIBRARY_PATH": str(stub.parent)})
     return [bytes.fromhex(line) for line in proc.stdout.split()]
 
 
@@ -194,6 +201,7 @@ def test_a_plain_bundle_pruned_is_clang_offload_bundlers_own_output(tmp_path: Pa
         assert dst.read_bytes() == new[:read_bundle(new).stored_size]
     assert _unbundle(22, new, [i for i in _ids(old)[1:] if i not in kept], tmp_path) == \
         dict.fromkeys([i for i in _ids(old)[1:] if i not in kept])
+    assert _registered(out, tmp_path) == [new[:64]]  # CuPy's own constructor, ROCm 7's lld
 
 
 def test_a_plain_bundle_written_again_equals_the_bundlers(tmp_path: Path) -> None:
