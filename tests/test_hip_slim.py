@@ -498,3 +498,35 @@ def test_relocatable_device_code_is_slimmed_where_linked(name: str, tmp_path: Pa
     (.llvm.offloading) objects hold no code object yet: refused, saying where to slim."""
     with pytest.raises(UnsupportedError, match="relocatable device code"):
         prune(build(name), tmp_path / "o.o", ["gfx942"])
+
+
+@pytest.mark.parametrize("pie", [True, False])
+def test_an_executable(pie: bool, tmp_path: Path) -> None:
+    """An executable GNU ld links from clang 19's two objects (a plain bundle and a CCOB v2; PIE:
+    each wrapper's pointer a RELATIVE relocation; -no-pie: an absolute address in place, no
+    relocation): pruned for gfx1100, the second bundle moves; the executable runs, and its
+    constructors hand the stand-in runtime the new bundles, which main prints."""
+    stub = tmp_path / "stub" / "libamdhip64.so.7"
+    _registered(build("lib19mix"), tmp_path)  # builds the stand-in
+    (tmp_path / "stub" / "libamdhip64.so").symlink_to(stub.name)
+    main = tmp_path / "main.c"
+    main.write_text("#include <stdio.h>\nextern const void *fbk_binaries[]; extern int fbk_count;"
+                    "\nint main(void) { for (int i = 0; i < fbk_count; i++) "
+                    "fwrite(fbk_binaries[i], 1, 64, stdout); return 0; }\n")
+    exe = tmp_path / "exe"
+    objects = build("lib19mix").parent
+    subprocess.run(["gcc", "-pie" if pie else "-no-pie", "-o", str(exe), str(main),
+                    str(objects / "kernels.o"), str(objects / "second.o"), f"-L{stub.parent}",
+                    "-lamdhip64"], check=True)
+    out = tmp_path / "exe-gfx1100"
+    report = prune(exe, out, ["gfx1100"])
+    assert report.output_size < report.input_size
+    readelf_ok(out)
+    before, after = _bundles_of(exe, tmp_path), _bundles_of(out, tmp_path)
+    assert len(after) == 2 and len(after[0]) < len(before[0])  # so the second one moved
+    for bundle in after:
+        assert _listed(19, bundle, tmp_path) == {_ids(bundle)[0],
+                                                 "hipv4-amdgcn-amd-amdhsa--gfx1100"}
+    ran = subprocess.run([str(out)], capture_output=True, check=True,
+                         env={**os.environ, "LD_LIBRARY_PATH": str(stub.parent)})
+    assert ran.stdout == b"".join(b[:64] for b in after)
