@@ -1277,8 +1277,8 @@ def _hip_finish(modules: list[_Module], req: _Request) -> tuple[Any, ...]:
     if req.devices and had and not req.allow_empty and \
             not any(_hip_loads(m.new, req.devices) for m in had):
         archs = ", ".join(str(d.target.processor) for d in req.devices)
-        held = sorted({slim_bundles.entry_label(m.old, i) for m in had
-                              for i, e in enumerate(m.old.entries) if not e.bundle_id.is_host})
+        held = sorted({label for m in had for label in slim_bundles.entry_labels(m.old)
+                       if not label.startswith("host ")})
         why = ((f"{option('exact')} keeps no code object for exactly {archs} in any" if req.exact
                 else f"no {_asked()} ({archs}) loads a code object of any") +
                f" of its {len(had)} bundle(s) (they hold {', '.join(held[:6])}"
@@ -1312,9 +1312,8 @@ def _hip_report(total: int, out_size: int, modules: list[_Module], req: _Request
     no_image = had = 0
     for m in modules:
         kept = set(m.kept)
-        for i in range(len(m.old.entries)):
+        for i, key in enumerate(slim_bundles.entry_labels(m.old)):
             if i not in kept:
-                key = slim_bundles.entry_label(m.old, i)
                 dropped[key] = dropped.get(key, 0) + 1
         if req.codec is not None:
             stored_as[m.how] = stored_as.get(m.how, 0) + 1

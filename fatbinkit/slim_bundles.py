@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .decision import ImageInfo
+from .decision import Decision, ImageInfo
 from .errors import FormatError, InvalidArgumentError
 from .formats import hsaco
 from .formats.codec import DecompressionBudget
@@ -62,7 +62,7 @@ __all__ = [
     "arch_reports",
     "check_codec",
     "devices_of",
-    "entry_label",
+    "entry_labels",
     "kept_entries",
     "loadable",
     "picks",
@@ -83,26 +83,29 @@ def read(view: memoryview, base: int, size: int, budget: DecompressionBudget) ->
     return read_bundles(view, base, base + size, budget=budget)
 
 
-def entry_label(bundle: Bundle, index: int) -> str:
-    """``hsaco gfx90a:xnack+``, ``spirv amdgcnspirv``, ``bitcode gfx942``: what the report
-    counts as dropped."""
-    image = bundle_images(bundle)[index]
-    entry = bundle.entries[index]
-    if image is not None:
-        return f"{image.kind} {image.arch}"
-    return f"bitcode {entry.bundle_id.target_id or entry.bundle_id.triple}"
+def entry_labels(bundle: Bundle) -> tuple[str, ...]:
+    """Each entry as the report counts it when dropped: ``hsaco gfx90a:xnack+``, ``spirv
+    amdgcnspirv``, ``bitcode gfx942``, ``host x86_64-unknown-linux-gnu``."""
+    return tuple(f"{img.kind} {img.arch}" if img is not None else
+                 f"{'host' if e.bundle_id.is_host else 'bitcode'} "
+                 f"{e.bundle_id.target_id or e.bundle_id.triple}"
+                 for e, img in zip(bundle.entries, bundle_images(bundle), strict=True))
+
+
+def _pick(images: Sequence[ImageInfo | None], device: GpuTarget
+          ) -> tuple[int | None, Decision]:
+    """The index of the entry the HIP runtime loads on ``device`` (None: nothing loads) and
+    its decision (its floors: the ROCm the pick needs)."""
+    loadable = [(i, img) for i, img in enumerate(images) if img is not None]
+    d = decide([img for _, img in loadable], device)
+    return next((i for i, img in loadable if img is d.image), None), d
 
 
 def picks(bundle: Bundle, devices: Sequence[GpuTarget]) -> dict[str, int | None]:
     """The index of the entry the HIP runtime loads on each device (by its name, ``str``;
     None: nothing loads)."""
     images = bundle_images(bundle)
-    loadable = [(i, img) for i, img in enumerate(images) if img is not None]
-    out: dict[str, int | None] = {}
-    for dev in devices:
-        d = decide([img for _, img in loadable], dev)
-        out[str(dev)] = next((i for i, img in loadable if img is d.image), None)
-    return out
+    return {str(dev): _pick(images, dev)[0] for dev in devices}
 
 
 def kept_entries(bundle: Bundle, devices: Sequence[GpuTarget], spirv: str,
@@ -244,28 +247,23 @@ class HipArchReport:
         return f"{self.device}: {how}; {floor}"
 
 
-def _kernels(bundle: Bundle, index: int | None) -> frozenset[str]:
-    if index is None:
-        return frozenset()
-    img = bundle_images(bundle)[index]
-    if img is None or img.kind != HSACO:
+def _kernels(bundle: Bundle, images: Sequence[ImageInfo | None],
+             index: int | None) -> frozenset[str]:
+    img = None if index is None else images[index]
+    if index is None or img is None or img.kind != HSACO:
         return frozenset()
     return frozenset(k.name for k in hsaco.read_code_object(bundle.entries[index].data).kernels)
 
 
-def _min_rocm(images: Sequence[ImageInfo | None], index: int | None,
-              device: GpuTarget) -> Version | None:
-    if index is None:
-        return None
-    img = images[index]
-    assert img is not None
-    return decide([img], device).min_driver
+def _later(a: Version | None, b: Version | None) -> Version | None:
+    return b if a is None or (b is not None and b > a) else a
 
 
 def arch_reports(modules: Sequence[tuple[str, Bundle, Bundle, Sequence[int]]],
                  devices: Sequence[GpuTarget]) -> tuple[HipArchReport, ...]:
     """Per device, what ``modules`` (label, bundle before, bundle after, the kept indexes into
     before) load before and after."""
+    images = [(bundle_images(old), bundle_images(new)) for _, old, new, _ in modules]
     reports = []
     for dev in devices:
         loading = native = jit = 0
@@ -273,28 +271,26 @@ def arch_reports(modules: Sequence[tuple[str, Bundle, Bundle, Sequence[int]]],
         lost: dict[str, None] = {}
         before: Version | None = None
         after: Version | None = None
-        for label, old, new, kept in modules:
-            old_pick = picks(old, [dev])[str(dev)]
-            new_pick = picks(new, [dev])[str(dev)]
+        for (label, old, new, kept), (old_images, new_images) in zip(modules, images,
+                                                                     strict=True):
+            old_pick, old_decision = _pick(old_images, dev)
+            new_pick, new_decision = _pick(new_images, dev)
             origin = None if new_pick is None else kept[new_pick]
             if origin != old_pick:
                 changed.append(label)
-                lost.update(dict.fromkeys(sorted(_kernels(old, old_pick)
-                                                 - _kernels(new, new_pick))))
+                lost.update(dict.fromkeys(sorted(_kernels(old, old_images, old_pick)
+                                                 - _kernels(new, new_images, new_pick))))
             if new_pick is None or old_pick is None:
                 continue
             loading += 1
-            new_images = bundle_images(new)
             picked = new_images[new_pick]
             assert picked is not None
             if picked.kind == SPIRV:
                 jit += 1
             else:
                 native += 1
-            b = _min_rocm(bundle_images(old), old_pick, dev)
-            a = _min_rocm(new_images, new_pick, dev)
-            before = b if before is None or (b is not None and b > before) else before
-            after = a if after is None or (a is not None and a > after) else after
+            before = _later(before, old_decision.min_driver)
+            after = _later(after, new_decision.min_driver)
         reports.append(HipArchReport(dev, loading, native, jit, tuple(changed), before, after,
                                      tuple(lost)))
     return tuple(reports)
