@@ -76,13 +76,13 @@ def arch(text: str) -> Arch:
     return _usage(as_device, text)
 
 
-def gpu(text: str) -> Any:
+def gpu(text: str, what: str = "device") -> Any:
     """A GPU (``check --arch``, ``gate --require-arch``): what a vendor names one by
     (:func:`fatbinkit.vendors.device`: CUDA's ``sm_90``, ``90``, ``future:sm_130``, the suffix
     dropped); anything else is a usage error, in CUDA's words."""
     from .. import vendors
 
-    return _usage(lambda t: vendors.device(t, "device")[1], text)
+    return _usage(lambda t: vendors.device(t, what)[1], text)
 
 
 def image_arch(text: str) -> Arch:

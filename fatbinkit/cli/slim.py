@@ -114,15 +114,12 @@ def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
 
 def _gpu(text: str) -> Any:
     """``--for``: an NVIDIA arch with its suffix (``sm_90a``: :func:`.args.arch`), else any
-    vendor's GPU (``gfx942``: :func:`.args.gpu`); errors in CUDA's words."""
+    vendor's GPU (``gfx942``: :func:`.args.gpu`, whose refusal is in the words of the vendor
+    that spells it)."""
     try:
         return arch(text)
     except UsageError:
-        try:
-            return gpu(text)
-        except UsageError:
-            pass
-        raise
+        return gpu(text, "GPU arch")
 
 
 def _run(args: argparse.Namespace) -> int:
