@@ -139,6 +139,9 @@ class DeviceCode:
     entry: Payload = field(repr=False)  # its header tail may be long: str() says what it is
     offset: int
     member: str = ""  # the archive member (a static library's object) holding it
+    # found by the deep scan (scan(everywhere=True)) in a section the vendor's tools do not
+    # read: device code the library hands the runtime itself, outside cuobjdump's view
+    hidden: bool = field(default=False, kw_only=True)
 
     @property
     def vendor(self) -> str:
@@ -193,7 +196,7 @@ class DeviceCode:
         """``.nv_fatbin container 0: ELF sm_90a at 0x1050, 4096 bytes (lz4, 1024 stored)``,
         ``bare image: PTX compute_90 at 0x0, 2310 bytes``."""
         where = (f"{self.source or 'fatbin'} container {self.container}" if self.container >= 0
-                 else "bare image")
+                 else "bare image") + (" (hidden)" if self.hidden else "")
         codec = self.compression
         size = (f"{self.uncompressed} bytes ({codec}, {self.stored} stored)" if codec else
                 f"{self.stored} bytes")
@@ -210,7 +213,15 @@ class DeviceCode:
         except ValueError as err:  # a view released by Binary.close()
             raise InvalidArgumentError(f"cannot pickle {self}: the Binary it belongs to is "
                                        "closed (pickle it, or its items, before closing)") from err
+        if self.hidden:
+            return _hidden_code, (self.source, self.container, entry, self.offset, self.member)
         return DeviceCode, (self.source, self.container, entry, self.offset, self.member)
+
+
+def _hidden_code(source: str, container: int, entry: Payload, offset: int,
+                 member: str) -> DeviceCode:
+    """A pickled :attr:`DeviceCode.hidden` image (``kw_only`` fields cannot be positional)."""
+    return DeviceCode(source, container, entry, offset, member, hidden=True)
 
 
 @dataclass(frozen=True)

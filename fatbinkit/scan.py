@@ -124,9 +124,11 @@ def _pairs(found: dict[bytes, tuple[int, int]], limit: int) -> list[tuple[str, i
 
 def _scan_elf(view: memoryview, fd: int | None, all: bool,
               entryless: list[EntrylessContainer], base: int = 0, *,
-              budget: DecompressionBudget | None = None) -> list[DeviceCode]:
+              budget: DecompressionBudget | None = None,
+              everywhere: bool = False) -> list[DeviceCode]:
     """Device code in a host ELF file, or in one at ``base`` in the file ``fd`` reads (an
-    archive member): offsets are the file's; containers with no entry go to ``entryless``."""
+    archive member): offsets are the file's; containers with no entry go to ``entryless``;
+    with ``everywhere``, then what the deep scan finds in its other allocated sections."""
     src = Reader(view, fd, base)
     sections = elf.sections(src)
     owners = _owners({s.name for s in sections}, all, pe=False)
@@ -140,11 +142,41 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool,
         codes += _section(vendor, Place(sec.name, view[off : off + size], base + off, first, fd,
                                         view, base, budget=budget), entryless)
         first = _count_containers(codes, first, entryless)
-    for sym, off, size in _symbol_pairs(src, sections):
+    blobs = _symbol_pairs(src, sections)
+    for sym, off, size in blobs:
         codes += _blob(Place(sym, view[off : off + size], base + off, first, fd, view, base,
                              budget=budget),
                        entryless) or []
         first = _count_containers(codes, first, entryless)
+    if everywhere:
+        known = set(_owners({s.name for s in sections}, True, pe=False))
+        spans = [(s.name, s.header.offset, s.header.size) for s in sections
+                 if s.header.flags & elf.SHF_ALLOC and s.header.type != elf.SHT_NOBITS
+                 and s.name not in known]
+        codes += _search(view, fd, base, spans, [(off, size) for _, off, size in blobs], first,
+                         budget)
+    return codes
+
+
+def _search(view: memoryview, fd: int | None, base: int, spans: list[tuple[str, int, int]],
+            read: list[tuple[int, int]], first: int,
+            budget: DecompressionBudget | None) -> list[DeviceCode]:
+    """The deep scan: each vendor's device code (:meth:`~fatbinkit.vendors.Vendor.search`) in
+    the sections ``spans`` (name, offset, size in ``view``) outside the blobs already ``read``
+    (offset, size), containers numbered from ``first``."""
+    codes: list[DeviceCode] = []
+    for name, off, size in spans:
+        pieces = [(off, off + size)]
+        for b_off, b_size in read:  # a blob inside the section was listed as itself
+            pieces = [p for a, z in pieces for p in ((a, max(a, min(z, b_off))),
+                                                      (max(a, min(z, b_off + b_size)), z))
+                      if p[1] > p[0]]
+        for a, z in pieces:
+            for vendor in vendors.VENDORS.values():
+                found, _ = vendor.search(Place(name, view[a:z], base + a, first, fd, view, base,
+                                               budget=budget))
+                codes += found
+                first = max((c.container + 1 for c in found), default=first)
     return codes
 
 
@@ -216,18 +248,21 @@ def _map(file: IO[bytes], path: os.PathLike[str]) -> memoryview:
     return memoryview(mapped)
 
 
-def scan(source: FilePath | Buffer, *, all: bool = False,
+def scan(source: FilePath | Buffer, *, all: bool = False, everywhere: bool = False,
          max_decompressed: int | DecompressionBudget | None = None) -> tuple[DeviceCode, ...]:
     """Every fatbin entry, cubin or PTX image in ``source`` (a path, or the bytes of a file; a
-    ``str`` is a path).
+    ``str`` is a path). With ``everywhere``, the deep scan adds, after them, the device code
+    found in every other allocated section of a host file (:attr:`DeviceCode.hidden
+    <fatbinkit.device_code.DeviceCode.hidden>`: what cuobjdump does not list; docs/hidden.md).
 
     Errors about a path start with it (``k.so: empty file, no device code``), keeping their
     class and ``offset``.
     """
-    return scan_modules(source, all=all, max_decompressed=max_decompressed)[0]
+    return scan_modules(source, all=all, everywhere=everywhere,
+                        max_decompressed=max_decompressed)[0]
 
 
-def scan_modules(source: FilePath | Buffer, *, all: bool = False,
+def scan_modules(source: FilePath | Buffer, *, all: bool = False, everywhere: bool = False,
                  max_decompressed: int | DecompressionBudget | None = None,
                  ) -> tuple[tuple[DeviceCode, ...], tuple[EntrylessContainer, ...]]:
     """:func:`scan`'s images, and the containers that hold no entry at all (modules the
@@ -239,12 +274,12 @@ def scan_modules(source: FilePath | Buffer, *, all: bool = False,
     entryless: list[EntrylessContainer] = []
     if isinstance(source, (bytes, bytearray, memoryview)):
         codes = _scan(memoryview(source).cast("B"), None, all, None, entryless,
-                      max_decompressed)
+                      max_decompressed, everywhere)
         return codes, tuple(entryless)
     with open_input(source) as file:  # its InputErrors name the file: "cannot read k.so: ..."
         try:
             codes = _scan(_map(file, source), file, all, Path(source), entryless,
-                          max_decompressed)
+                          max_decompressed, everywhere)
             return codes, tuple(entryless)
         except InputError:
             raise
@@ -254,7 +289,8 @@ def scan_modules(source: FilePath | Buffer, *, all: bool = False,
 
 def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
           path: Path | None, entryless: list[EntrylessContainer],
-          max_decompressed: int | DecompressionBudget | None) -> tuple[DeviceCode, ...]:
+          max_decompressed: int | DecompressionBudget | None,
+          everywhere: bool = False) -> tuple[DeviceCode, ...]:
     if not len(view):
         raise FormatError("empty file, no device code")
     budget = DecompressionBudget.of(max_decompressed, len(view))
@@ -264,11 +300,12 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
         # static library of host objects
         own = _blob(Place("", view, 0, 0, fd, budget=budget), entryless)
         return tuple(own) if own is not None else tuple(
-            _scan_archive(view, fd, all, path, entryless, budget=budget))
+            _scan_archive(view, fd, all, path, entryless, budget=budget,
+                          everywhere=everywhere))
     if _host_elf(view):  # a host file: .so, .o, executable
-        return tuple(_scan_elf(view, fd, all, entryless, budget=budget))
+        return tuple(_scan_elf(view, fd, all, entryless, budget=budget, everywhere=everywhere))
     if pe.is_pe(view) or pe.is_coff_object(view):  # a Windows DLL, .pyd, EXE or .obj
-        return tuple(_scan_pe(view, fd, all, entryless, budget=budget))
+        return tuple(_scan_pe(view, fd, all, entryless, budget=budget, everywhere=everywhere))
     # a vendor's own file: a fatbin, cubin, PTX, an offload bundle...
     codes = _blob(Place("", view, 0, 0, fd, budget=budget), entryless)
     if codes is None:
@@ -278,7 +315,8 @@ def _scan(view: memoryview, file: IO[bytes] | None, all: bool,
 
 def _scan_pe(view: memoryview, fd: int | None, all: bool,
              entryless: list[EntrylessContainer], *,
-             budget: DecompressionBudget | None = None) -> list[DeviceCode]:
+             budget: DecompressionBudget | None = None,
+             everywhere: bool = False) -> list[DeviceCode]:
     """Device code in a PE image or COFF object: the containers of each ``.nv_fatb`` section
     (``.nv_fatbin`` in an object, where long names are kept) and, with ``all`` or where the
     file has none of these, of each ``__nv_rel`` (``__nv_relfatbin``) section, as
@@ -297,10 +335,16 @@ def _scan_pe(view: memoryview, fd: int | None, all: bool,
                                         budget=budget),
                           entryless)
         first = _count_containers(codes, first, entryless)
-    for sym, off, size in _pe_symbol_pairs(view, image):
+    blobs = _pe_symbol_pairs(view, image)
+    for sym, off, size in blobs:
         codes += _blob(Place(sym, view[off : off + size], off, first, fd, view, budget=budget),
                        entryless) or []
         first = _count_containers(codes, first, entryless)
+    if everywhere:
+        known = set(_owners({s.name for s in image.sections}, True, pe=True))
+        codes += _search(view, fd, 0, [(s.name, s.offset, s.size) for s in image.sections
+                                       if s.size and s.name not in known],
+                         [(off, size) for _, off, size in blobs], first, budget)
     return codes
 
 
@@ -325,7 +369,8 @@ def archive_objects(view: memoryview, path: Path | None) -> list[tuple[ArMember,
 
 def _scan_archive(view: memoryview, fd: int | None, all: bool, path: Path | None,
                   entryless: list[EntrylessContainer], *,
-                  budget: DecompressionBudget | None = None) -> list[DeviceCode]:
+                  budget: DecompressionBudget | None = None,
+                  everywhere: bool = False) -> list[DeviceCode]:
     """Device code in each ELF object of a static library, in member order, containers numbered
     across the archive (as cuobjdump numbers them); other members (not ELF) are skipped."""
     codes: list[DeviceCode] = []
@@ -333,8 +378,9 @@ def _scan_archive(view: memoryview, fd: int | None, all: bool, path: Path | None
     for m, data in archive_objects(view, path):
         own: list[EntrylessContainer] = []
         try:
-            found = (_scan_elf(data, fd, all, own, m.offset, budget=budget) if not m.thin
-                     else _scan_elf(data, None, all, own, budget=budget))
+            found = (_scan_elf(data, fd, all, own, m.offset, budget=budget,
+                               everywhere=everywhere) if not m.thin
+                     else _scan_elf(data, None, all, own, budget=budget, everywhere=everywhere))
         except FatbinkitError as e:
             raise naming(e, f"member {m.name}") from e
         codes += [replace(c, container=c.container + first if c.container >= 0 else -1,

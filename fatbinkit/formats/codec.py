@@ -22,6 +22,7 @@ from ..errors import DecompressionError, InvalidArgumentError, option
 
 if TYPE_CHECKING:
     from .elf import Buffer
+    from .reader import Reader
 
 __all__ = [
     "BUDGET_FLOOR",
@@ -30,10 +31,19 @@ __all__ = [
     "DEFAULT_LEVELS",
     "LEVELS",
     "MAX_DATA_SIZE",
+    "ZSTD_MAGIC",
     "DecompressionBudget",
     "compress",
     "decompress",
+    "inflated_head",
+    "zstd_frame",
 ]
+
+#: The first four bytes of a zstd frame (RFC 8878, 3.1.1: 0xFD2FB528 little-endian).
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZSTD_BLOCK_MAX = 128 << 10  # RFC 8878 3.1.1.2.3: Block_Maximum_Size is at most 128 KiB
+_ZSTD_FCS_SIZES = (0, 2, 4, 8)  # by Frame_Content_Size_Flag (0: 1 byte for a single segment)
+_ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)
 
 #: Largest uncompressed payload one read produces by default (1 GiB): the biggest images measured
 #: in NVIDIA's libraries (cubins) are tens of MiB, a recorded size above this is a bomb.
@@ -192,3 +202,59 @@ def compress(codec: str, data: Buffer, level: int | None = None) -> bytes:
 
     z: bytes = zstandard.ZstdCompressor(level=level, write_content_size=True).compress(data)
     return z
+
+
+def zstd_frame(src: Reader, offset: int) -> tuple[int, int | None] | None:
+    """The length of the zstd frame at ``offset`` of ``src`` and the content size its header
+    records (None where it records none), found by walking its header and block headers only
+    (RFC 8878, 3.1.1: the frame header descriptor's reserved bit clear, a window of at most
+    2 GiB, blocks of a defined type no larger than 128 KiB, the last block and the checksum
+    inside ``src``); None where the bytes there are not such a frame. Nothing is
+    decompressed."""
+    head = src.read(offset, 18)  # magic, descriptor, window, dictionary ID, content size
+    if len(head) < 6 or head[:4] != ZSTD_MAGIC:
+        return None
+    descriptor = head[4]
+    fcs_flag, single = descriptor >> 6, descriptor >> 5 & 1
+    if descriptor & 0x08:  # Reserved_Bit
+        return None
+    pos = 5
+    if not single:
+        if 10 + (head[5] >> 3) > 31:  # Window_Log above 31: no decoder takes it
+            return None
+        pos += 1
+    pos += _ZSTD_DICT_ID_SIZES[descriptor & 3]
+    n = _ZSTD_FCS_SIZES[fcs_flag] or single
+    content = None
+    if n:
+        if pos + n > len(head):
+            return None
+        content = int.from_bytes(head[pos : pos + n], "little") + (256 if n == 2 else 0)
+    at = offset + pos + n
+    while True:
+        block = src.read(at, 3)
+        if len(block) < 3:
+            return None
+        value = int.from_bytes(block, "little")
+        kind, size = value >> 1 & 3, value >> 3
+        if kind == 3 or size > _ZSTD_BLOCK_MAX:
+            return None
+        at += 3 + (1 if kind == 1 else size)  # an RLE block stores its byte once
+        if value & 1:  # Last_Block
+            break
+    at += 4 * (descriptor >> 2 & 1)  # Content_Checksum
+    return (at - offset, content) if at <= len(src) else None
+
+
+def inflated_head(src: Buffer, size: int) -> bytes:
+    """The first ``size`` bytes (fewer where there are fewer) that the zstd frame ``src``
+    inflates to: what tells what a compressed image is, without inflating the rest."""
+    import zstandard
+
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(
+                src, read_across_frames=False) as reader:
+            out: bytes = reader.read(size)
+            return out
+    except zstandard.ZstdError:
+        return b""

@@ -66,13 +66,14 @@ __all__ = [
     "CubinOutline",
     "KernelParam",
     "cubin_arch",
+    "cubin_extent",
     "cubin_outline",
     "cubin_toolkit",
     "is_cubin",
 ]
 
 if TYPE_CHECKING:
-    pass
+    from .reader import Reader
 
 CUINFO = struct.Struct("<HHI")  # version, virtual SM, toolkit (major * 10 + minor)
 CUINFO_HEAD = struct.Struct("<HH")  # version, virtual SM: what every cuinfo/cuver note holds
@@ -326,6 +327,37 @@ def cubin_toolkit(data: bytes | bytearray | memoryview) -> tuple[int, int] | Non
     if tk is not None:
         return tk // 10, tk % 10
     return Cubin.from_bytes(data).toolkit
+
+
+def cubin_extent(src: Reader, offset: int) -> int | None:
+    """The length of the cubin at ``offset`` of ``src``, from its headers: an ELF64
+    little-endian file of version 1 for EM_CUDA, with 64-byte file and section headers, a
+    section-name table among its sections, and its section table, program headers and every
+    section's bytes inside ``src``; its length is where the last of them ends. None where the
+    bytes there are not such a file (a magic inside compressed data, a truncated image)."""
+    raw = src.read(offset, elf.FileHeader.FORMAT.size)
+    if len(raw) < elf.FileHeader.FORMAT.size or raw[:4] != elf.ELFMAG or \
+            raw[4:7] != bytes((elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EV_CURRENT)):
+        return None
+    head = elf.FileHeader.unpack(raw)
+    if head.machine != elf.EM_CUDA or head.ehsize != 64 or \
+            head.shentsize != elf.SectionHeader.FORMAT.size or \
+            not 0 < head.shstrndx < head.shnum:
+        return None
+    size = len(src) - offset
+    end = head.shoff + head.shnum * head.shentsize
+    if head.phnum:
+        end = max(end, head.phoff + head.phnum * head.phentsize)
+    if end > size:
+        return None
+    table = src.read(offset + head.shoff, head.shnum * head.shentsize)
+    for i in range(head.shnum):
+        sh = elf.SectionHeader.unpack_from(table, i * head.shentsize)
+        if sh.type not in (elf.SHT_NOBITS, elf.SHT_NULL):
+            if sh.offset + sh.size > size:
+                return None
+            end = max(end, sh.offset + sh.size)
+    return end
 
 
 def is_cubin(data: bytes | bytearray | memoryview) -> bool:

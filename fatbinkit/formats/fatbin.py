@@ -70,6 +70,7 @@ __all__ = [
     "FatbinEntry",
     "align8",
     "build_fatbin",
+    "container_entries",
     "entry_flags",
     "is_fatbin",
     "iter_container_entries",
@@ -590,6 +591,17 @@ def _entries(src: Reader, offset: int, head: ContainerHeader) -> tuple[list[Fatb
         entries.append(entry)
         pos = stop
     return entries, pos
+
+
+def container_entries(src: Reader, offset: int
+                      ) -> tuple[ContainerHeader, list[FatbinEntry], int]:
+    """The header of the container at ``offset``, its entries, and where the last entry ends
+    (the container's own end is ``offset + header_size + payload_size``); a
+    :class:`~fatbinkit.errors.FormatError` where the bytes there are not a container whose
+    entries lie inside it."""
+    head = ContainerHeader.unpack(src.read(offset, CONTAINER_HEADER_SIZE), offset)
+    entries, pos = _entries(src, offset, head)
+    return head, entries, pos
 
 
 def iter_entries(source: Buffer | Reader) -> Iterator[tuple[int, FatbinEntry]]:

@@ -8,8 +8,12 @@ from __future__ import annotations
 import errno
 import functools
 import os
+from collections.abc import Iterator
 
-__all__ = ["Reader"]
+__all__ = ["SEARCH_WINDOW", "Reader"]
+
+#: What :meth:`Reader.find` holds at once (16 MiB): one window of the input.
+SEARCH_WINDOW = 16 << 20
 
 _ZERO_BLOCK_SIZE = 4 << 20  # padding is compared with zeros in blocks of this size
 
@@ -74,6 +78,23 @@ class Reader:
                 return offset
             data = self._size  # ENXIO: only a hole to the end of the file
         return max(offset, min(data, self._size))
+
+    def find(self, magic: bytes, start: int = 0) -> Iterator[int]:
+        """Every position at or after ``start`` where ``magic`` begins, in order, overlapping
+        hits too. The input is searched in windows of :data:`SEARCH_WINDOW` bytes, read with
+        ``pread`` from a file (a search of a gigabyte maps none of it) and dropped after use:
+        memory stays one window whatever the input's size."""
+        step = SEARCH_WINDOW
+        pos = start
+        while pos <= self._size - len(magic):
+            n = min(step + len(magic) - 1, self._size - pos)
+            block = (os.pread(self.fd, n, self.base + pos) if self.fd is not None
+                     else self.view[pos : pos + n].tobytes())
+            hit = block.find(magic)
+            while hit >= 0:
+                yield pos + hit
+                hit = block.find(magic, hit + 1)
+            pos += step
 
     def read(self, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``offset`` (fewer at the end); file reads go by 4 KiB windows."""

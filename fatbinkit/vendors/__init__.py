@@ -96,6 +96,13 @@ class Vendor(Protocol):
         when the bytes are not this vendor's."""
         ...
 
+    def search(self, place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
+        """The vendor's device code anywhere in ``place``, a section no tool reads (the deep
+        scan, :func:`fatbinkit.scan.scan` with ``everywhere``): images a library hands the
+        runtime itself, found by their structure, each a module of its own
+        (:attr:`~fatbinkit.device_code.DeviceCode.hidden`)."""
+        ...
+
     def device(self, value: object, what: str = "GPU arch") -> Any | None:
         """The GPU ``value`` names (CUDA: an :class:`~fatbinkit.formats.arch.Arch` of a
         compute capability NVIDIA lists, no suffix), its ``str()`` its name; None when

@@ -124,6 +124,11 @@ class CudaVendor:
 
         return read(place, claimed)
 
+    def search(self, place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
+        from .finding import search
+
+        return search(place)
+
     def device(self, value: object, what: str = "GPU arch") -> Arch | None:
         """:func:`~fatbinkit.driver.as_device`, the suffix dropped (a GPU has none); an
         :class:`~fatbinkit.errors.InvalidArgumentError` for any value that names no GPU of the

@@ -7,19 +7,33 @@ the places of a host file and asks each vendor which are its own (:func:`read`).
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 from collections.abc import Collection
+from dataclasses import replace
 
 from ...device_code import DeviceCode, EntrylessContainer, Place
 from ...errors import FormatError
 from ...formats import elf
+from ...formats.codec import (
+    ZSTD_MAGIC,
+    DecompressionBudget,
+    decompress,
+    inflated_head,
+    zstd_frame,
+)
 from ...formats.elf import Buffer
 from ...formats.fatbin import (
     ENTRY_HEADER_SIZE,
     ENTRY_VERSION,
+    FATBIN_MAGIC,
+    FATBIN_VERSION,
+    EntryFlags,
     EntryHeader,
     EntryKind,
     FatbinEntry,
     Reader,
+    container_entries,
     entry_flags,
     is_fatbin,
     iter_container_entries,
@@ -32,6 +46,7 @@ __all__ = [
     "RELFATBIN_SECTION",
     "bare_entry",
     "read",
+    "search",
     "sections",
 ]
 
@@ -74,6 +89,123 @@ def read(place: Place, claimed: bool
         return codes, entryless
     code = _bare_code(place.source, place.view, place.base)
     return None if code is None else ([code], [])
+
+
+def search(place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
+    """CUDA device code anywhere in a section that no tool reads (``.data``, ``.ldata``,
+    cuBLASLt's ``.cask_resource``): images a library hands the driver itself
+    (``cuModuleLoadData`` on a pointer into its data), which cuobjdump does not list. Each is
+    found by its structure, not by a magic number alone (docs/hidden.md):
+
+    1. fatbin containers: version 1, a 16-byte header, entries that tile the payload, each of
+       version 0x0101, a kind nvcc writes (PTX, ELF, LTO-IR), a valid SM, its compressed size
+       inside its payload; at least one entry and a zero tail;
+    2. outside those, zstd frames whose header and block chain end inside the section, that
+       record their content size, and whose content begins as a cubin (ELF64, EM_CUDA);
+    3. outside both, bare cubins whose section table and sections lie inside the section.
+
+    What lies inside a find (a compressed payload, the ELF header an LZ4 payload quotes) is
+    not searched again. Each find is a module with its own container number: a container's
+    entries, or one image; all are :attr:`~fatbinkit.device_code.DeviceCode.hidden`."""
+    from ...formats.cubin import cubin_extent
+
+    src = Reader(place.view, place.fd, place.base)
+    modules: list[tuple[int, int, list[FatbinEntry]]] = []  # (start, end, entries)
+    for at in src.find(_FATBIN_MAGIC):
+        if not (modules and at < modules[-1][1]):
+            found = _container(src, at)
+            if found is not None:
+                modules.append((at, *found))
+    containers = [(start, end) for start, end, _ in modules]
+    last = 0  # the end of the last zstd frame found
+    for at in src.find(ZSTD_MAGIC):
+        if at >= last and not _inside(containers, at):
+            entry = _zstd_cubin(src, at, place.base, place.budget)
+            if entry is not None:
+                last = at + entry.size
+                modules.append((at, last, [entry]))
+    taken = sorted((start, end) for start, end, _ in modules)
+    last = 0
+    for at in src.find(elf.ELFMAG):
+        if at >= last and not _inside(taken, at):
+            size = cubin_extent(src, at)
+            if size is not None:
+                with contextlib.suppress(FormatError):  # headers in place, contents not a cubin
+                    entry = bare_entry(EntryKind.ELF, place.view[at : at + size])
+                    modules.append((at, at + size, [replace(entry, offset=at)]))
+                    last = at + size
+    modules.sort(key=lambda m: m[0])
+    return [DeviceCode(place.source, place.first + i, e, place.base + e.offset, hidden=True)
+            for i, (_, _, entries) in enumerate(modules) for e in entries], []
+
+
+_FATBIN_MAGIC = FATBIN_MAGIC.to_bytes(4, "little")
+_KINDS = frozenset(int(k) for k in EntryKind)
+_ZSTD_FLAG = int(EntryFlags.COMPRESSED_ZSTD)
+#: the largest image a zstd frame found outside a container may hold (cuBLASLt's: 28 MiB)
+_RAW_IMAGE_LIMIT = 1 << 30
+
+
+def _inside(spans: list[tuple[int, int]], at: int) -> bool:
+    """Whether ``at`` lies inside one of ``spans`` (sorted, disjoint)."""
+    i = bisect.bisect_right(spans, (at, 1 << 63)) - 1
+    return i >= 0 and spans[i][0] <= at < spans[i][1]
+
+
+def _container(src: Reader, at: int) -> tuple[int, list[FatbinEntry]] | None:
+    """The end of the fatbin container at ``at`` and its entries, where the bytes there are one
+    nvcc could have written (:func:`search`); else None."""
+    try:
+        head, entries, stop = container_entries(src, at)
+        end = at + head.header_size + head.payload_size
+        if head.version != FATBIN_VERSION or head.header_size != 16 or not entries or \
+                any(e.header.version != ENTRY_VERSION or e.header.kind not in _KINDS
+                    for e in entries):
+            return None
+        for e in entries:
+            e.arch  # noqa: B018 (raises on an SM number no GPU has)
+    except FormatError:
+        return None
+    tail = src.read(stop, end - stop) if end - stop <= 4096 else b"\1"
+    return (end, entries) if not tail.strip(b"\0") else None
+
+
+def _zstd_cubin(src: Reader, at: int, base: int,
+                budget: DecompressionBudget | None) -> FatbinEntry | None:
+    """The zstd frame at ``at`` as an entry holding a compressed cubin, where it is a frame
+    (:func:`~fatbinkit.formats.codec.zstd_frame`) that records its size and inflates to an
+    ELF64 EM_CUDA header; else None. Only the first 64 bytes are inflated, unless the SM's
+    ``a`` suffix is recorded in ``.nv.compat`` (ABI v2 without the arch-specific flag): then
+    the image, charged to ``budget``."""
+    from ...formats.cubin import ABI_V2, EF_V2_ARCH_SPECIFIC, _arch, cubin_arch
+
+    frame = zstd_frame(src, at)
+    if frame is None or frame[1] is None or not 64 <= frame[1] <= _RAW_IMAGE_LIMIT:
+        return None
+    size, content = frame[0], frame[1]
+    stored = src.view[at : at + size]
+    head = inflated_head(stored, 64)
+    if elf.machine(head) != elf.EM_CUDA:
+        return None
+    try:
+        header = elf.FileHeader.unpack(head)
+        arch = _arch(header, ())
+    except FormatError:
+        return None
+    if header.abi_version == ABI_V2 and not header.flags & EF_V2_ARCH_SPECIFIC:
+        if budget is not None:
+            budget.charge(content, base + at)
+        try:
+            arch = cubin_arch(decompress("zstd", stored, content, base + at))
+        except FormatError:
+            return None
+    entry_header = EntryHeader(
+        kind=int(EntryKind.ELF), version=ENTRY_VERSION, header_size=ENTRY_HEADER_SIZE,
+        size=size, compressed_size=size, options_offset=0, minor=header.abi_version, major=1,
+        sm=arch.number, identifier_offset=0, identifier_size=0,
+        flags=int(entry_flags(arch)) | _ZSTD_FLAG, reserved=0, uncompressed_size=content,
+    )
+    return FatbinEntry(entry_header, b"", stored, at)
 
 
 def bare_entry(kind: EntryKind, data: Buffer) -> FatbinEntry:

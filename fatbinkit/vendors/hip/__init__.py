@@ -104,6 +104,11 @@ class HipVendor:
 
         return read(place, claimed)
 
+    def search(self, place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
+        """Nothing: AMD's bundles outside ``.hip_fatbin`` and the wrappers' targets are not
+        searched yet."""
+        return [], []
+
     def device(self, value: object, what: str = "GPU arch") -> GpuTarget | None:
         from .gpus import GpuTarget, as_device
 

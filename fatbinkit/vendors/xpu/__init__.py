@@ -117,6 +117,10 @@ class XpuVendor:
 
         return read(place, claimed)
 
+    def search(self, place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
+        """Nothing: Intel's device code outside its sections is not searched yet."""
+        return [], []
+
     def device(self, value: object, what: str = "GPU arch") -> XpuDevice | None:
         if isinstance(value, XpuDevice):
             return value
