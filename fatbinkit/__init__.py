@@ -54,12 +54,12 @@ _SUBMODULES = frozenset({
 
 
 def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
-         all: bool = False, name: str = "input") -> Binary:
+         all: bool = False, name: str = "input", everywhere: bool = False) -> Binary:
     """Read a fatbin, cubin, PTX, ELF or PE file (a path, or its bytes): see
     :func:`fatbinkit.binary.open`. Imported on first use, so ``import fatbinkit`` stays light."""
     from .binary import open as open_binary
 
-    return open_binary(source, all=all, name=name)
+    return open_binary(source, all=all, name=name, everywhere=everywhere)
 
 
 def __dir__() -> list[str]:

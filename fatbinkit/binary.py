@@ -61,6 +61,7 @@ __all__ = [
     "Binary",
     "Check",
     "DeviceSummary",
+    "HiddenSection",
     "Item",
     "KernelFilter",
     "Summary",
@@ -196,12 +197,18 @@ class Item:
             "identifier": c.identifier or None,
             "vendor": c.vendor,
             **vendors.of(c).details(c),
+            **({"hidden": True} if c.hidden else {}),
         }
         return row
 
     def __str__(self) -> str:
+        """cuobjdump's listing line; an image of the deep scan says where it lies
+        (``ELF file 3: libcufft.3.sm_90.cubin  (hidden: .ldata at 0x860be0)``)."""
         label = {"sass": "ELF", "ptx": "PTX", "ltoir": "LTO"}.get(self.kind, self.kind)
-        return f"{label} file {self.number:4d}: {self.name}"
+        line = f"{label} file {self.number:4d}: {self.name}"
+        if self.code.hidden:
+            line += f"  (hidden: {self.code.source} at {self.code.offset:#x})"
+        return line
 
     def __repr__(self) -> str:
         """What the listing says of it, and where it is: not the entry's header fields."""
@@ -273,14 +280,38 @@ class DeviceSummary:
 
 
 @dataclass(frozen=True)
+class HiddenSection:
+    """The device code the deep scan found in one section of a file (the kinds listed: LTO-IR
+    with ``all``): outside cuobjdump's view, loaded by the library itself
+    (:attr:`DeviceCode.hidden <fatbinkit.device_code.DeviceCode.hidden>`)."""
+
+    section: str
+    modules: int
+    images: int
+    stored: int
+    uncompressed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"section": self.section, "modules": self.modules, "images": self.images,
+                "stored": self.stored, "uncompressed": self.uncompressed}
+
+    def __str__(self) -> str:
+        return (f"{self.section}: {_count(self.images, 'image')} in "
+                f"{_count(self.modules, 'module')}, {_size(self.stored)} stored")
+
+
+@dataclass(frozen=True)
 class Summary:
-    """A file at a glance: per (kind, arch) rows, totals, and per GPU arch what loads."""
+    """A file at a glance: per (kind, arch) rows, totals, and per GPU arch what loads.
+    ``hidden``: per section, the device code of the deep scan (``everywhere``), which the
+    rows and totals include; None when it was not searched."""
 
     file: str
     modules: int
     archs: tuple[ArchSummary, ...]
     devices: tuple[DeviceSummary, ...]
     moved: int = 0  # modules whose device code was moved out of the file (not counted above)
+    hidden: tuple[HiddenSection, ...] | None = None
 
     @property
     def entries(self) -> int:
@@ -322,8 +353,18 @@ class Summary:
             device, same[0].generation, sum(d.sass for d in same), sum(d.jit for d in same),
             sum(d.none for d in same), tuple(dict.fromkeys(i for d in same for i in d.images)))
             for device, same in sorted(devices.items(), key=lambda kv: vendors.target_key(kv[0])))
+        hidden: dict[str, list[HiddenSection]] = {}
+        for s in summaries:
+            for h in s.hidden or ():
+                hidden.setdefault(h.section, []).append(h)
         return cls(file, sum(s.modules for s in summaries), tuple(archs), merged,
-                   sum(s.moved for s in summaries))
+                   sum(s.moved for s in summaries),
+                   None if all(s.hidden is None for s in summaries) else tuple(
+                       HiddenSection(name, sum(h.modules for h in same),
+                                     sum(h.images for h in same), sum(h.stored for h in same),
+                                     sum(h.uncompressed for h in same))
+                       for name, same in sorted(hidden.items(),
+                                                key=lambda kv: -sum(h.stored for h in kv[1]))))
 
     def __repr__(self) -> str:
         """Totals and row counts: the rows are in :meth:`lines` and :meth:`to_dict`."""
@@ -336,7 +377,13 @@ class Summary:
                 "stored": self.stored, "uncompressed": self.uncompressed,
                 "archs": [a.to_dict() for a in self.archs],
                 "devices": [d.to_dict() for d in self.devices],
-                **({"moved": self.moved} if self.moved else {})}
+                **({"moved": self.moved} if self.moved else {}),
+                **({} if self.hidden is None else {"hidden": {
+                    "modules": sum(h.modules for h in self.hidden),
+                    "images": sum(h.images for h in self.hidden),
+                    "stored": sum(h.stored for h in self.hidden),
+                    "uncompressed": sum(h.uncompressed for h in self.hidden),
+                    "sections": [h.to_dict() for h in self.hidden]}})}
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -348,6 +395,14 @@ class Summary:
         if self.moved:
             yield (f"  {_count(self.moved, 'module')} more whose device code was moved out of "
                    "the file (rocm-kpack: a .kpack file the runtime loads it from): not judged")
+        if self.hidden:
+            yield (f"  of which hidden (outside cuobjdump's view, loaded by the library itself): "
+                   f"{_count(sum(h.images for h in self.hidden), 'image')} in "
+                   f"{_count(sum(h.modules for h in self.hidden), 'module')}, "
+                   f"{_size(sum(h.stored for h in self.hidden))} stored")
+            yield from (f"    {h}" for h in self.hidden)
+        elif self.hidden is not None:
+            yield "  no hidden device code (the deep scan found none outside cuobjdump's view)"
         if not self.archs:
             return
         read = any(a.kernels is not None for a in self.archs)
@@ -378,6 +433,21 @@ class Summary:
             what = ", ".join(p for p in parts if p)
             images = f" [{', '.join(d.images)}]" if d.images else ""
             yield f"  {d.device:<8} {d.generation:<10} {d.verdict:<8} {what}{images}"
+
+
+def _hidden(codes: Sequence[DeviceCode]) -> tuple[HiddenSection, ...]:
+    """The deep scan's images per section, largest first; modules counted as the summary
+    counts them (those with an image a device loads)."""
+    per: dict[str, list[DeviceCode]] = {}
+    for c in codes:
+        if c.hidden:
+            per.setdefault(c.source, []).append(c)
+    return tuple(sorted((HiddenSection(name, len({c.container for c in same
+                                                   if c.kind in vendors.of(c).loadable}),
+                                       len(same),
+                                       sum(c.stored for c in same),
+                                       sum(c.uncompressed for c in same))
+                         for name, same in per.items()), key=lambda h: (-h.stored, h.section)))
 
 
 def _version_order(text: str) -> tuple[int, ...]:
@@ -465,6 +535,9 @@ class Binary:
     # modules whose device code was moved out of the file (EntrylessContainer.moved: rocm-kpack):
     # listed as such, not judged
     moved: tuple[EntrylessContainer, ...] = field(default=(), repr=False)
+    # the deep scan's too (scan(everywhere=True)): device code in the file's other sections,
+    # which the library hands the driver itself (DeviceCode.hidden), after the usual images
+    everywhere: bool = field(default=False, kw_only=True)
     # the file's modification time when it was read (pickling reopens it only if unchanged)
     _mtime_ns: int | None = field(default=None, init=False, repr=False, compare=False)
     _closed: bool = field(default=False, init=False, repr=False, compare=False)
@@ -535,10 +608,10 @@ class Binary:
             if self._mtime_ns is None:
                 raise InputError(f"{self.path}: cannot pickle: the file changed or went away "
                                  "while it was read")
-            return _reopen, (self.path, self.all, self.size, self._mtime_ns)
+            return _reopen, (self.path, self.all, self.size, self._mtime_ns, self.everywhere)
         if self.data is None:
             raise InvalidArgumentError("this Binary has neither a path nor bytes to pickle")
-        return _reread, (bytes(self.data), self.all, self.name)
+        return _reread, (bytes(self.data), self.all, self.name, self.everywhere)
 
     def _closed_error(self, what: str) -> InvalidArgumentError:
         return InvalidArgumentError(f"{self.path or self.name}: {what}: the Binary is closed "
@@ -548,7 +621,7 @@ class Binary:
         """Counts, not contents: short for libtorch's 20,000 images too."""
         return (f"Binary(path={self.path!r}, name={self.name!r}, size={self.size}, "
                 f"codes={len(self.codes)}, entryless={len(self.entryless)}, "
-                f"members={len(self.members)}, all={self.all})")
+                f"members={len(self.members)}, all={self.all}, everywhere={self.everywhere})")
 
     @property
     def file(self) -> str:
@@ -646,7 +719,8 @@ class Binary:
         # a container with no entry is a module the runtime registers that loads nowhere
         sets = _header_sets(items)
         return Summary(self.file, len(sets) + len(self.entryless), tuple(rows),
-                       _devices(sets, self.entryless), len(self.moved))
+                       _devices(sets, self.entryless), len(self.moved),
+                       _hidden([it.code for it in items]) if self.everywhere else None)
 
     @_names_its_file
     def functions(self, items: Sequence[Item] | None = None, *,
@@ -962,7 +1036,7 @@ def _devices(sets: Sequence[tuple[str, tuple[ImageInfo, ...]]],
 
 
 def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
-         all: bool = False, name: str = "input",
+         all: bool = False, name: str = "input", everywhere: bool = False,
          max_decompressed: int | DecompressionBudget | None = None) -> Binary:
     """Read ``source`` (a path, or the bytes of a file): a fatbin, cubin, PTX, or a host ELF
     file (``.so``, ``.o``, executable) holding device code. The file is memory-mapped; images
@@ -975,17 +1049,22 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
     name of bytes given (a wheel member's): images are named after it, as cuobjdump names them
     after the file it reads (``libfoo.1.sm_90.cubin``). ``max_decompressed``
     bounds what finding the images inflates (AMD's compressed bundles are inflated to be listed;
-    :meth:`~fatbinkit.formats.codec.DecompressionBudget.of`)"""
+    :meth:`~fatbinkit.formats.codec.DecompressionBudget.of`). ``everywhere`` adds the deep
+    scan's images (:func:`fatbinkit.scan.scan`): device code in the file's other sections, which
+    cuobjdump does not list and the library loads itself (:attr:`DeviceCode.hidden
+    <fatbinkit.device_code.DeviceCode.hidden>`; docs/hidden.md)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         view = memoryview(source).cast("B")
-        codes, entryless = scan_modules(view, all=all, max_decompressed=max_decompressed)
+        codes, entryless = scan_modules(view, all=all, everywhere=everywhere,
+                                        max_decompressed=max_decompressed)
         return Binary(None, len(view), codes, all, view,
                       _objects(view, None) if any(c.member for c in codes) else (), name,
                       tuple(c for c in entryless if not c.moved),
-                      moved=tuple(c for c in entryless if c.moved))
+                      moved=tuple(c for c in entryless if c.moved), everywhere=everywhere)
     path = as_path(source, "input")
     _one_binary(path)
-    codes, entryless = scan_modules(path, all=all, max_decompressed=max_decompressed)
+    codes, entryless = scan_modules(path, all=all, everywhere=everywhere,
+                                    max_decompressed=max_decompressed)
     try:
         size = path.stat().st_size
         members: tuple[str, ...] = ()
@@ -997,12 +1076,12 @@ def open(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
         raise InputError(f"{path}: {e.strerror or e}") from e
     return Binary(path, size, codes, all, members=members, name=path.name,
                   entryless=tuple(c for c in entryless if not c.moved),
-                  moved=tuple(c for c in entryless if c.moved))
+                  moved=tuple(c for c in entryless if c.moved), everywhere=everywhere)
 
 
-def _reopen(path: Path, all: bool, size: int, mtime_ns: int) -> Binary:
+def _reopen(path: Path, all: bool, size: int, mtime_ns: int, everywhere: bool) -> Binary:
     """A pickled :class:`Binary` of a file: the file read again, if it is unchanged."""
-    binary = open(path, all=all)
+    binary = open(path, all=all, everywhere=everywhere)
     if (binary.size, binary._mtime_ns) != (size, mtime_ns):
         binary.close()
         raise InputError(f"{path}: changed since the pickled Binary read it ({size} bytes then, "
@@ -1010,9 +1089,9 @@ def _reopen(path: Path, all: bool, size: int, mtime_ns: int) -> Binary:
     return binary
 
 
-def _reread(data: bytes, all: bool, name: str) -> Binary:
+def _reread(data: bytes, all: bool, name: str, everywhere: bool) -> Binary:
     """A pickled :class:`Binary` of bytes."""
-    return open(data, all=all, name=name)
+    return open(data, all=all, name=name, everywhere=everywhere)
 
 
 def _one_binary(path: Path) -> None:

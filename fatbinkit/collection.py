@@ -226,7 +226,8 @@ def _wheel(path: Path) -> Iterator[Member]:
 
 def binaries(source: str | os.PathLike[str], progress: Progress = None,
              skipped: Callable[[Member, FatbinkitError], None] | None = None, *,
-             all: bool = False, jobs: int | None = None) -> Iterator[tuple[Member, Binary]]:
+             all: bool = False, jobs: int | None = None,
+             everywhere: bool = False) -> Iterator[tuple[Member, Binary]]:
     """Each member of ``source`` (:func:`fatbinkit.collection.members`) that holds device code,
     opened, in name order; a source with none is a :class:`~fatbinkit.errors.FormatError`
     naming it. A wheel's next members, ``jobs`` of them (None:
@@ -236,8 +237,8 @@ def binaries(source: str | os.PathLike[str], progress: Progress = None,
     :class:`~fatbinkit.errors.UnsupportedError`) goes to ``skipped`` when given, instead of
     stopping the walk; any other error stops it, naming the file. ``progress``
     (:mod:`fatbinkit.progress`): a step per member, named by its path inside, once the caller
-    is done with it (or it is passed over: no device code, skipped). ``all`` as in
-    :func:`fatbinkit.binary.open` (``cuobjdump -all``)."""
+    is done with it (or it is passed over: no device code, skipped). ``all`` and
+    ``everywhere`` as in :func:`fatbinkit.binary.open` (``cuobjdump -all``; the deep scan)."""
     from .binary import open as open_binary
     from .parallel import as_jobs
     from .progress import reporter
@@ -265,7 +266,8 @@ def binaries(source: str | os.PathLike[str], progress: Progress = None,
                 assert data is not None  # every wheel member's read was submitted
                 binary: Binary | None
                 try:
-                    binary = open_binary(data, all=all, name=m.name.rpartition("/")[2])
+                    binary = open_binary(data, all=all, name=m.name.rpartition("/")[2],
+                                         everywhere=everywhere)
                 except UnsupportedError as e:
                     if skipped is None or (len(found) == 1 and m.origin == m.path):
                         raise
@@ -339,7 +341,8 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
           driver: DriverLike | None = None, kernel: str | KernelFilter | None = None, *,
           every_image: bool = False, jobs: int | None = None, progress: Progress = None,
           max_decompressed: int | DecompressionBudget | None = None,
-          skipped: Callable[[Member, FatbinkitError], None] | None = None) -> TotalCheck:
+          skipped: Callable[[Member, FatbinkitError], None] | None = None,
+          everywhere: bool = False) -> TotalCheck:
     """:meth:`fatbinkit.binary.Binary.check` of each library of ``source`` (a wheel, a folder
     or a file: :func:`binaries`), and the total per arch. A library with no kernel matching
     ``kernel`` is left out; one with no SASS or PTX the driver loads (LTO-IR only) goes to
@@ -350,7 +353,8 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     :class:`~fatbinkit.formats.fatbin.DecompressionBudget`). Libraries built once per CUDA
     version (:func:`alternatives`) count as the one build that serves each arch and driver
     (:class:`~fatbinkit.verdict.TotalVerdict`). ``archs``, ``driver``, ``kernel`` and ``jobs``
-    are checked before anything is read."""
+    are checked before anything is read. ``everywhere``: the deep scan's modules too
+    (:func:`fatbinkit.binary.open`)."""
     from . import vendors
     from .binary import KernelFilter
     from .formats.codec import DecompressionBudget
@@ -369,7 +373,8 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     jobs = as_jobs(jobs)
     DecompressionBudget.of(max_decompressed, 0)  # refuses what is not a size or a budget
     checks: list[Check] = []
-    for m, binary in binaries(source, progress=progress, skipped=skipped):
+    for m, binary in binaries(source, progress=progress, skipped=skipped,
+                              everywhere=everywhere):
         with named(m):
             c = binary.check(devices, runtime, kf, every_image=every_image, jobs=jobs,
                              max_decompressed=max_decompressed)
@@ -405,7 +410,8 @@ def min_driver(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchL
                kernel: str | KernelFilter | None = None, *, every_image: bool = False,
                jobs: int | None = None, progress: Progress = None,
                max_decompressed: int | DecompressionBudget | None = None,
-               skipped: Callable[[Member, FatbinkitError], None] | None = None) -> MinDriver:
+               skipped: Callable[[Member, FatbinkitError], None] | None = None,
+               everywhere: bool = False) -> MinDriver:
     """The lowest driver each of ``archs`` (default: every GPU the vendors of its modules list,
     :meth:`fatbinkit.vendors.Vendor.every_device`: NVIDIA's device table) needs for the
     libraries of ``source`` (a wheel, a folder or a file): ``check --min-driver``, the
@@ -418,7 +424,7 @@ def min_driver(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchL
     every = [d for v in vendors.VENDORS.values() for d in v.every_device()]
     total = check(source, every if archs is None else archs, None, kernel,
                   every_image=every_image, jobs=jobs, progress=progress,
-                  max_decompressed=max_decompressed, skipped=skipped)
+                  max_decompressed=max_decompressed, skipped=skipped, everywhere=everywhere)
     verdicts = total.verdicts
     if archs is None:  # the GPUs of the vendors the libraries have modules of (else all)
         present = {m.vendor for c in total.checks for m, _ in c.rows}
@@ -432,7 +438,8 @@ def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],
             kernel: str | KernelFilter | None = None, *, kinds: Sequence[str] | None = None,
             all: bool = False, max_decompressed: int | DecompressionBudget | None = None,
             jobs: int | None = None, progress: Progress = None,
-            skipped: Callable[[Member, FatbinkitError], None] | None = None) -> list[Path]:
+            skipped: Callable[[Member, FatbinkitError], None] | None = None,
+            everywhere: bool = False) -> list[Path]:
     """:meth:`fatbinkit.binary.Binary.extract` of each library of ``source`` (a wheel, a
     folder: :func:`binaries`) into its own folder, ``directory/<its path inside>/``
     (``out/torch/lib/libtorch_cuda.so/libtorch_cuda.1.sm_90.cubin``: cuobjdump's names, after
@@ -440,8 +447,8 @@ def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],
     (created, as for one file, when it did not exist). A library none of whose images are
     selected gets no folder. A wheel member whose path would leave ``directory`` (absolute,
     ``..``) or holds a control character is refused. ``all`` as ``cuobjdump -all``
-    (``__nv_relfatbin`` sections too). ``jobs``, ``progress`` (libraries done) and
-    ``max_decompressed`` as for :func:`check`."""
+    (``__nv_relfatbin`` sections too), ``everywhere`` the deep scan's images too. ``jobs``,
+    ``progress`` (libraries done) and ``max_decompressed`` as for :func:`check`."""
     from .outfile import atomic_files
 
     out = as_path(directory, "output folder")
@@ -450,7 +457,8 @@ def extract(source: str | os.PathLike[str], directory: str | os.PathLike[str],
     try:
         made += _make_folders(out)
         with atomic_files() as batch:
-            for m, binary in binaries(source, progress, skipped, all=all, jobs=jobs):
+            for m, binary in binaries(source, progress, skipped, all=all, jobs=jobs,
+                                      everywhere=everywhere):
                 sub = out.joinpath(*_inside(m))
                 with named(m):
                     made += _make_folders(sub)

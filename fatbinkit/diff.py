@@ -328,7 +328,8 @@ def snapshot(source: str | os.PathLike[str], *,
              max_decompressed: int | DecompressionBudget | None = None,
              jobs: int | None = None, progress: Progress = None,
              like: Snapshot | None = None,
-             skipped: Callable[[Member, FatbinkitError], None] | None = None) -> Snapshot:
+             skipped: Callable[[Member, FatbinkitError], None] | None = None,
+             everywhere: bool = False) -> Snapshot:
     """Read ``source`` (a file, a wheel or a folder; :func:`fatbinkit.collection.members`) into
     a :class:`Snapshot`: each binary with device code in turn, its images on ``jobs``
     processes (None: :func:`fatbinkit.parallel.default_jobs`). Binaries of a wheel or folder
@@ -343,7 +344,8 @@ def snapshot(source: str | os.PathLike[str], *,
     ``like``: a snapshot read earlier in this process (the old side of a diff). An image whose
     stored bytes (BLAKE2b) and entry header equal one of its images is not inflated or parsed
     again: its functions are that image's (a fifth of libtorch_cuda.so's images from 2.13.0 to
-    2.14.1). ``skipped``: see :func:`fatbinkit.collection.binaries`."""
+    2.14.1). ``skipped``: see :func:`fatbinkit.collection.binaries`. ``everywhere``: the deep
+    scan's images too (:func:`fatbinkit.binary.open`)."""
     if like is not None and not isinstance(like, Snapshot):
         raise InvalidArgumentError(f"like is a Snapshot read earlier, or None, not "
                                    f"{type(like).__name__}")
@@ -351,7 +353,7 @@ def snapshot(source: str | os.PathLike[str], *,
     as_jobs(jobs)
     known = {} if like is None else {d: o for lib in like.libraries for d, o in lib.read.items()}
     libraries = []
-    for m, binary in binaries(source, progress, skipped, jobs=jobs):
+    for m, binary in binaries(source, progress, skipped, jobs=jobs, everywhere=everywhere):
         with named(m):
             libraries.append(read_library(binary, m.name, max_decompressed, known, jobs=jobs))
     return Snapshot(os.fspath(source), tuple(libraries))

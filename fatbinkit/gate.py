@@ -346,7 +346,8 @@ def gate(inputs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], rule
          baseline: Snapshot | None = None,
          max_decompressed: int | DecompressionBudget | None = None, jobs: int | None = None,
          progress: Progress = None,
-         skipped: Callable[[Member, FatbinkitError], None] | None = None) -> Gate:
+         skipped: Callable[[Member, FatbinkitError], None] | None = None,
+         everywhere: bool = False) -> Gate:
     """Read every input (files, wheels, folders; one path or several) and judge it by
     ``rules`` and, with ``baseline``, by the ratchet. The snapshot of all inputs together is
     :attr:`Gate.snapshot`. ``rules`` without a rule and no ``baseline`` is refused (nothing
@@ -357,7 +358,8 @@ def gate(inputs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], rule
     :class:`~fatbinkit.formats.fatbin.DecompressionBudget` shared by all; ``jobs``: processes
     reading images (None: :func:`fatbinkit.parallel.default_jobs`); ``progress``
     (:mod:`fatbinkit.progress`): one step per file of each input; ``skipped``: see
-    :func:`fatbinkit.collection.binaries`."""
+    :func:`fatbinkit.collection.binaries`; ``everywhere``: the deep scan's images too
+    (:func:`fatbinkit.binary.open`)."""
     sources = [inputs] if isinstance(inputs, (str, os.PathLike)) else \
         _values(inputs, (), "inputs")
     if not sources:
@@ -384,7 +386,8 @@ def gate(inputs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], rule
     libraries: list[Library] = []
     files: dict[str, str] = {}  # library -> input, for the ratchet (names are unique there)
     for source in sources:
-        for m, binary in binaries(source, progress, skipped, jobs=jobs):
+        for m, binary in binaries(source, progress, skipped, jobs=jobs,
+                                  everywhere=everywhere):
             with named(m):
                 lib = read_library(binary, m.name, max_decompressed, jobs=jobs)
                 libraries.append(lib)

@@ -412,7 +412,9 @@ def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
     its last suffix and ``n`` counting per kind from 1; an entry with an identifier is named
     ``<identifier's stem>.<arch>.<ext>`` instead (so equal identifiers collide: the last file
     wins, as with cuobjdump; the identifier's directories are dropped, ``../x.cu`` gives
-    ``x.sm_90.cubin``); a bare cubin is ``<stem>.<arch>.cubin``. ELF names show an ``a`` suffix
+    ``x.sm_90.cubin``); a bare cubin is ``<stem>.<arch>.cubin``. An image of the deep scan
+    (:attr:`DeviceCode.hidden`, which cuobjdump does not list) is always ``<stem>.<n>.<arch>.<ext>``:
+    cuBLASLt's and cuRAND's share one identifier (``lto``) by the hundred. ELF names show an ``a`` suffix
     but not ``f``; PTX names show both. Names never contain a path separator.
     """
     stem = _safe(Path(input_name).stem)
@@ -427,7 +429,7 @@ def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
             suffix = suffixes[key] = vendors.of(c).file_suffix(c)
         if c.container < 0 and not c.source:
             names.append(f"{stem}{suffix}")
-        elif c.identifier:
+        elif c.identifier and not c.hidden:
             base = c.identifier.rsplit("/", 1)[-1]
             dot = base.rfind(".")
             names.append(f"{_safe(base[:dot] if dot > 0 else base)}{suffix}")

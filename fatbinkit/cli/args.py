@@ -103,6 +103,15 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def add_everywhere(p: argparse.ArgumentParser) -> None:
+    """``--everywhere``: the deep scan's images too (:func:`fatbinkit.scan.scan`)."""
+    p.add_argument("--everywhere", action="store_true",
+                   help="also device code outside .nv_fatbin that cuobjdump does not list: "
+                   "fatbin containers and compressed or bare cubins in any other section, which "
+                   "the library loads itself (cuBLASLt, cuFFT, cuRAND); marked 'hidden' "
+                   "(docs/hidden.md)")
+
+
 def add_budget(p: argparse.ArgumentParser) -> None:
     """``--max-decompressed SIZE``: the decompression budget of the command."""
     p.add_argument("--max-decompressed", type=byte_size, metavar="SIZE",

@@ -24,7 +24,7 @@ from ..decision import NATIVE, dotted
 from ..errors import FormatError
 from ..formats.arch import Arch
 from ..infile import is_collection
-from .args import add_budget, driver, examples, gpu, kernel_filter
+from .args import add_budget, add_everywhere, driver, examples, gpu, kernel_filter
 from .fatbin import (
     dump,
     open_input,
@@ -83,6 +83,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="print the minimum driver (AMD: ROCm release) per arch (all known archs "
                    "of the file's vendors without --arch)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_everywhere(p)
     add_budget(p)
     p.set_defaults(func=_check, parser=p)
 
@@ -140,7 +141,7 @@ def _check_many(args: argparse.Namespace) -> int:
         try:
             least = min_driver(args.file, args.arch, args.kernel, every_image=every_image,
                                max_decompressed=args.max_decompressed, progress=progress,
-                               skipped=skipped)
+                               skipped=skipped, everywhere=args.everywhere)
         finally:
             progress_done()
         if args.json:
@@ -154,7 +155,7 @@ def _check_many(args: argparse.Namespace) -> int:
     try:
         total = check(args.file, args.arch, args.driver, args.kernel, every_image=every_image,
                       max_decompressed=args.max_decompressed, progress=progress,
-                      skipped=skipped)
+                      skipped=skipped, everywhere=args.everywhere)
     finally:
         progress_done()
     if args.json:

@@ -19,6 +19,7 @@ from ..outfile import atomic_path
 from .args import (
     UsageError,
     add_budget,
+    add_everywhere,
     arch_filter,
     byte_size,
     driver,
@@ -66,6 +67,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output (docs/json.md)")
     p.add_argument("--exit-code", action="store_true",
                    help="exit 1 when something changed (after the filters), as git diff does")
+    add_everywhere(p)
     add_budget(p)
     p.set_defaults(func=_diff, parser=p)
 
@@ -115,6 +117,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="write the snapshot of FILEs, for a later --baseline")
     p.add_argument("--format", choices=("text", "github", "json"), default="text",
                    help="github: GitHub Actions error annotations (one per violation)")
+    add_everywhere(p)
     add_budget(p)
     p.set_defaults(func=_gate, parser=p)
 
@@ -146,9 +149,9 @@ def _diff(args: argparse.Namespace) -> int:
 
     try:
         old = snapshot(args.old, max_decompressed=args.max_decompressed, progress=progress,
-                       skipped=skipped)
+                       skipped=skipped, everywhere=args.everywhere)
         new = snapshot(args.new, max_decompressed=args.max_decompressed, progress=progress,
-                       like=old, skipped=skipped)
+                       like=old, skipped=skipped, everywhere=args.everywhere)
     finally:
         progress_done()
     changes = diff(old, new).filter(args.arch, args.kernel,
@@ -194,12 +197,12 @@ def _gate(args: argparse.Namespace) -> int:
         if rules.any or baseline is not None:
             result = gate(args.files, rules, baseline=baseline,
                           max_decompressed=args.max_decompressed, progress=progress,
-                          skipped=skipped)
+                          skipped=skipped, everywhere=args.everywhere)
         else:  # --write-baseline alone: a snapshot, nothing judged
             result = Gate(Snapshot(" ".join(map(str, args.files)), tuple(
                 lib for f in args.files for lib in snapshot(
                     f, max_decompressed=args.max_decompressed, progress=progress,
-                    skipped=skipped).libraries)), ())
+                    skipped=skipped, everywhere=args.everywhere).libraries)), ())
     finally:
         progress_done()
     if args.write_baseline:

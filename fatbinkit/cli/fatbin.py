@@ -25,6 +25,7 @@ from ..outfile import atomic_path
 from .args import (
     UsageError,
     add_budget,
+    add_everywhere,
     arch_filter,
     examples,
     image_arg,
@@ -63,6 +64,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _input(p)
     p.add_argument("--all", action="store_true",
                    help="also __nv_relfatbin sections and LTO-IR entries, as cuobjdump -all")
+    add_everywhere(p)
     p.add_argument("--json", action="store_true",
                    help="machine-readable output (schema: docs/json.md)")
     view = p.add_mutually_exclusive_group()
@@ -106,6 +108,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     which.add_argument("--ptx", action="store_true", help="PTX only (cuobjdump -xptx)")
     p.add_argument("--all", action="store_true",
                    help="also __nv_relfatbin sections, as cuobjdump -all")
+    add_everywhere(p)
     _filters(p)
     add_budget(p)
     p.set_defaults(func=_extract, parser=p)
@@ -195,6 +198,7 @@ def open_input(args: argparse.Namespace, *, entryless: bool = False) -> Binary:
     from ..binary import open as open_binary
 
     binary = open_binary(args.file, all=getattr(args, "all", False),
+                         everywhere=getattr(args, "everywhere", False),
                          max_decompressed=getattr(args, "max_decompressed", None))
     if not binary.codes and not (entryless and binary.entryless):
         raise FormatError(f"{args.file}: " + (
@@ -203,6 +207,11 @@ def open_input(args: argparse.Namespace, *, entryless: bool = False) -> Binary:
             "fatbin, cubin or PTX; no .hip_fatbin, offload bundle or AMD code object; no "
             "SPIR-V or Intel GPU binary)"))
     return binary
+
+
+#: what a summary of a host file says when the deep scan did not run
+NOT_SEARCHED = ("device code outside cuobjdump's view (containers and cubins the library loads "
+                "itself, e.g. cuBLASLt's, cuFFT's) not searched: --everywhere")
 
 
 def empty_containers(n: int) -> str:
@@ -262,6 +271,8 @@ def _ls(args: argparse.Namespace) -> int:
             dump(summary.to_dict())
         else:
             sys.stdout.write("".join(f"{line}\n" for line in summary.lines()))
+            if not args.everywhere and any(c.source for c in binary.codes):  # a host file
+                print(NOT_SEARCHED)
         return 0
     items = binary.select(args.arch, args.kernel, max_decompressed=budget,
                           progress=sys.stderr.isatty())
@@ -345,7 +356,8 @@ def _ls_many(args: argparse.Namespace) -> int:
     tables: list[tuple[str | None, list[_Row]]] = []
     docs: list[str] = []  # JSON is written whole at the end: never half a document
     try:
-        for m, binary in binaries(args.file, progress, skipped, all=args.all):
+        for m, binary in binaries(args.file, progress, skipped, all=args.all,
+                                  everywhere=args.everywhere):
             with named(m):
                 budget = DecompressionBudget.of(args.max_decompressed, binary.size)
                 if args.summary:
@@ -605,7 +617,7 @@ def _extract(args: argparse.Namespace) -> int:
         try:
             written = extract(args.file, args.output, args.arch, args.kernel, kinds=kinds,
                               all=args.all, max_decompressed=args.max_decompressed,
-                              progress=progress, skipped=skipped)
+                              progress=progress, skipped=skipped, everywhere=args.everywhere)
         finally:
             progress_done()
     else:
