@@ -413,9 +413,9 @@ def extract_names(codes: tuple[DeviceCode, ...], input_name: str) -> list[str]:
     ``<identifier's stem>.<arch>.<ext>`` instead (so equal identifiers collide: the last file
     wins, as with cuobjdump; the identifier's directories are dropped, ``../x.cu`` gives
     ``x.sm_90.cubin``); a bare cubin is ``<stem>.<arch>.cubin``. An image of the deep scan
-    (:attr:`DeviceCode.hidden`, which cuobjdump does not list) is always ``<stem>.<n>.<arch>.<ext>``:
-    cuBLASLt's and cuRAND's share one identifier (``lto``) by the hundred. ELF names show an ``a`` suffix
-    but not ``f``; PTX names show both. Names never contain a path separator.
+    (:attr:`DeviceCode.hidden`, which cuobjdump does not list) is always
+    ``<stem>.<n>.<arch>.<ext>``: cuRAND's 1,747 share one identifier (``lto``). ELF names show
+    an ``a`` suffix but not ``f``; PTX names show both. Names never contain a path separator.
     """
     stem = _safe(Path(input_name).stem)
     counters: dict[str, int] = {}
