@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgumentError
 from ..outfile import atomic_path
@@ -28,7 +28,7 @@ from .args import (
     kernel_filter,
     positive,
 )
-from .fatbin import dump, progress, progress_done, skipped, without_cyclic_gc
+from .fatbin import dump, dump_rows, progress, progress_done, skipped, without_cyclic_gc
 
 if TYPE_CHECKING:
     from ..gate import SizeLimit
@@ -127,20 +127,6 @@ def _size_limit(text: str) -> SizeLimit:
 
     label, sep, size = text.rpartition("=")
     return SizeLimit(byte_size(size), arch_filter(label) if sep else None)
-
-
-def dump_rows(doc: dict[str, Any]) -> None:
-    """A JSON document on stdout with one list item per line (as ``ls --json`` writes its
-    rows): ``json.dump(indent=2)`` runs the pure-Python encoder, 20 times slower on the 55 MB
-    of a libtorch diff; each row here goes through the C one."""
-    parts = []
-    for key, value in doc.items():
-        if isinstance(value, list) and value:
-            rows = ",\n".join(f"    {json.dumps(v)}" for v in value)
-            parts.append(f"  {json.dumps(key)}: [\n{rows}\n  ]")
-        else:
-            parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")
-    sys.stdout.write("{\n" + ",\n".join(parts) + "\n}\n")
 
 
 @without_cyclic_gc

@@ -75,9 +75,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                       help="resources of each cubin, as cuobjdump -res-usage: its Common: "
                       "line (module data), then per function its figures, spills (ptxas -v's "
                       "bytes) and parameters")
+    view.add_argument("--duplicates", action="store_true",
+                      help="images stored more than once (by content, across containers, "
+                      "sections and a wheel's libraries) and the bytes they waste; with "
+                      "--kernels also functions found in more than one image (reads every "
+                      "image)")
     p.add_argument("--kernels", action="store_true",
                    help="with --summary: also count each arch's kernels and name the toolkits "
-                   "that built its cubins (reads every image)")
+                   "that built its cubins (reads every image); with --duplicates: compare "
+                   "each cubin function's SASS too")
     p.add_argument("--sort", choices=_SORT_KEYS,
                    help="with --resources: one table of functions, largest first (spills: "
                    "bytes stored + loaded, unrecorded last; size: bytes of SASS); equal values "
@@ -248,12 +254,15 @@ def shown(name: str, demangled: bool) -> str:
 
 @without_cyclic_gc
 def _ls(args: argparse.Namespace) -> int:
-    if args.kernels and not args.summary:
-        args.parser.error("--kernels goes with --summary")
-    if (args.sort or args.top) and not args.resources:
-        args.parser.error("--sort and --top go with --resources")
-    if args.summary and (args.arch or args.kernel):
-        args.parser.error("--summary covers the whole file: it takes no --arch or --kernel")
+    if args.kernels and not (args.summary or args.duplicates):
+        args.parser.error("--kernels goes with --summary or --duplicates")
+    if (args.sort and not args.resources) or (args.top and not (args.resources or args.duplicates)):
+        args.parser.error("--sort goes with --resources, --top with --resources or --duplicates")
+    if (args.summary or args.duplicates) and (args.arch or args.kernel):
+        args.parser.error(f"--{'summary' if args.summary else 'duplicates'} covers the whole "
+                          "file: it takes no --arch or --kernel")
+    if args.duplicates:
+        return _duplicates(args)
     if is_collection(args.file):
         return _ls_many(args)
     binary = open_input(args, entryless=True)
@@ -282,6 +291,24 @@ def _ls(args: argparse.Namespace) -> int:
         sys.stdout.write(_entries_json(args, binary, items, budget) + "\n")
     else:
         sys.stdout.write(_entries_text(args, binary, items, budget, args.file))
+    return 0
+
+
+def _duplicates(args: argparse.Namespace) -> int:
+    """``ls --duplicates``: :func:`fatbinkit.duplicates.duplicates` of a file, wheel or
+    folder."""
+    from ..duplicates import duplicates
+
+    try:
+        found = duplicates(args.file, kernels=args.kernels, all=args.all,
+                           everywhere=args.everywhere, max_decompressed=args.max_decompressed,
+                           progress=progress, skipped=skipped)
+    finally:
+        progress_done()
+    if args.json:
+        dump_rows(found.to_dict())
+    else:
+        sys.stdout.write("".join(f"{line}\n" for line in found.lines(args.top or 10)))
     return 0
 
 
@@ -586,6 +613,20 @@ def _table(args: argparse.Namespace, tables: list[tuple[str | None, list[_Row]]]
             f"{it.name}\n" for _, lib, _, _, it, row, name in rows]
     sys.stdout.write("".join(out))
     return 0
+
+
+def dump_rows(doc: dict[str, Any]) -> None:
+    """A JSON document on stdout with one list item per line (as ``ls --json`` writes its
+    rows): ``json.dump(indent=2)`` runs the pure-Python encoder, 20 times slower on the 55 MB
+    of a libtorch diff; each row here goes through the C one."""
+    parts = []
+    for key, value in doc.items():
+        if isinstance(value, list) and value:
+            rows = ",\n".join(f"    {json.dumps(v)}" for v in value)
+            parts.append(f"  {json.dumps(key)}: [\n{rows}\n  ]")
+        else:
+            parts.append(f"  {json.dumps(key)}: {json.dumps(value)}")
+    sys.stdout.write("{\n" + ",\n".join(parts) + "\n}\n")
 
 
 def dump(doc: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -69,6 +69,7 @@ __all__ = [
     "cubin_extent",
     "cubin_outline",
     "cubin_toolkit",
+    "function_code",
     "is_cubin",
 ]
 
@@ -358,6 +359,15 @@ def cubin_extent(src: Reader, offset: int) -> int | None:
                 return None
             end = max(end, sh.offset + sh.size)
     return end
+
+
+def function_code(data: bytes | bytearray | memoryview) -> Iterator[tuple[str, bytes]]:
+    """Each function's SASS as the cubin stores it: ``(name, bytes)`` of every
+    ``.text.<name>`` section, in section order (what ``cuobjdump -res-usage`` counts as its
+    size)."""
+    for s in elf.sections(data, _header(data)):
+        if s.name.startswith(".text.") and s.header.type != elf.SHT_NOBITS:
+            yield s.name[len(".text."):], elf.section_data(data, s)
 
 
 def is_cubin(data: bytes | bytearray | memoryview) -> bool:
