@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from . import diagnose as diagnose
     from . import diff as diff
     from . import driver as driver
+    from . import duplicates as duplicates
     from . import embed as embed
     from . import errors as errors
     from . import formats as formats
@@ -47,7 +48,8 @@ __version__ = "0.1.0"
 
 #: the submodules ``fatbinkit.NAME`` imports on first access (PEP 562)
 _SUBMODULES = frozenset({
-    "aoti", "binary", "build", "collection", "compat", "diagnose", "diff", "driver", "embed",
+    "aoti", "binary", "build", "collection", "compat", "diagnose", "diff", "driver", "duplicates",
+    "embed",
     "errors", "formats", "gate", "inject", "outfile", "parallel", "progress", "runtime", "scan",
     "slim", "triton", "wheel",
 })

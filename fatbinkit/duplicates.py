@@ -6,10 +6,11 @@ another is one image stored twice. Copies are counted across containers, section
 scan's too, with ``everywhere``) and every library of a wheel or folder. A group's waste is
 what storing one copy (the smallest) would save.
 
-With ``kernels``, functions are compared too: each cubin function's SASS (its ``.text.<name>``
-section) is hashed, and a function whose bytes appear in more than one distinct image (the
-same kernel built into two modules or two libraries) wastes its size for each extra image.
-Copies inside identical images are not counted again.
+With ``kernels``, functions are compared too: each function's machine code
+(:meth:`fatbinkit.vendors.Vendor.function_code`: a cubin's ``.text.<name>`` sections) is
+hashed, and a function whose bytes appear in more than one distinct image (the same kernel
+built into two modules or two libraries) wastes its size for each extra image. Copies inside
+identical images are not counted again.
 
 cudf's 1.5 GiB library is 70 % ``.nv_fatbin`` in 518 blobs (NVIDIA/cudf#23419); a wheel of
 NVIDIA's libraries carries the same math kernels in several of them. This says how much of that
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from . import vendors
 from .binary import _count, _size
 from .collection import Member, binaries, named
 from .device_code import DeviceCode
@@ -221,14 +223,12 @@ def _content(kernels: bool, code: DeviceCode
     """In a worker: the digest and size of the image as the driver receives it and, with
     ``kernels``, each cubin function's name, SASS size and digest (plain tuples: only they
     travel back)."""
-    from .formats.cubin import function_code, is_cubin
-
     data = code.data()
     digest = hashlib.blake2b(data, digest_size=_DIGEST_SIZE).digest()
     funcs: tuple[tuple[str, int, bytes], ...] = ()
-    if kernels and is_cubin(data):
+    if kernels:
         funcs = tuple((name, len(text), hashlib.blake2b(text, digest_size=_DIGEST_SIZE).digest())
-                      for name, text in function_code(data))
+                      for name, text in vendors.of(code).function_code(code, data))
     return digest, len(data), funcs
 
 

@@ -199,6 +199,12 @@ class ToyVendor:
     def functions(self, code: DeviceCode) -> tuple[Any, ...]:
         return ()
 
+    def function_code(self, code: DeviceCode, data: bytes) -> tuple[tuple[str, bytes], ...]:
+        return ()
+
+    def search(self, place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
+        return [], []
+
     def header_image(self, code: DeviceCode, label: str = "") -> ImageInfo | None:
         return ImageInfo("toyk", _parse(code.data())[0], label=label)
 

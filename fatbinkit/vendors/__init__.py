@@ -240,6 +240,12 @@ class Vendor(Protocol):
         kinds that have none (PTX). Read with no budget: callers charge first."""
         ...
 
+    def function_code(self, code: DeviceCode, data: bytes) -> tuple[tuple[str, bytes], ...]:
+        """Each function's machine code as the image stores it, ``(name, bytes)``, from
+        ``data``, the image as :meth:`DeviceCode.data` gives it (CUDA: a cubin's
+        ``.text.<name>`` sections); ``()`` for kinds with no functions to compare."""
+        ...
+
     def header_image(self, code: DeviceCode, label: str = "") -> ImageInfo | None:
         """What the header alone says of an image a device loads (its kernels unknown); None
         for kinds no device loads."""

@@ -289,6 +289,13 @@ class CudaVendor:
 
         return Cubin.from_bytes(code.data()).functions
 
+    def function_code(self, code: DeviceCode, data: bytes) -> tuple[tuple[str, bytes], ...]:
+        if entry_of(code).header.kind != EntryKind.ELF:
+            return ()
+        from ...formats.cubin import function_code
+
+        return tuple(function_code(data))
+
     def header_image(self, code: DeviceCode, label: str = "") -> ImageInfo | None:
         from .loading import header_image
 

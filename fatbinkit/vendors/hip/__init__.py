@@ -229,6 +229,11 @@ class HipVendor:
 
         return read_code_object(code.data()).kernels
 
+    def function_code(self, code: DeviceCode, data: bytes) -> tuple[tuple[str, bytes], ...]:
+        """``()``: a code object keeps its kernels in one ``.text``; they are not compared
+        one by one yet (the image as a whole is)."""
+        return ()
+
     def header_image(self, code: DeviceCode, label: str = "") -> ImageInfo | None:
         from .finding import header_image
 

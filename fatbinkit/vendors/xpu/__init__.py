@@ -233,6 +233,10 @@ class XpuVendor:
         return ImageInfo(code.kind, XpuTarget(code.target), label=label, kernels=kernels,
                          offset=code.offset)
 
+    def function_code(self, code: DeviceCode, data: bytes) -> tuple[tuple[str, bytes], ...]:
+        """``()``: Intel's kernels are compared as whole images only."""
+        return ()
+
     def header_image(self, code: DeviceCode, label: str = "") -> ImageInfo | None:
         return self._info(code, label, None)
 
