@@ -154,16 +154,17 @@ def _scan_elf(view: memoryview, fd: int | None, all: bool,
                  if s.header.flags & elf.SHF_ALLOC and s.header.type != elf.SHT_NOBITS
                  and s.name not in known]
         codes += _search(view, fd, base, spans, [(off, size) for _, off, size in blobs], first,
-                         budget)
+                         budget, entryless)
     return codes
 
 
 def _search(view: memoryview, fd: int | None, base: int, spans: list[tuple[str, int, int]],
-            read: list[tuple[int, int]], first: int,
-            budget: DecompressionBudget | None) -> list[DeviceCode]:
+            read: list[tuple[int, int]], first: int, budget: DecompressionBudget | None,
+            entryless: list[EntrylessContainer]) -> list[DeviceCode]:
     """The deep scan: each vendor's device code (:meth:`~fatbinkit.vendors.Vendor.search`) in
     the sections ``spans`` (name, offset, size in ``view``) outside the blobs already ``read``
-    (offset, size), containers numbered from ``first``."""
+    (offset, size), containers numbered from ``first``; those with no entry go to
+    ``entryless``."""
     codes: list[DeviceCode] = []
     for name, off, size in spans:
         pieces = [(off, off + size)]
@@ -173,10 +174,11 @@ def _search(view: memoryview, fd: int | None, base: int, spans: list[tuple[str, 
                       if p[1] > p[0]]
         for a, z in pieces:
             for vendor in vendors.VENDORS.values():
-                found, _ = vendor.search(Place(name, view[a:z], base + a, first, fd, view, base,
-                                               budget=budget))
+                found, empty = vendor.search(Place(name, view[a:z], base + a, first, fd, view,
+                                                   base, budget=budget))
                 codes += found
-                first = max((c.container + 1 for c in found), default=first)
+                entryless += empty
+                first = _count_containers(found, first, empty)
     return codes
 
 
@@ -344,7 +346,7 @@ def _scan_pe(view: memoryview, fd: int | None, all: bool,
         known = set(_owners({s.name for s in image.sections}, True, pe=True))
         codes += _search(view, fd, 0, [(s.name, s.offset, s.size) for s in image.sections
                                        if s.size and s.name not in known],
-                         [(off, size) for _, off, size in blobs], first, budget)
+                         [(off, size) for _, off, size in blobs], first, budget, entryless)
     return codes
 
 

@@ -61,6 +61,7 @@ from typing import Any, Literal, TypeAlias, overload
 
 from . import slim_bundles, vendors
 from .compat import PTX, SASS, ImageInfo, image_from_entry
+from .device_code import DeviceCode
 from .driver import CudaVersion, as_device, dotted
 from .errors import (
     CompatibilityError,
@@ -77,8 +78,10 @@ from .errors import (
 from .formats import elf, elf_edit, pe
 from .formats.arch import Arch, ArchLike
 from .formats.archive import is_archive, is_archive_file
+from .formats.codec import ZSTD_MAGIC
 from .formats.cubin import cubin_toolkit
 from .formats.fatbin import (
+    CONTAINER_HEADER_SIZE,
     DecompressionBudget,
     EntryFlags,
     EntryKind,
@@ -124,6 +127,7 @@ __all__ = [
     "WRAPPER_SECTION",
     "ArchReport",
     "Codec",
+    "HiddenSlim",
     "PtxPolicy",
     "SlimReport",
     "SpirvPolicy",
@@ -255,6 +259,7 @@ class SlimReport:
     for_kernels: int = 0  # images no kept arch loads, kept for kernels the others lack
     output: Path | None = None  # the file written (None: the output is ``data``)
     data: bytes | None = field(default=None, repr=False)  # the output, when no file was given
+    hidden: HiddenSlim | None = None  # with everywhere: what was done to the hidden code
 
     def __repr__(self) -> str:
         data = "" if self.data is None else f", data=<{len(self.data):,} bytes>"
@@ -289,6 +294,7 @@ class SlimReport:
             "archs": [a.to_dict() for a in self.archs],
             "cuts": [dataclasses.asdict(c) for c in self.layout.cuts] if self.layout else [],
             "strip_breaks": bool(self.layout and self.layout.strip_breaks),
+            **({} if self.hidden is None else {"hidden": self.hidden.to_dict()}),
         }
 
     def __str__(self) -> str:
@@ -322,12 +328,49 @@ class SlimReport:
         if self.unreferenced:
             lines.append(f"{self.unreferenced} containers no wrapper points at were rewritten "
                          "where they were (not moved)")
+        if self.hidden is not None:
+            lines.append(str(self.hidden))
         if self.layout is not None and self.layout.strip_breaks:
             lines.append("warning: GNU strip run on this output would corrupt it (it moves the "
                          "grown program header table over the first sections): strip before "
                          "pruning, not after")
         lines += [f"  {a}" for a in self.archs]
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class HiddenSlim:
+    """What ``everywhere`` did with the device code of the deep scan
+    (:attr:`DeviceCode.hidden <fatbinkit.device_code.DeviceCode.hidden>`): its fatbin
+    containers are pruned and recompressed like the others but rewritten where they are, each
+    one's freed tail zero-filled (``zero_filled`` bytes: the file keeps its size; a wheel's
+    deflate compresses the zeros away), because the library finds them through its own tables
+    and code, which nothing can safely move. ``left``: what was left as it was, ``(what, count,
+    stored bytes)``: zstd-compressed and bare cubins (the library's tables record their sizes
+    beside their pointers), containers that rewritten would not fit where they are."""
+
+    modules: int
+    rewritten: int
+    zero_filled: int
+    emptied: int = 0  # containers left no image: built only for GPUs no --for arch is
+    left: tuple[tuple[str, int, int], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"modules": self.modules, "rewritten": self.rewritten,
+                "zero_filled": self.zero_filled, "emptied": self.emptied,
+                "left": [{"what": w, "count": n, "stored": b} for w, n, b in self.left]}
+
+    def __str__(self) -> str:
+        text = (f"hidden (outside .nv_fatbin): {self.rewritten} of {self.modules} containers "
+                f"rewritten in place, {self.zero_filled:,} bytes zero-filled (the file keeps "
+                "its size; a wheel's deflate compresses the zeros)")
+        if self.emptied:
+            text += (f"; {self.emptied} of them left no image (built only for GPUs not kept: "
+                     "the library picks its container per GPU)")
+        if self.left:
+            text += "; left as they were: " + ", ".join(
+                f"{n} {w} ({b:,} bytes)" for w, n, b in self.left)
+        return text
 
 
 # -- planning one container -----------------------------------------------------------------------
@@ -507,6 +550,8 @@ class _Module:
     unreferenced: bool = False  # no wrapper points at it: it stays where it was
     empty: bool = False  # no kernel, no variable: one image kept (_keep_empty)
     for_kernels: int = 0  # images kept for the names of kernels the kept ones lack
+    hidden: bool = False  # found by the deep scan: rewritten where it is, never moved
+    zeroed: int = 0  # hidden: the bytes after the rewritten container, zero-filled
 
     @property
     def label(self) -> str:
@@ -533,6 +578,7 @@ class _Request:
     spirv: str = "keep"
     allow_newer_rocm: bool = False
     vendor: str | None = None  # the vendor of ``devices`` (None: none given)
+    everywhere: bool = False  # hidden containers too (the deep scan), rewritten in place
 
 
 def _plan(modules: list[_Module], req: _Request) -> None:
@@ -882,7 +928,7 @@ def _modules_of(view: memoryview, base: int, size: int, section: str,
 def _options(archs: Sequence[ArchLike] | None, ptx: str, codec: str | None, level: int | None,
              *, same_size: bool, allow_newer_driver: bool, exact: bool, strip_signature: bool,
              allow_empty: bool, jobs: int | None, progress: Progress, spirv: str = "keep",
-             allow_newer_rocm: bool = False) -> _Options:
+             allow_newer_rocm: bool = False, everywhere: bool = False) -> _Options:
     """The keyword arguments of a public entry point, checked: bad ones (or none asking for
     anything) are an :class:`~fatbinkit.errors.InvalidArgumentError` naming the keyword,
     before any file is opened."""
@@ -906,7 +952,7 @@ def _options(archs: Sequence[ArchLike] | None, ptx: str, codec: str | None, leve
         compress(codec, b"", level)  # validates the level
     flags = {"same_size": same_size, "allow_newer_driver": allow_newer_driver, "exact": exact,
              "strip_signature": strip_signature, "allow_empty": allow_empty,
-             "allow_newer_rocm": allow_newer_rocm}
+             "allow_newer_rocm": allow_newer_rocm, "everywhere": everywhere}
     for name, value in flags.items():
         if not isinstance(value, bool):
             raise InvalidArgumentError(f"{name} is True or False, not {value!r}")
@@ -923,7 +969,7 @@ def _options(archs: Sequence[ArchLike] | None, ptx: str, codec: str | None, leve
     check_progress(progress)
     return _Options(devices, ptx, codec, level, same_size, allow_newer_driver, exact,
                     strip_signature, allow_empty, as_jobs(jobs), spirv, allow_newer_rocm,
-                    owners[0] if owners else None)
+                    owners[0] if owners else None, everywhere)
 
 
 def _device(value: object) -> tuple[vendors.Vendor, Any]:
@@ -1025,6 +1071,7 @@ def slim(source: FilePath | Content, output: FilePath | None = None, *,
          codec: Codec | None = None, level: int | None = None, same_size: bool = False,
          allow_newer_driver: bool = False, exact: bool = False, strip_signature: bool = False,
          allow_empty: bool = False, spirv: SpirvPolicy = "keep", allow_newer_rocm: bool = False,
+         everywhere: bool = False,
          max_decompressed: int | DecompressionBudget | None = None,
          progress: Progress = None, jobs: int | None = None) -> SlimReport:
     """Prune (``archs``) and/or recompress (``codec``) the fatbins of ``source`` into ``output``.
@@ -1057,7 +1104,8 @@ def slim(source: FilePath | Content, output: FilePath | None = None, *,
     opts = _options(archs, ptx, codec, level, same_size=same_size,
                     allow_newer_driver=allow_newer_driver, exact=exact,
                     strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
-                    progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm)
+                    progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm,
+                    everywhere=everywhere)
     _not_the_input(src, out)
     return _slim_one(src, out, opts, max_decompressed, progress)
 
@@ -1080,6 +1128,7 @@ class _Options:
     spirv: str = "keep"
     allow_newer_rocm: bool = False
     vendor: str | None = None
+    everywhere: bool = False
 
 
 def _slim_one(source: Path | Content, output: Path | None, opts: _Options,
@@ -1095,7 +1144,7 @@ def _slim(src: _Input, out: _Output, opts: _Options, budget: DecompressionBudget
     req = _Request(list(opts.devices), opts.ptx, opts.codec, opts.level, opts.same_size,
                    opts.allow_newer_driver, budget, progress, opts.jobs, opts.exact,
                    opts.strip_signature, opts.allow_empty, opts.spirv, opts.allow_newer_rocm,
-                   opts.vendor)
+                   opts.vendor, opts.everywhere)
     view = src.view
     machine = elf.machine(view)
     if is_fatbin(view):
@@ -1413,8 +1462,13 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
             + "; ".join(unsafe[:3]) + (f" (+{len(unsafe) - 3} more)" if len(unsafe) > 3 else "")
             + ("" if same_size else
                f"; {option('same_size')} rewrites each container in place, moving none"))
+    hidden, left = (_hidden_modules(view, sections, len(modules), req)
+                    if req.everywhere and kind is _CUDA else ([], []))
     kind.plan(modules, req)
-    reports = kind.finish(modules, req)
+    if hidden:
+        _plan(hidden, req)
+        left += _fit(hidden)
+    reports = kind.finish(modules + hidden, req)
 
     contents, moved = _pack([(s.index, s.name, s.header.size) for s in fat], by_section,
                             same_size, kind.align, {
@@ -1434,11 +1488,71 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
             at = rs.header.offset + i * elf.Rela.FORMAT.size
             writes.append((at, elf.Rela(r.offset, r.info, new).pack()))
     writes += _symtab_writes(view, sections, {s.index for s in fat}, moves)
+    offsets = {s.name: s.header.offset for s in sections}
+    writes += [(offsets[m.section] + m.old_offset, m.data + bytes(m.zeroed))
+               for m in hidden if m.zeroed or m.new is not m.old]
     with src.file() as source, out.file() as tmp:
         layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
-        _verify(tmp, modules, pointers, moves)
-    return kind.report(len(view), layout.output_size, modules, req, reports, layout,
-                       same_size)
+        _verify(tmp, modules + hidden, pointers, moves)
+    report = kind.report(len(view), layout.output_size, modules + hidden, req, reports, layout,
+                         same_size)
+    if not req.everywhere or kind is not _CUDA:
+        return report
+    emptied = sum(bool(_loadable(m.old.entries)) and not m.empty and not _loadable(m.new.entries)
+                  for m in hidden)  # no --for arch loads them: the library never hands them on
+    return dataclasses.replace(report, no_image=report.no_image - emptied, hidden=HiddenSlim(
+        len(hidden), sum(m.new is not m.old for m in hidden), sum(m.zeroed for m in hidden),
+        emptied, tuple(left)))
+
+
+def _hidden_modules(view: memoryview, sections: Sequence[elf.Section], first: int,
+                    req: _Request) -> tuple[list[_Module], list[tuple[str, int, int]]]:
+    """The deep scan's fatbin containers (:func:`fatbinkit.scan.scan` with ``everywhere``),
+    each a module numbered from ``first`` that stays where it is; and what it found that is
+    left as it was, ``(what, count, stored bytes)``: zstd-compressed and bare cubins, whose
+    sizes the library's own tables record beside their pointers (cuBLASLt's
+    ``{pointer, pointer, u32 compressed, u32 uncompressed}`` records)."""
+    from .scan import scan_modules
+
+    groups: dict[int, list[DeviceCode]] = {}
+    for c in scan_modules(view, everywhere=True, max_decompressed=req.budget)[0]:
+        if c.hidden:
+            groups.setdefault(c.container, []).append(c)
+    offsets = {s.name: s.header.offset for s in sections}
+    modules: list[_Module] = []
+    left: dict[str, list[int]] = {}
+    for codes in groups.values():
+        at = min(c.offset for c in codes)
+        magic = bytes(view[at : at + 4])
+        if magic in (ZSTD_MAGIC, elf.ELFMAG):
+            what = "zstd-compressed cubins" if magic == ZSTD_MAGIC else "bare cubins"
+            n, size = left.setdefault(what, [0, 0])
+            left[what] = [n + 1, size + codes[0].stored]
+            continue
+        start = at - CONTAINER_HEADER_SIZE  # finding.search: a 16-byte header, then entries
+        container = FatbinContainer.parse(view, start)
+        section = codes[0].source
+        modules.append(_Module(section, first + len(modules), start - offsets[section],
+                               container, [], new_offset=start - offsets[section],
+                               hidden=True))
+    return modules, [(w, n, b) for w, (n, b) in left.items()]
+
+
+def _fit(hidden: list[_Module]) -> list[tuple[str, int, int]]:
+    """Each planned hidden container zero-filled to its old size, or, where rewritten it would
+    not fit there (a codec that stores it larger), left as it was: counted as such."""
+    grew = []
+    for m in hidden:
+        size = len(m.old)
+        if len(m.data) > size:
+            grew.append(size)
+            m.kept, m.new, m.data = list(range(len(m.old.entries))), m.old, m.old.to_bytes()
+        elif m.data != m.old.to_bytes():
+            m.zeroed = size - len(m.data)
+        else:
+            m.new = m.old  # nothing changed: not written
+    return [("containers that rewritten would not fit in place", len(grew), sum(grew))
+            ] if grew else []
 
 
 def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
@@ -1773,6 +1887,8 @@ def _verify(path: os.PathLike[str], modules: Sequence[_Module], pointers: Sequen
                     src.read(at, len(want)) != want:
                 raise FormatError(f"{m.label}: the output does not hold the planned bytes "
                                   "where the loader maps them")
+            if m.zeroed and src.read(at + len(want), m.zeroed) != bytes(m.zeroed):
+                raise FormatError(f"{m.label}: its freed tail is not zero-filled in the output")
         size = elf.Rela.FORMAT.size
         for p in pointers:
             target = moves.get(p.target, p.target)
@@ -1904,6 +2020,7 @@ def slim_wheel(source: FilePath | Content, output_dir: FilePath | None = None, *
                allow_newer_driver: bool = False, exact: bool = False,
                strip_signature: bool = False, allow_empty: bool = False,
                spirv: SpirvPolicy = "keep", allow_newer_rocm: bool = False,
+               everywhere: bool = False,
                max_decompressed: int | DecompressionBudget | None = None,
                progress: Progress = None, jobs: int | None = None) -> WheelReport:
     """:func:`slim` every ELF or PE file with device code inside the wheel ``source`` (on
@@ -1927,7 +2044,8 @@ def slim_wheel(source: FilePath | Content, output_dir: FilePath | None = None, *
     opts = _options(archs, ptx, codec, level, same_size=same_size,
                     allow_newer_driver=allow_newer_driver, exact=exact,
                     strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
-                    progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm)
+                    progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm,
+                    everywhere=everywhere)
     if out_dir is not None and not isinstance(src, Path):
         raise InvalidArgumentError(
             "slim_wheel(): a wheel given as bytes has no file name, which the wheel written "
@@ -2060,6 +2178,7 @@ def slim_archive(source: FilePath | Content, output: FilePath | None = None, *,
                  allow_newer_driver: bool = False, exact: bool = False,
                  strip_signature: bool = False, allow_empty: bool = False,
                  spirv: SpirvPolicy = "keep", allow_newer_rocm: bool = False,
+                 everywhere: bool = False,
                  max_decompressed: int | DecompressionBudget | None = None,
                  progress: Progress = None, jobs: int | None = None) -> WheelReport:
     """:func:`slim` every object with device code of the static library ``source`` (an ``ar``
@@ -2081,7 +2200,8 @@ def slim_archive(source: FilePath | Content, output: FilePath | None = None, *,
     opts = _options(archs, ptx, codec, level, same_size=same_size,
                     allow_newer_driver=allow_newer_driver, exact=exact,
                     strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
-                    progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm)
+                    progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm,
+                    everywhere=everywhere)
     _not_the_input(src, out)
     return _slim_archive(src, out, opts, max_decompressed, progress)
 
@@ -2148,6 +2268,7 @@ def prune(source: Content, output: FilePath | None = None, *,
           level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
           exact: bool = False, strip_signature: bool = False, allow_empty: bool = False,
           spirv: SpirvPolicy = "keep", allow_newer_rocm: bool = False,
+          everywhere: bool = False,
           max_decompressed: int | DecompressionBudget | None = None, progress: Progress = None,
           jobs: int | None = None) -> SlimReport: ...
 
@@ -2158,6 +2279,7 @@ def prune(source: FilePath, output: FilePath | None = None, *,
           level: int | None = None, same_size: bool = False, allow_newer_driver: bool = False,
           exact: bool = False, strip_signature: bool = False, allow_empty: bool = False,
           spirv: SpirvPolicy = "keep", allow_newer_rocm: bool = False,
+          everywhere: bool = False,
           max_decompressed: int | DecompressionBudget | None = None, progress: Progress = None,
           jobs: int | None = None) -> SlimReport | WheelReport: ...
 
@@ -2167,7 +2289,7 @@ def prune(source: FilePath | Content, output: FilePath | None = None,
           codec: Codec | None = None, level: int | None = None, same_size: bool = False,
           allow_newer_driver: bool = False, exact: bool = False, strip_signature: bool = False,
           allow_empty: bool = False, spirv: SpirvPolicy = "keep",
-          allow_newer_rocm: bool = False,
+          allow_newer_rocm: bool = False, everywhere: bool = False,
           max_decompressed: int | DecompressionBudget | None = None,
           progress: Progress = None, jobs: int | None = None) -> SlimReport | WheelReport:
     """Keep what devices of ``archs`` load (the keywords are :func:`slim`'s).
@@ -2184,7 +2306,7 @@ def prune(source: FilePath | Content, output: FilePath | None = None,
     return _dispatch("prune()", source, output, _options(
         archs, ptx, codec, level, same_size=same_size, allow_newer_driver=allow_newer_driver,
         exact=exact, strip_signature=strip_signature, allow_empty=allow_empty, jobs=jobs,
-        progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm),
+        progress=progress, spirv=spirv, allow_newer_rocm=allow_newer_rocm, everywhere=everywhere),
         max_decompressed, progress)
 
 
@@ -2192,7 +2314,7 @@ def prune(source: FilePath | Content, output: FilePath | None = None,
 def recompress(source: Content, output: FilePath | None = None, *, codec: Codec,
                level: int | None = None, same_size: bool = False,
                allow_newer_driver: bool = False, strip_signature: bool = False,
-               allow_newer_rocm: bool = False,
+               allow_newer_rocm: bool = False, everywhere: bool = False,
                max_decompressed: int | DecompressionBudget | None = None,
                progress: Progress = None, jobs: int | None = None) -> SlimReport: ...
 
@@ -2201,7 +2323,7 @@ def recompress(source: Content, output: FilePath | None = None, *, codec: Codec,
 def recompress(source: FilePath, output: FilePath | None = None, *, codec: Codec,
                level: int | None = None, same_size: bool = False,
                allow_newer_driver: bool = False, strip_signature: bool = False,
-               allow_newer_rocm: bool = False,
+               allow_newer_rocm: bool = False, everywhere: bool = False,
                max_decompressed: int | DecompressionBudget | None = None,
                progress: Progress = None, jobs: int | None = None
                ) -> SlimReport | WheelReport: ...
@@ -2211,6 +2333,7 @@ def recompress(source: FilePath | Content, output: FilePath | None = None,
                codec: Codec | None = None, *, level: int | None = None,
                same_size: bool = False, allow_newer_driver: bool = False,
                strip_signature: bool = False, allow_newer_rocm: bool = False,
+               everywhere: bool = False,
                max_decompressed: int | DecompressionBudget | None = None,
                progress: Progress = None, jobs: int | None = None
                ) -> SlimReport | WheelReport:
@@ -2222,7 +2345,8 @@ def recompress(source: FilePath | Content, output: FilePath | None = None,
     return _dispatch("recompress()", source, output, _options(
         None, "keep", codec, level, same_size=same_size, allow_newer_driver=allow_newer_driver,
         exact=False, strip_signature=strip_signature, allow_empty=False, jobs=jobs,
-        progress=progress, allow_newer_rocm=allow_newer_rocm), max_decompressed, progress)
+        progress=progress, allow_newer_rocm=allow_newer_rocm,
+        everywhere=everywhere), max_decompressed, progress)
 
 
 def _dispatch(what: str, source: object, output: object, opts: _Options,

@@ -108,6 +108,11 @@ def _common(p: argparse.ArgumentParser, *, codec_required: bool) -> None:
     p.add_argument("--strip-signature", action="store_true",
                    help="a signed Windows DLL/EXE: leave its Authenticode signature out (a "
                    "rewrite invalidates it; sign the output anew); refused without this")
+    p.add_argument("--everywhere", action="store_true",
+                   help="also the fatbin containers outside .nv_fatbin that the library loads "
+                   "itself (cuFFT, cuBLASLt, cuRAND), each rewritten where it is and its freed "
+                   "tail zero-filled (docs/hidden.md); zstd and bare cubins there are left as "
+                   "they are")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     add_budget(p)
 
@@ -146,7 +151,7 @@ def _run(args: argparse.Namespace) -> int:
                       allow_newer_driver=args.allow_newer_driver, exact=args.exact,
                       strip_signature=args.strip_signature, allow_empty=args.allow_empty,
                       spirv=args.spirv, allow_newer_rocm=args.allow_newer_rocm,
-                      max_decompressed=args.max_decompressed, progress=sys.stderr.isatty())
+                      everywhere=args.everywhere, max_decompressed=args.max_decompressed, progress=sys.stderr.isatty())
     except (FormatError, UnsupportedError, CompatibilityError) as e:  # about the input file
         if str(e).startswith(f"{args.file}"):
             raise

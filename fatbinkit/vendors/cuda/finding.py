@@ -99,7 +99,9 @@ def search(place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
 
     1. fatbin containers: version 1, a 16-byte header, entries that tile the payload, each of
        version 0x0101, a kind nvcc writes (PTX, ELF, LTO-IR), a valid SM, its compressed size
-       inside its payload; at least one entry and a zero tail;
+       inside its payload; then a zero tail; a container with no entry (what ``prune
+       --everywhere`` leaves of one no kept arch loads) only with a payload of at most 64
+       zero bytes, returned as an :class:`~fatbinkit.device_code.EntrylessContainer`;
     2. outside those, zstd frames whose header and block chain end inside the section, that
        record their content size, and whose content begins as a cubin (ELF64, EM_CUDA);
     3. outside both, bare cubins whose section table and sections lie inside the section.
@@ -135,13 +137,19 @@ def search(place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
                     modules.append((at, at + size, [replace(entry, offset=at)]))
                     last = at + size
     modules.sort(key=lambda m: m[0])
-    return [DeviceCode(place.source, place.first + i, e, place.base + e.offset, hidden=True)
-            for i, (_, _, entries) in enumerate(modules) for e in entries], []
+    return ([DeviceCode(place.source, place.first + i, e, place.base + e.offset, hidden=True)
+             for i, (_, _, entries) in enumerate(modules) for e in entries],
+            [EntrylessContainer(place.source, place.first + i, place.base + start,
+                                vendor=FatbinEntry.vendor)
+             for i, (start, _, entries) in enumerate(modules) if not entries])
 
 
 _FATBIN_MAGIC = FATBIN_MAGIC.to_bytes(4, "little")
 _KINDS = frozenset(int(k) for k in EntryKind)
 _ZSTD_FLAG = int(EntryFlags.COMPRESSED_ZSTD)
+#: the zero tail a container with no entry may have: what ``prune --everywhere`` leaves of a
+#: hidden container no kept arch loads (its header, the old container's few zero bytes)
+_EMPTIED_TAIL = 64
 #: the largest image a zstd frame found outside a container may hold (cuBLASLt's: 28 MiB)
 _RAW_IMAGE_LIMIT = 1 << 30
 
@@ -158,7 +166,8 @@ def _container(src: Reader, at: int) -> tuple[int, list[FatbinEntry]] | None:
     try:
         head, entries, stop = container_entries(src, at)
         end = at + head.header_size + head.payload_size
-        if head.version != FATBIN_VERSION or head.header_size != 16 or not entries or \
+        if head.version != FATBIN_VERSION or head.header_size != 16 or \
+                not entries and head.payload_size > _EMPTIED_TAIL or \
                 any(e.header.version != ENTRY_VERSION or e.header.kind not in _KINDS
                     for e in entries):
             return None
