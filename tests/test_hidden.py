@@ -312,7 +312,7 @@ def test_nothing_hidden_in_pyelftools_test_files(tmp_path: Path) -> None:
         tar.extractall(tmp_path, members=members, filter="data")
     files = sorted(p for p in tmp_path.rglob("*") if p.is_file()
                    and p.read_bytes()[:4] == b"\x7fELF")
-    assert len(files) >= 60
+    assert len(files) >= 60  # 63 in pyelftools 0.33
     for path in files:
         _no_hidden(path)
 
