@@ -22,6 +22,7 @@ Per-library figures: docs/hidden-figures.md.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import re
@@ -62,6 +63,7 @@ from fatbinkit.scan import scan
 FATBIN_MAGIC = struct.pack("<I", 0xBA55ED50)
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 SHT_SYMTAB, SHT_RELA = 2, 4
+EM_CUDA = struct.pack("<H", 190)
 # (library, whose cuobjdump is the oracle: "13" the pip wheel's 13.5, "11.8" Debian's)
 LIBRARIES = {"curand": (CURAND13, "13"), "curand-win": (CURAND13_WIN, "13"),
              "cufft11": (CUFFT11, "11.8"), "cufft12": (CUFFT12, "13"),
@@ -187,6 +189,74 @@ def test_functions_equal_cuobjdump_res_usage(library: Library) -> None:
         assert _common_fields(cubin) == usage.common, (library.name, hex(code.offset))
         functions += len(ours)
     assert functions >= len(cubins)
+
+
+def _spans(data: mmap.mmap, codes: tuple[DeviceCode, ...]) -> list[tuple[int, int]]:
+    """The file ranges ``codes`` occupy: a container's (header and payload), a raw frame's."""
+    spans: list[tuple[int, int]] = []
+    starts: dict[tuple[str, int], int] = {}
+    for c in codes:
+        if _is_raw(data, c) or data[c.offset : c.offset + 4] == b"\x7fELF":  # no container
+            spans.append((c.offset, c.offset + c.stored))
+        else:
+            key = (c.source, c.container)
+            starts[key] = min(starts.get(key, c.offset), c.offset)
+    for at in starts.values():
+        assert data[at - 16 : at - 12] == FATBIN_MAGIC, hex(at)
+        spans.append((at - 16, at + struct.unpack_from("<Q", data, at - 8)[0]))
+    return sorted(spans)
+
+
+def _hits(data: mmap.mmap, magic: bytes) -> Iterator[int]:
+    at = data.find(magic)
+    while at >= 0:
+        yield at
+        at = data.find(magic, at + 1)
+
+
+def test_every_magic_outside_the_finds_is_no_device_code(library: Library,
+                                                         tmp_path: Path) -> None:
+    """Completeness, as far as an oracle reaches: every fatbin, zstd and EM_CUDA ELF magic number
+    in the file (``bytes.find``, every section, not only those the deep scan reads) lies inside
+    a container cuobjdump lists (``scan(all=True)``: ``.nv_fatbin``, ``__nv_relfatbin``) or a
+    hidden find, or the bytes there are no device code: cuobjdump lists nothing from a fatbin
+    magic, python-zstandard inflates no cubin from a zstd one, cuobjdump refuses an ELF one."""
+    member, which = LIBRARIES[library.name]
+    path, hidden = _hidden(member)
+    loose: dict[str, list[int]] = {}
+    covered: dict[str, int] = {}
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        spans = _spans(data, scan(path, all=True) + hidden)
+        ends = [start for start, _ in spans]
+
+        def inside(at: int) -> bool:
+            i = bisect.bisect_right(ends, at) - 1
+            return i >= 0 and at < spans[i][1]
+
+        for name, magic in (("fatbin", FATBIN_MAGIC), ("zstd", ZSTD_MAGIC), ("elf", b"\x7fELF")):
+            hits = list(_hits(data, magic))
+            loose[name] = [at for at in hits if not inside(at)]
+            covered[name] = len(hits) - len(loose[name])
+        for at in loose["fatbin"]:
+            payload = struct.unpack_from("<Q", data, at + 8)[0]
+            blob = tmp_path / f"{at:x}.fatbin"
+            blob.write_bytes(data[at : min(at + 16 + payload, len(data))])
+            assert cuobjdump_list(blob, tool=_tool(which)) == [], hex(at)
+        for at in loose["zstd"]:
+            try:
+                head = zstandard.ZstdDecompressor().decompressobj().decompress(
+                    data[at : at + (1 << 20)])[:20]
+            except zstandard.ZstdError:
+                continue
+            assert head[:4] != b"\x7fELF" or head[18:20] != EM_CUDA, hex(at)
+        for at in loose["elf"]:
+            if data[at + 18 : at + 20] == EM_CUDA:
+                cubin = tmp_path / f"{at:x}.cubin"
+                cubin.write_bytes(data[at : min(at + (64 << 20), len(data))])
+                proc = subprocess.run([CUOBJDUMP, "-lelf", cubin], capture_output=True,
+                                      text=True, check=False)
+                assert proc.returncode != 0, hex(at)
+    assert covered["fatbin"] >= len({c.container for c in library.codes}) > 0
 
 
 def _rela_links_not_a_symtab(image: bytes) -> bool:
