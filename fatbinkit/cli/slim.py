@@ -151,7 +151,8 @@ def _run(args: argparse.Namespace) -> int:
                       allow_newer_driver=args.allow_newer_driver, exact=args.exact,
                       strip_signature=args.strip_signature, allow_empty=args.allow_empty,
                       spirv=args.spirv, allow_newer_rocm=args.allow_newer_rocm,
-                      everywhere=args.everywhere, max_decompressed=args.max_decompressed, progress=sys.stderr.isatty())
+                      everywhere=args.everywhere, max_decompressed=args.max_decompressed,
+                      progress=sys.stderr.isatty())
     except (FormatError, UnsupportedError, CompatibilityError) as e:  # about the input file
         if str(e).startswith(f"{args.file}"):
             raise

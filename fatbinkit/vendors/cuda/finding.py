@@ -167,7 +167,7 @@ def _container(src: Reader, at: int) -> tuple[int, list[FatbinEntry]] | None:
         head, entries, stop = container_entries(src, at)
         end = at + head.header_size + head.payload_size
         if head.version != FATBIN_VERSION or head.header_size != 16 or \
-                not entries and head.payload_size > _EMPTIED_TAIL or \
+                (not entries and head.payload_size > _EMPTIED_TAIL) or \
                 any(e.header.version != ENTRY_VERSION or e.header.kind not in _KINDS
                     for e in entries):
             return None
