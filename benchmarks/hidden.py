@@ -154,8 +154,10 @@ def content(lib: Path) -> tuple[tuple[DeviceCode, ...], str]:
         raw = sum(is_raw_frame(c, mm) for c in hidden)
     per = Counter(c.source for c in hidden)
     stored = sum(c.stored for c in hidden)
-    line = (f"`{lib.name}` ({lib.stat().st_size / 2**20:.0f} MiB): {len(codes) - len(hidden):,} "
-            f"images listed, {len(hidden):,} hidden ({stored / 2**20:.1f} MiB stored"
+    listed = len(codes) - len(hidden)
+    line = (f"`{lib.name}` ({lib.stat().st_size / 2**20:.0f} MiB): {listed:,} "
+            f"image{'' if listed == 1 else 's'} listed, {len(hidden):,} hidden "
+            f"({stored / 2**20:.1f} MiB stored"
             + (": " + ", ".join(f"{s} {n:,}" for s, n in sorted(per.items())) if per else "")
             + (f"; {raw:,} of them raw zstd cubins" if raw else "") + ")")
     return codes, line
