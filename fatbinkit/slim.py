@@ -857,8 +857,8 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
     def inside(target: int) -> str | None:
         return next((name for name, lo, hi in ranges if lo <= target < hi), None)
 
-    low = min(lo for _, lo, _ in ranges)
-    high = max(hi for _, _, hi in ranges)
+    low = min((lo for _, lo, _ in ranges), default=0)
+    high = max((hi for _, _, hi in ranges), default=0)
     dynsym = next((s for s in sections if s.header.type == elf.SHT_DYNSYM), None)
     values: list[int] = []
     if dynsym is not None:
@@ -1440,7 +1440,10 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
         raise UnsupportedError(f"ELF type {head.type} is not a shared library or executable")
     sections = elf.sections(view, head)
     phdrs = elf.program_headers(view, head)
-    kind = _kind(src.name, req, _present(sections), _rdc(sections))
+    present = _present(sections)
+    # with everywhere, a file of hidden containers alone (no .nv_fatbin) is CUDA's to slim
+    kind = _kind(src.name, req, present or ([_CUDA] if req.everywhere and req.vendor in
+                                             (None, _CUDA.vendor) else []), _rdc(sections))
     fat, modules, by_section = _fat_sections(src.name, view, sections, kind, req, alloc=True)
     ranges = [(s.name, s.header.addr, s.header.addr + s.header.size) for s in fat]
     pointers, others = _references(view, head, sections, phdrs, ranges,
@@ -1464,6 +1467,9 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
                f"; {option('same_size')} rewrites each container in place, moving none"))
     hidden, left = (_hidden_modules(view, sections, len(modules), req)
                     if req.everywhere and kind is _CUDA else ([], []))
+    if not modules and not hidden and not left:
+        raise FormatError(f"{src.name}: no device code to slim (no .nv_fatbin, and the deep "
+                          "scan found no fatbin container or cubin elsewhere)", offset=None)
     kind.plan(modules, req)
     if hidden:
         _plan(hidden, req)
