@@ -251,3 +251,29 @@ def test_raw_zstd_cubins_are_left_and_reported(tmp_path: Path) -> None:
     for c in raw:
         assert new[c.offset - shift:c.offset - shift + c.stored] == \
             old[c.offset:c.offset + c.stored]
+
+
+def test_cli_report_in_json_and_text(tmp_path: Path) -> None:
+    import json
+    import sys
+
+    import jsonschema
+
+    root = Path(__file__).resolve().parent.parent
+    schema = json.loads((root / "docs" / "json-schema.json").read_text())
+    lib = fetch(CURAND13)
+    run = subprocess.run([sys.executable, "-m", "fatbinkit", "prune", str(lib), "-o",
+                          str(tmp_path / "o.so"), "--for", "sm_90", "--everywhere", "--json"],
+                         capture_output=True, text=True, check=True)
+    doc = json.loads(run.stdout)
+    jsonschema.validate(doc, schema)
+    assert doc["hidden"]["modules"] == len(_containers(lib))
+    text = subprocess.run([sys.executable, "-m", "fatbinkit", "prune", str(lib), "-o",
+                           str(tmp_path / "t.so"), "--for", "sm_90", "--everywhere"],
+                          capture_output=True, text=True, check=True).stdout
+    assert f"hidden (outside .nv_fatbin): {doc['hidden']['rewritten']} of " \
+           f"{doc['hidden']['modules']} containers rewritten in place" in text
+    plain = json.loads(subprocess.run(
+        [sys.executable, "-m", "fatbinkit", "prune", str(lib), "-o", str(tmp_path / "p.so"),
+         "--for", "sm_90", "--json"], capture_output=True, text=True, check=True).stdout)
+    assert "hidden" not in plain
