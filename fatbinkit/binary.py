@@ -1098,7 +1098,8 @@ def _one_binary(path: Path) -> None:
     """Refuse a wheel or a folder (:func:`fatbinkit.infile.is_collection`), pointing to
     the API that reads one."""
     if is_collection(path):
-        what = "a folder" if path.is_dir() else "a wheel"
+        what = "a folder" if path.is_dir() else "a wheel" if path.suffix == ".whl" else \
+            "a .pt2 package"
         raise UnsupportedError(
             f"{path}: {what} holds many binaries, and fatbinkit.open reads one: use "
             "fatbinkit.collection (collection.binaries(path) opens each binary with device "

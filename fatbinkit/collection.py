@@ -37,7 +37,7 @@ from .errors import (
     UnsupportedError,
     naming,
 )
-from .infile import as_path
+from .infile import ARCHIVE_SUFFIXES, as_path
 
 if TYPE_CHECKING:
     from .binary import ArchFilter, Binary, Check, KernelFilter
@@ -149,13 +149,16 @@ def alternatives(names: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def _binary_head(head: bytes, name: str) -> bool:
-    """Whether a file whose first bytes are ``head`` (:data:`_HEAD` of them) is a binary: ELF,
-    fatbin, ``ar`` archive, a PE image (DLL, ``.pyd``, EXE: by its ``PE`` signature) or a COFF
-    object (by its header, when named ``.obj``: the header has no magic number)."""
+    """Whether a file whose first bytes are ``head`` (:data:`_HEAD` of them) is a binary: ELF
+    (a cubin, a code object too), fatbin, ``ar`` archive, a PE image (DLL, ``.pyd``, EXE: by its
+    ``PE`` signature), a COFF object (by its header, when named ``.obj``: the header has no
+    magic number) or PTX text (named ``.ptx``, with its ``.version`` line: a Triton cache
+    folder's kernels come as ``.cubin`` and ``.ptx`` files)."""
     from .formats import pe
 
     return (head[:4] in _MAGICS or head[:8] in _ARCHIVES or pe.is_pe(head)
-            or (name.lower().endswith(".obj") and pe.is_coff_object(head)))
+            or (name.lower().endswith(".obj") and pe.is_coff_object(head))
+            or (name.endswith(".ptx") and b".version" in head and b"\0" not in head))
 
 
 def members(source: str | os.PathLike[str]) -> list[Member]:
@@ -166,9 +169,9 @@ def members(source: str | os.PathLike[str]) -> list[Member]:
     if path.is_dir():
         found = list(_folder(path))
         what = "folder"
-    elif path.suffix == ".whl":
+    elif path.suffix in ARCHIVE_SUFFIXES:
         found = list(_wheel(path))
-        what = "wheel"
+        what = "wheel" if path.suffix == ".whl" else "package"
     else:
         try:
             size = path.stat().st_size

@@ -14,8 +14,8 @@ from typing import IO, TypeAlias
 
 from .errors import InputError, InvalidArgumentError
 
-__all__ = ["Content", "FilePath", "as_content", "as_input", "as_path", "is_collection",
-           "open_input", "read_input"]
+__all__ = ["ARCHIVE_SUFFIXES", "Content", "FilePath", "as_content", "as_input", "as_path",
+           "is_collection", "open_input", "read_input"]
 
 #: a path to a file: ``str`` (always a path, never content), ``os.PathLike`` of str or bytes
 FilePath: TypeAlias = str | os.PathLike[str] | os.PathLike[bytes]
@@ -26,10 +26,16 @@ Content: TypeAlias = bytes | bytearray | memoryview
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
+#: zip archives of many binaries: wheels, and PyTorch's ``.pt2`` packages (AOTInductor's
+#: model ``.so`` and its kernels' ``.cubin`` files under ``data/aotinductor/``)
+ARCHIVE_SUFFIXES = (".whl", ".pt2")
+
+
 def is_collection(path: Path) -> bool:
-    """Whether ``path`` names a folder or a wheel (a ``.whl`` file): an input of many binaries
-    (:mod:`fatbinkit.collection` reads them)."""
-    return path.is_dir() or (path.suffix == ".whl" and path.is_file())
+    """Whether ``path`` names a folder (a Triton cache folder too), a wheel or a ``.pt2``
+    package (:data:`ARCHIVE_SUFFIXES`): an input of many binaries (:mod:`fatbinkit.collection`
+    reads them)."""
+    return path.is_dir() or (path.suffix in ARCHIVE_SUFFIXES and path.is_file())
 
 
 def open_input(path: os.PathLike[str]) -> IO[bytes]:
