@@ -1465,7 +1465,8 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
             + "; ".join(unsafe[:3]) + (f" (+{len(unsafe) - 3} more)" if len(unsafe) > 3 else "")
             + ("" if same_size else
                f"; {option('same_size')} rewrites each container in place, moving none"))
-    hidden, left = (_hidden_modules(view, sections, len(modules), req)
+    hidden, left = (_hidden_modules(view, {s.name: s.header.offset for s in sections},
+                                    len(modules), req)
                     if req.everywhere and kind is _CUDA else ([], []))
     if not modules and not hidden and not left:
         raise FormatError(f"{src.name}: no device code to slim (no .nv_fatbin, and the deep "
@@ -1502,16 +1503,22 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
         _verify(tmp, modules + hidden, pointers, moves)
     report = kind.report(len(view), layout.output_size, modules + hidden, req, reports, layout,
                          same_size)
-    if not req.everywhere or kind is not _CUDA:
-        return report
+    return _with_hidden(report, hidden, left) if req.everywhere and kind is _CUDA else report
+
+
+def _with_hidden(report: SlimReport, hidden: Sequence[_Module],
+                 left: Sequence[tuple[str, int, int]]) -> SlimReport:
+    """``report`` with what ``everywhere`` did (:class:`HiddenSlim`); hidden containers left no
+    image are not counted among the modules the runtime still registers (the library hands
+    a container to the driver only on the GPUs it was built for)."""
     emptied = sum(bool(_loadable(m.old.entries)) and not m.empty and not _loadable(m.new.entries)
-                  for m in hidden)  # no --for arch loads them: the library never hands them on
+                  for m in hidden)
     return dataclasses.replace(report, no_image=report.no_image - emptied, hidden=HiddenSlim(
         len(hidden), sum(m.new is not m.old for m in hidden), sum(m.zeroed for m in hidden),
         emptied, tuple(left)))
 
 
-def _hidden_modules(view: memoryview, sections: Sequence[elf.Section], first: int,
+def _hidden_modules(view: memoryview, offsets: dict[str, int], first: int,
                     req: _Request) -> tuple[list[_Module], list[tuple[str, int, int]]]:
     """The deep scan's fatbin containers (:func:`fatbinkit.scan.scan` with ``everywhere``),
     each a module numbered from ``first`` that stays where it is; and what it found that is
@@ -1524,7 +1531,6 @@ def _hidden_modules(view: memoryview, sections: Sequence[elf.Section], first: in
     for c in scan_modules(view, everywhere=True, max_decompressed=req.budget)[0]:
         if c.hidden:
             groups.setdefault(c.container, []).append(c)
-    offsets = {s.name: s.header.offset for s in sections}
     modules: list[_Module] = []
     left: dict[str, list[int]] = {}
     for codes in groups.values():
@@ -1581,7 +1587,9 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
         raise UnsupportedError(f"{src.name} is a 32-bit (PE32) image: CUDA's are 64-bit")
     base = image.optional.image_base
     names = {s.name for s in image.sections if s.size}
-    kind = _kind(src.name, req, [k for k in _KINDS if names & set(k.pe_sections)])
+    present = [k for k in _KINDS if names & set(k.pe_sections)]
+    kind = _kind(src.name, req, present or ([_CUDA] if req.everywhere and req.vendor in
+                                            (None, _CUDA.vendor) else []))
     fat = [(i, s) for i, s in enumerate(image.sections) if s.name in kind.pe_sections and s.size]
     modules: list[_Module] = []
     by_section: dict[int, list[_Module]] = {}
@@ -1606,8 +1614,17 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
             referenced[inside[0]].add(w.target - ranges[inside[0]][0])
     _pe_references(view, image, ranges, {w.slot for w in wrappers}, set(starts),
                    req.same_size)
+    offsets = {s.name: s.offset for s in reversed(image.sections)}  # the first of a name
+    hidden, left = (_hidden_modules(view, offsets, len(modules), req)
+                    if req.everywhere and kind is _CUDA else ([], []))
+    if not modules and not hidden and not left:
+        raise FormatError(f"{src.name}: no device code to slim (no .nv_fatb, and the deep "
+                          "scan found no fatbin container or cubin elsewhere)", offset=None)
     kind.plan(modules, req)
-    reports = kind.finish(modules, req)
+    if hidden:
+        _plan(hidden, req)
+        left += _fit(hidden)
+    reports = kind.finish(modules + hidden, req)
     contents, moved = _pack([(i, s.name, s.size) for i, s in fat], by_section, req.same_size,
                             kind.align, referenced)
     if req.same_size:  # every byte where it was: the section keeps its raw size
@@ -1615,11 +1632,20 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
     moves = {ranges[i][0] + old: ranges[i][0] + at for i in moved for old, at in moved[i].items()}
     writes = [(w.slot_offset, _U64.pack(moves[w.target])) for w in wrappers
               if w.target in moves]
+    writes += [(offsets[m.section] + m.old_offset, m.data + bytes(m.zeroed))
+               for m in hidden if m.zeroed or m.new is not m.old]
     data = pe.shrink(view, image, contents, writes, strip_signature=req.strip_signature)
     _verify_pe(data, image, by_section,
                [(w.slot, moves.get(w.target, w.target)) for w in wrappers])
+    after = {s.name: s.offset for s in reversed(pe.read(data).sections)}
+    for m in hidden:  # each where it was in its section, its freed tail zeros
+        at = after[m.section] + m.old_offset
+        if data[at : at + len(m.data) + m.zeroed] != m.data + bytes(m.zeroed):
+            raise FormatError(f"{m.label}: the output does not hold the planned bytes")
     out.write(data)
-    return kind.report(len(view), len(data), modules, req, reports, None, req.same_size)
+    report = kind.report(len(view), len(data), modules + hidden, req, reports, None,
+                         req.same_size)
+    return _with_hidden(report, hidden, left) if req.everywhere and kind is _CUDA else report
 
 
 def _pe_references(view: memoryview, image: pe.PeFile, ranges: dict[int, tuple[int, int]],

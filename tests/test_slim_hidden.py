@@ -277,3 +277,31 @@ def test_cli_report_in_json_and_text(tmp_path: Path) -> None:
         [sys.executable, "-m", "fatbinkit", "prune", str(lib), "-o", str(tmp_path / "p.so"),
          "--for", "sm_90", "--json"], capture_output=True, text=True, check=True).stdout)
     assert "hidden" not in plain
+
+
+def test_a_windows_dll(tmp_path: Path) -> None:
+    """cuRAND's DLL keeps the same 1,747 containers in ``.data``: pruned in place as in the
+    ELF library (cuobjdump's listing of the rewritten containers by the same rule), and the
+    section table as plain ``prune`` writes it (pefile)."""
+    import pefile
+    from thirdparty import CURAND13_WIN
+
+    dll = fetch(CURAND13_WIN)
+    plain, deep = tmp_path / "plain.dll", tmp_path / "deep.dll"
+    prune(dll, plain, ["sm_90"], strip_signature=True)
+    report = prune(dll, deep, ["sm_90"], strip_signature=True, everywhere=True)
+
+    def table(path: Path) -> list[tuple[bytes, int, int, int, int]]:
+        pe = pefile.PE(str(path), fast_load=True)
+        return [(s.Name, s.VirtualAddress, s.Misc_VirtualSize, s.PointerToRawData,
+                 s.SizeOfRawData) for s in pe.sections]
+
+    assert table(deep) == table(plain)
+    before = cuobjdump_list(_joined(dll, list(_containers(dll).values()), tmp_path / "a.fatbin"))
+    keep = sorted(line.split(":", 1)[1].split(".", 2)[-1] for line in before
+                  if line.endswith((".sm_90.cubin", ".ptx")))
+    kept = [s for s in _containers(deep).values() if s[1] - s[0] > 16]
+    after = cuobjdump_list(_joined(deep, kept, tmp_path / "b.fatbin"))
+    assert sorted(line.split(":", 1)[1].split(".", 2)[-1] for line in after) == keep
+    hidden = report.hidden  # type: ignore[union-attr]
+    assert (hidden.modules, hidden.emptied) == (len(before), len(before) - len(keep))
