@@ -31,7 +31,7 @@ from fatbinkit.scan import scan  # noqa: E402
 
 __all__ = ["SEEDS", "corpus"]
 
-SEEDS = CACHE / "fuzz-seeds" / "v3"  # v3: Windows PE files (a DLL, an object) among the host seeds
+SEEDS = CACHE / "fuzz-seeds" / "v4"  # v4: a library with device code outside .nv_fatbin
 SOURCE = ROOT / "tests" / "data" / "inspect_kernels.cu"
 LIB_SOURCE = """
 extern const unsigned char __kernel_start[];  /* resolved by inject: defined in place */
@@ -46,6 +46,7 @@ FAMILIES = {
     "ptx": (".ptx",),
     "host": (".o", ".so", ".a", ".dll", ".obj"),
     "library": (".lib.so",),
+    "hidden": (".hidden.so",),  # fatbins, a zstd and a bare cubin in .data (issue 31)
 }
 
 
@@ -83,6 +84,16 @@ def _build(out: Path) -> None:
     (out / "pe_image.dll").write_bytes(_pe_image(fat))
     (out / "pe_object.obj").write_bytes(_coff_object(fat))
 
+    import zstandard
+
+    hidden = {"hid_zstd": fat, "hid_lz4": (out / "writer_lz4.fatbin").read_bytes(),
+              "hid_frame": zstandard.ZstdCompressor().compress(cubin),
+              "hid_bare": (out / "nvcc_sm_75.cubin").read_bytes()}
+    (out / "hidden.c").write_text("".join(
+        f"__attribute__((used, aligned(8))) unsigned char {name}[{len(blob)}] = "
+        f"{{{','.join(map(str, blob))}}};\n" for name, blob in hidden.items()))
+    _run("gcc", "-shared", "-fPIC", "-o", out / "gcc.hidden.so", out / "hidden.c")
+    (out / "hidden.c").unlink()
     (out / "lib.c").write_text(LIB_SOURCE)
     _run("gcc", "-shared", "-fPIC", "-O1", "-o", out / "gcc.lib.so", out / "lib.c")
     _run("gcc", "-shared", "-fPIC", "-O1", "-Wl,--hash-style=sysv", "-o", out / "sysv.lib.so",
@@ -144,7 +155,7 @@ def corpus() -> dict[str, list[bytes]]:
     for family, suffixes in FAMILIES.items():
         chosen = [p for p in files if p.name.endswith(suffixes)]
         if family == "host":
-            chosen = [p for p in chosen if not p.name.endswith(".lib.so")]
+            chosen = [p for p in chosen if not p.name.endswith((".lib.so", ".hidden.so"))]
         out[family] = [p.read_bytes() for p in chosen]
     from .amd_seeds import amd_corpus  # built apart: a CUDA seed change rebuilds no AMD seed
 

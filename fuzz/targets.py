@@ -217,6 +217,40 @@ def _amd_slim(data: bytes, work: Path) -> None:
     out.unlink()
 
 
+def _hidden(data: bytes, work: Path) -> None:
+    """The deep scan and ``prune --everywhere`` for sm_90 of a library whose device code lies in
+    ``.data`` (the mutant's last byte picks zstd too): every image inside the input and read
+    within one budget; a refusal leaves no output and the input as it was; in the output each
+    hidden container holds no SASS but sm_90's (its zstd and bare cubins are left as they
+    were)."""
+    from fatbinkit.formats.codec import DecompressionBudget
+    from fatbinkit.scan import scan
+    from fatbinkit.slim import prune
+
+    budget = DecompressionBudget.for_input(len(data))
+    for code in scan(data, everywhere=True):
+        assert code.offset >= 0 and code.offset + code.stored <= len(data), str(code)
+        if code.hidden:
+            code.entry.data(budget=budget)
+    src, out = work / "in.so", work / "out.so"
+    src.write_bytes(data)
+    with contextlib.suppress(FileNotFoundError):
+        out.unlink()
+    try:
+        prune(src, out, [Arch(90)], everywhere=True,
+              codec="zstd" if data and data[-1] % 2 else None, allow_newer_driver=True)
+    except FatbinkitError:
+        assert not out.exists(), "a failed prune left its output"
+        assert src.read_bytes() == data, "a failed prune changed its input"
+        raise
+    written = out.read_bytes()
+    for code in scan(out, everywhere=True):
+        in_container = written[code.offset - 16 : code.offset - 12] == b"\x50\xed\x55\xba"
+        if code.hidden and in_container and code.kind == "sass":
+            assert code.target.startswith("sm_90"), f"kept {code.target} SASS"
+    out.unlink()
+
+
 def _bundles(data: bytes, work: Path) -> None:
     """``read_bundles`` on a ``.hip_fatbin`` region (or a bundle file): every entry lies inside
     its bundle's bytes, and a plain bundle's entry is the slice its descriptor names."""
@@ -296,4 +330,5 @@ TARGETS = {t.name: t for t in (
     Target("amd_offload", _offload, ("offbin",)),
     Target("amd_cli", _amd_cli, ("amdfile",)),
     Target("amd_slim", _amd_slim, ("amdfile", "hipfb")),
+    Target("hidden", _hidden, ("hidden",)),
 )}
