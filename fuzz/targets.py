@@ -237,17 +237,19 @@ def _hidden(data: bytes, work: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         out.unlink()
     try:
-        prune(src, out, [Arch(90)], everywhere=True,
-              codec="zstd" if data and data[-1] % 2 else None, allow_newer_driver=True)
+        report = prune(src, out, [Arch(90)], everywhere=True,
+                       codec="zstd" if data and data[-1] % 2 else None, allow_newer_driver=True)
     except FatbinkitError:
         assert not out.exists(), "a failed prune left its output"
         assert src.read_bytes() == data, "a failed prune changed its input"
         raise
     written = out.read_bytes()
-    for code in scan(out, everywhere=True):
-        in_container = written[code.offset - 16 : code.offset - 12] == b"\x50\xed\x55\xba"
-        if code.hidden and in_container and code.kind == "sass":
-            assert code.target.startswith("sm_90"), f"kept {code.target} SASS"
+    other = [code.target for code in scan(out, everywhere=True)
+             if code.hidden and code.kind == "sass" and not code.target.startswith("sm_90")
+             and written[code.offset - 16 : code.offset - 12] == b"\x50\xed\x55\xba"]
+    # in a container, SASS an sm_90 GPU does not load stays only for kernels the loaded
+    # image lacks (a mutant's PTX whose names cannot be read), as the report says
+    assert len(other) <= report.for_kernels, f"kept {other} SASS"  # type: ignore[union-attr]
     out.unlink()
 
 
