@@ -1496,11 +1496,11 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
             writes.append((at, elf.Rela(r.offset, r.info, new).pack()))
     writes += _symtab_writes(view, sections, {s.index for s in fat}, moves)
     offsets = {s.name: s.header.offset for s in sections}
-    writes += [(offsets[m.section] + m.old_offset, m.data + bytes(m.zeroed))
-               for m in hidden if m.zeroed or m.new is not m.old]
+    rewritten = [m for m in hidden if m.new is not m.old]
+    writes += [(offsets[m.section] + m.old_offset, m.data + bytes(m.zeroed)) for m in rewritten]
     with src.file() as source, out.file() as tmp:
         layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
-        _verify(tmp, modules + hidden, pointers, moves)
+        _verify(tmp, modules + rewritten, pointers, moves)
     report = kind.report(len(view), layout.output_size, modules + hidden, req, reports, layout,
                          same_size)
     return _with_hidden(report, hidden, left) if req.everywhere and kind is _CUDA else report
@@ -1559,10 +1559,11 @@ def _fit(hidden: list[_Module]) -> list[tuple[str, int, int]]:
         if len(m.data) > size:
             grew.append(size)
             m.kept, m.new, m.data = list(range(len(m.old.entries))), m.old, m.old.to_bytes()
-        elif m.data != m.old.to_bytes():
-            m.zeroed = size - len(m.data)
+        elif len(m.new.entries) == len(m.old.entries) and all(
+                new is old for new, old in zip(m.new.entries, m.old.entries, strict=True)):
+            m.new = m.old  # every entry kept as stored (_recode): nothing to write
         else:
-            m.new = m.old  # nothing changed: not written
+            m.zeroed = size - len(m.data)
     return [("containers that rewritten would not fit in place", len(grew), sum(grew))
             ] if grew else []
 
@@ -1632,13 +1633,13 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
     moves = {ranges[i][0] + old: ranges[i][0] + at for i in moved for old, at in moved[i].items()}
     writes = [(w.slot_offset, _U64.pack(moves[w.target])) for w in wrappers
               if w.target in moves]
-    writes += [(offsets[m.section] + m.old_offset, m.data + bytes(m.zeroed))
-               for m in hidden if m.zeroed or m.new is not m.old]
+    rewritten = [m for m in hidden if m.new is not m.old]
+    writes += [(offsets[m.section] + m.old_offset, m.data + bytes(m.zeroed)) for m in rewritten]
     data = pe.shrink(view, image, contents, writes, strip_signature=req.strip_signature)
     _verify_pe(data, image, by_section,
                [(w.slot, moves.get(w.target, w.target)) for w in wrappers])
     after = {s.name: s.offset for s in reversed(pe.read(data).sections)}
-    for m in hidden:  # each where it was in its section, its freed tail zeros
+    for m in rewritten:  # each where it was in its section, its freed tail zeros
         at = after[m.section] + m.old_offset
         if data[at : at + len(m.data) + m.zeroed] != m.data + bytes(m.zeroed):
             raise FormatError(f"{m.label}: the output does not hold the planned bytes")

@@ -166,26 +166,33 @@ def _inject(data: bytes, work: Path) -> None:
 
 
 
-def _slim(data: bytes, work: Path) -> None:
-    """prune (the mutant's first byte picks same-size or a recompression too): a refusal leaves
-    no output and the input as it was; an output scans and holds nothing but sm_90 SASS or
-    PTX."""
-    from fatbinkit.formats.arch import Arch
-    from fatbinkit.scan import scan
+def _pruned(data: bytes, work: Path, archs: list[Any], **options: Any) -> tuple[Path, Any]:
+    """``prune`` of ``data`` written to a file in ``work``: the output file and the report; a
+    refusal must leave no output and the input as it was (then raised again)."""
     from fatbinkit.slim import prune
 
     src, out = work / "in.bin", work / "out.bin"
     src.write_bytes(data)
     with contextlib.suppress(FileNotFoundError):
         out.unlink()
-    how = data[-1] % 3 if data else 0
     try:
-        prune(src, out, [Arch(90)], same_size=how == 1, codec="zstd" if how == 2 else None,
-              allow_newer_driver=True)
+        return out, prune(src, out, archs, **options)
     except FatbinkitError:
         assert not out.exists(), "a failed prune left its output"
         assert src.read_bytes() == data, "a failed prune changed its input"
         raise
+
+
+def _slim(data: bytes, work: Path) -> None:
+    """prune (the mutant's first byte picks same-size or a recompression too): a refusal leaves
+    no output and the input as it was; an output scans and holds nothing but sm_90 SASS or
+    PTX."""
+    from fatbinkit.formats.arch import Arch
+    from fatbinkit.scan import scan
+
+    how = data[-1] % 3 if data else 0
+    out, _ = _pruned(data, work, [Arch(90)], same_size=how == 1,
+                     codec="zstd" if how == 2 else None, allow_newer_driver=True)
     for code in scan(out, all=True):
         e = code.entry
         assert e.header.kind != 2 or e.arch.number == 90, f"kept {e.arch} SASS"
@@ -197,20 +204,10 @@ def _amd_slim(data: bytes, work: Path) -> None:
     refusal leaves no output and the input as it was; an output's code objects all run on a
     gfx942 (its own processor or its generic target)."""
     from fatbinkit.scan import scan
-    from fatbinkit.slim import prune
 
-    src, out = work / "in.bin", work / "out.bin"
-    src.write_bytes(data)
-    with contextlib.suppress(FileNotFoundError):
-        out.unlink()
     how = data[-1] % 3 if data else 0
-    try:
-        prune(src, out, ["gfx942"], same_size=how == 1, codec="zstd" if how == 2 else None,
-              allow_newer_rocm=True)
-    except FatbinkitError:
-        assert not out.exists(), "a failed prune left its output"
-        assert src.read_bytes() == data, "a failed prune changed its input"
-        raise
+    out, _ = _pruned(data, work, ["gfx942"], same_size=how == 1,
+                     codec="zstd" if how == 2 else None, allow_newer_rocm=True)
     for code in scan(out, all=True):
         if code.kind == "hsaco":
             assert code.target.split(":")[0] in ("gfx942", "gfx9-4-generic"), code.target
@@ -225,31 +222,22 @@ def _hidden(data: bytes, work: Path) -> None:
     were)."""
     from fatbinkit.formats.codec import DecompressionBudget
     from fatbinkit.scan import scan
-    from fatbinkit.slim import prune
 
     budget = DecompressionBudget.for_input(len(data))
     for code in scan(data, everywhere=True):
         assert code.offset >= 0 and code.offset + code.stored <= len(data), str(code)
         if code.hidden:
             code.entry.data(budget=budget)
-    src, out = work / "in.so", work / "out.so"
-    src.write_bytes(data)
-    with contextlib.suppress(FileNotFoundError):
-        out.unlink()
-    try:
-        report = prune(src, out, [Arch(90)], everywhere=True,
-                       codec="zstd" if data and data[-1] % 2 else None, allow_newer_driver=True)
-    except FatbinkitError:
-        assert not out.exists(), "a failed prune left its output"
-        assert src.read_bytes() == data, "a failed prune changed its input"
-        raise
+    out, report = _pruned(data, work, [Arch(90)], everywhere=True,
+                          codec="zstd" if data and data[-1] % 2 else None,
+                          allow_newer_driver=True)
     written = out.read_bytes()
     other = [code.target for code in scan(out, everywhere=True)
              if code.hidden and code.kind == "sass" and not code.target.startswith("sm_90")
              and written[code.offset - 16 : code.offset - 12] == b"\x50\xed\x55\xba"]
     # in a container, SASS an sm_90 GPU does not load stays only for kernels the loaded
     # image lacks (a mutant's PTX whose names cannot be read), as the report says
-    assert len(other) <= report.for_kernels, f"kept {other} SASS"  # type: ignore[union-attr]
+    assert len(other) <= report.for_kernels, f"kept {other} SASS"
     out.unlink()
 
 

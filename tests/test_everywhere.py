@@ -166,3 +166,23 @@ def test_diff_and_gate_see_hidden_kernels(curand: Path, tmp_path: Path) -> None:
     _valid(base, "snapshot")
     kernels = {row[0] for lib in base["libraries"] for row in lib["kernels"]}
     assert names - visible <= kernels
+
+
+def test_a_cubin_this_reader_cannot_take_is_no_find() -> None:
+    """A cubin-like blob in a data section whose ELF ABI version no CUDA writes (9), bare or
+    zstd-compressed, is not a find: the rest of the file is still read (it used to stop the
+    whole deep scan with an UnsupportedError)."""
+    import zstandard
+
+    from fatbinkit.device_code import Place
+    from fatbinkit.vendors.cuda.finding import search
+
+    with fatbinkit.open(fetch(CURAND13), everywhere=True) as lib:
+        real = next(c for c in lib.codes if c.hidden and c.kind == "sass")
+        good = bytearray(real.data())
+    odd = bytearray(good)
+    odd[8] = 9  # EI_ABIVERSION
+    for blob in (bytes(odd), zstandard.ZstdCompressor().compress(bytes(odd))):
+        data = memoryview(bytes(64) + blob + bytes(64) + bytes(good) + bytes(64))
+        found, _ = search(Place(".data", data, 0, 0))
+        assert [c.offset for c in found] == [64 + len(blob) + 64]

@@ -70,6 +70,7 @@ __all__ = [
     "cubin_outline",
     "cubin_toolkit",
     "function_code",
+    "header_arch",
     "is_cubin",
 ]
 
@@ -385,6 +386,15 @@ def cubin_arch(data: bytes | bytearray | memoryview) -> Arch:
                 compat = parse_records(elf.section_data(data, s), base=s.header.offset,
                                        compat=True)
     return _arch(head, compat)
+
+
+def header_arch(head: elf.FileHeader) -> Arch | None:
+    """The SM a cubin's ELF header names, ``a`` included; None where only its ``.nv.compat``
+    can say whether it is ``a`` (ABI v2 without the arch-specific flag: :func:`cubin_arch` reads
+    the image). What a compressed cubin's first 64 bytes tell."""
+    if head.abi_version == ABI_V2 and not head.flags & EF_V2_ARCH_SPECIFIC:
+        return None
+    return _arch(head, ())
 
 
 def _header(data: bytes | bytearray | memoryview) -> elf.FileHeader:

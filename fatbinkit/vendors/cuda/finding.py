@@ -13,7 +13,7 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from ...device_code import DeviceCode, EntrylessContainer, Place
-from ...errors import FormatError
+from ...errors import FatbinkitError, FormatError
 from ...formats import elf
 from ...formats.codec import (
     ZSTD_MAGIC,
@@ -132,7 +132,7 @@ def search(place: Place) -> tuple[list[DeviceCode], list[EntrylessContainer]]:
         if at >= last and not _inside(taken, at):
             size = cubin_extent(src, at)
             if size is not None:
-                with contextlib.suppress(FormatError):  # headers in place, contents not a cubin
+                with contextlib.suppress(FatbinkitError):  # not a cubin this reader takes
                     entry = bare_entry(EntryKind.ELF, place.view[at : at + size])
                     modules.append((at, at + size, [replace(entry, offset=at)]))
                     last = at + size
@@ -186,7 +186,7 @@ def _zstd_cubin(src: Reader, at: int, base: int,
     ELF64 EM_CUDA header; else None. Only the first 64 bytes are inflated, unless the SM's
     ``a`` suffix is recorded in ``.nv.compat`` (ABI v2 without the arch-specific flag): then
     the image, charged to ``budget``."""
-    from ...formats.cubin import ABI_V2, EF_V2_ARCH_SPECIFIC, _arch, cubin_arch
+    from ...formats.cubin import cubin_arch, header_arch
 
     frame = zstd_frame(src, at)
     if frame is None or frame[1] is None or not 64 <= frame[1] <= _RAW_IMAGE_LIMIT:
@@ -196,17 +196,17 @@ def _zstd_cubin(src: Reader, at: int, base: int,
     head = inflated_head(stored, 64)
     if elf.machine(head) != elf.EM_CUDA:
         return None
-    try:
+    try:  # a header this reader cannot take (an unknown ABI, no valid SM) is no find
         header = elf.FileHeader.unpack(head)
-        arch = _arch(header, ())
-    except FormatError:
+        arch = header_arch(header)
+    except FatbinkitError:
         return None
-    if header.abi_version == ABI_V2 and not header.flags & EF_V2_ARCH_SPECIFIC:
+    if arch is None:
         if budget is not None:
             budget.charge(content, base + at)
         try:
             arch = cubin_arch(decompress("zstd", stored, content, base + at))
-        except FormatError:
+        except FatbinkitError:
             return None
     entry_header = EntryHeader(
         kind=int(EntryKind.ELF), version=ENTRY_VERSION, header_size=ENTRY_HEADER_SIZE,
