@@ -209,7 +209,8 @@ def _wheel(path: Path) -> Iterator[Member]:
     from .formats.codec import DecompressionBudget
 
     seen: set[str] = set()
-    with _zip_errors(str(path), "not a readable wheel (zip)"), zipfile.ZipFile(path) as zf:
+    what = "wheel" if path.suffix == ".whl" else ".pt2 package"
+    with _zip_errors(str(path), f"not a readable {what} (zip)"), zipfile.ZipFile(path) as zf:
         for info in zf.infolist():
             if info.is_dir() or info.file_size < 64:
                 continue
@@ -253,7 +254,9 @@ def binaries(source: str | os.PathLike[str], progress: Progress = None,
         report = stack.enter_context(reporter(progress, len(found), "file", "reading files"))
         wheel = None  # opened once: torch's member list takes 0.09 s to read
         if any(m.path is None for m in found):
-            with _zip_errors(str(found[0].origin), "not a readable wheel (zip)"):
+            origin = found[0].origin
+            what = "wheel" if origin.suffix == ".whl" else ".pt2 package"
+            with _zip_errors(str(origin), f"not a readable {what} (zip)"):
                 wheel = stack.enter_context(zipfile.ZipFile(found[0].origin))
         pool = stack.enter_context(ThreadPoolExecutor(depth))
         ahead: list[Future[bytes] | None] = [
