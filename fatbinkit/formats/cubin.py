@@ -42,6 +42,9 @@ from .nvinfo import (
     EIATTR_REGCOUNT,
     EIATTR_REQNTID,
     EICOMPAT_ARCH_SPECIFIC,
+    FMT_BVAL,
+    FMT_HVAL,
+    FMT_NVAL,
     FMT_SVAL,
     KPARAM_INFO,
     PER_FUNCTION_ATTRIBUTES,
@@ -428,16 +431,16 @@ _SH_TYPE, _SH_OFFSET, _SH_SIZE, _SH_LINK, _SH_INFO = 1, 4, 5, 6, 7
 _SYMBOL_SIZE = elf.Symbol.FORMAT.size
 
 
+_SET = object.__setattr__
+
+
 def _made(cls: type[_T], fields: dict[str, Any]) -> _T:
     """``cls(**fields)`` for a frozen dataclass without ``__post_init__``, every field given,
     made without its ``__init__`` (which sets each field through ``object.__setattr__``): a
     library's cubins hold hundreds of thousands of functions. Same value, equality and repr."""
     obj = object.__new__(cls)
-    obj.__dict__.update(fields)
+    _SET(obj, "__dict__", fields)
     return obj
-
-
-_RawRecord = tuple[int, int, int | bytes | None, int]  # nvinfo.record_tuples: fmt, id, value, at
 
 
 def _spills(text: bytes, notes: list[int | bytes | None], size: int) -> tuple[int, int] | None:
@@ -467,6 +470,94 @@ def _spills(text: bytes, notes: list[int | bytes | None], size: int) -> tuple[in
             else:
                 loads += _WIDTHS[code]
     return stores, loads
+
+
+# What a function's own ``.nv.info.<f>`` section gives its CubinFunction: the first value of
+# each attribute read into a field, the KPARAM_INFO values (with their file offsets) and the
+# EIATTR_ANNOTATIONS values, in record order.
+_Own = tuple[dict[int, int | bytes | None], list[tuple[int | bytes | None, int]],
+             list[int | bytes | None]]
+_NO_OWN: tuple[int, bytes, _Own] = (0, b"", ({}, [], []))
+_READ = frozenset({EIATTR_KPARAM_INFO, EIATTR_CBANK_PARAM_SIZE, EIATTR_MAXREG_COUNT,
+                   EIATTR_CUDA_API_VERSION, EIATTR_MAX_THREADS, EIATTR_REQNTID,
+                   EIATTR_ANNOTATIONS})
+_MODULE_RECORD = struct.Struct("<xBxxI4x")  # an 8-byte SVAL: attribute, symbol index
+_SVAL8 = RECORD_HEAD.pack(FMT_SVAL, 0, 8)
+
+
+def _own_records(body: bytes, base: int) -> _Own:
+    """A function's ``.nv.info.<f>`` records, read in one walk that makes values only for the
+    attributes in ``_READ`` (a library has millions of records; ``ls --resources`` needs a few
+    of each function's); every record is checked as :func:`nvinfo.record_tuples` checks them,
+    and a malformed one raises its error."""
+    first: dict[int, int | bytes | None] = {}
+    kparams: list[tuple[int | bytes | None, int]] = []
+    notes: list[int | bytes | None] = []
+    read = _READ
+    pos = 0
+    end = len(body)
+    while pos < end:
+        if end - pos < 4:
+            break
+        fmt = body[pos]
+        attribute = body[pos + 1]
+        value: int | bytes | None
+        if fmt == FMT_SVAL:
+            nxt = pos + 4 + (body[pos + 2] | body[pos + 3] << 8)
+            if nxt > end:
+                break
+            if attribute not in read:
+                pos = nxt
+                continue
+            value = body[pos + 4 : nxt]
+        elif fmt == FMT_HVAL:
+            nxt = pos + 4
+            if attribute not in read:
+                pos = nxt
+                continue
+            value = body[pos + 2] | body[pos + 3] << 8
+        elif fmt == FMT_BVAL:
+            nxt = pos + 4
+            value = body[pos + 2]
+        elif fmt == FMT_NVAL:
+            nxt = pos + 4
+            value = None
+        else:
+            break
+        if attribute == EIATTR_KPARAM_INFO:
+            kparams.append((value, base + pos))
+        elif attribute in read:
+            if attribute == EIATTR_ANNOTATIONS:
+                notes.append(value)
+            if attribute not in first:
+                first[attribute] = value
+        pos = nxt
+    if pos < end:
+        record_tuples(body, base=base)  # raises the precise error
+        raise FormatError("malformed attribute records", offset=base + pos)  # pragma: no cover
+    return first, kparams, notes
+
+
+def _module_records(body: bytes, base: int,
+                    per_symbol: dict[int, list[tuple[int, int, bytes]]]) -> None:
+    """Add the per-function records of a module-wide ``.nv.info`` to ``per_symbol``: symbol
+    index -> ``(attribute, file offset, record bytes)``, in record order; every record checked.
+    A section of 8-byte SVAL records only (what ptxas writes, nine cubins in ten) is split
+    without a walk."""
+    n = len(body) // 12
+    if len(body) == 12 * n and body[0::12] == bytes((FMT_SVAL,)) * n and \
+            body[2::12] == bytes((_SVAL8[2],)) * n and body[3::12] == bytes(n):
+        for k, (attribute, symbol) in enumerate(_MODULE_RECORD.iter_unpack(body)):
+            if attribute in PER_FUNCTION_ATTRIBUTES:
+                at = 12 * k
+                per_symbol.setdefault(symbol, []).append(
+                    (attribute, base + at, body[at : at + 12]))
+        return
+    for _fmt, attribute, value, at in record_tuples(body, base=base):
+        if attribute in PER_FUNCTION_ATTRIBUTES and isinstance(value, bytes) and len(value) >= 4:
+            start = at - base
+            per_symbol.setdefault(int.from_bytes(value[:4], "little"), []).append(
+                (attribute, at, body[start : start + 4 + len(value)]))
 
 
 def _words(value: int | bytes | None) -> tuple[int, ...]:
@@ -637,31 +728,41 @@ class _Reader:
         arch = _arch(self.head, compat)
         virtual, tk = self.virtual(arch)
         symbols = self.function_symbols()
-        per_symbol: dict[int, list[_RawRecord]] = {}
-        per_section: dict[int, tuple[int, bytes, list[_RawRecord]]] = {}
+        # One pass over the section table: each function's code, info, shared and local sections
+        # by name (a name's hash is computed once; the last section of a name wins), the records
+        # of the module-wide .nv.info by symbol, and each .nv.info.<f> by the section it
+        # describes (sh_info).
+        texts: list[tuple[str, int]] = []
+        shared: dict[str, int] = {}
+        local: dict[str, int] = {}
+        per_symbol: dict[int, list[tuple[int, int, bytes]]] = {}
+        per_section: dict[int, tuple[int, bytes, _Own]] = {}
         for i, (name, row) in enumerate(zip(self.names, self.rows, strict=True)):
+            if name.startswith(".text."):
+                texts.append((name[6:], i))
+            elif name.startswith(".nv.shared."):
+                shared[name[11:]] = row[_SH_SIZE]
+            elif name.startswith(".nv.local."):
+                local[name[10:]] = row[_SH_SIZE]
             if row[_SH_TYPE] != SHT_CUDA_INFO:
                 continue
             base = row[_SH_OFFSET]
             body = self.body(i)
-            records = record_tuples(body, base=base)  # every info section is checked
             if name == ".nv.info":
-                for r in records:
-                    value = r[2]
-                    if r[1] in PER_FUNCTION_ATTRIBUTES and isinstance(value, bytes) and \
-                            len(value) >= 4:
-                        per_symbol.setdefault(int.from_bytes(value[:4], "little"), []).append(r)
+                _module_records(body, base, per_symbol)
             elif name.startswith(".nv.info."):
-                per_section[row[_SH_INFO]] = (base, body, records)
-        sizes = {name: row[_SH_SIZE] for name, row in zip(self.names, self.rows, strict=True)}
+                per_section[row[_SH_INFO]] = (base, body, _own_records(body, base))
+            else:
+                record_tuples(body, base=base)  # every info section is checked
         module_banks, banks, global_size = self.module_data()
+
         def build(tk: int | None) -> list[CubinFunction]:
             annotated = 0 if tk is None or tk < _ANNOTATED_SINCE else \
                 _INSTRUCTION.size if arch.number in _SPILL_ARCHES else \
                 _WORD.size if arch.number in _SPILL_ARCHES_64 else 0
-            return [self.function(i, name[6:], symbols, banks, per_symbol, per_section, sizes,
-                                  annotated)
-                    for i, name in enumerate(self.names) if name.startswith(".text.")]
+            return [self.function(i, name, symbols, banks, per_symbol, per_section, shared,
+                                  local, annotated)
+                    for name, i in texts]
 
         functions = build(tk)
         if tk is None:  # as cuobjdump does: fall back on the kernels' EIATTR_CUDA_API_VERSION
@@ -678,23 +779,23 @@ class _Reader:
         name: str,
         symbols: dict[tuple[str, int], tuple[int, int]],
         banks: dict[str, dict[int, int]],
-        per_symbol: dict[int, list[_RawRecord]],
-        per_section: dict[int, tuple[int, bytes, list[_RawRecord]]],
-        sizes: dict[str, int],
+        per_symbol: dict[int, list[tuple[int, int, bytes]]],
+        per_section: dict[int, tuple[int, bytes, _Own]],
+        shared: dict[str, int],
+        local: dict[str, int],
         annotated: int,  # the instruction size when the cubin records spills, else 0
     ) -> CubinFunction:
         sym = symbols.get((name, index))
         entry = sym is not None and bool(sym[1] & STO_CUDA_ENTRY)
-        module_records = per_symbol.get(sym[0], []) if sym is not None else []
-        own_at, own_raw, own = per_section.get(index, (0, b"", []))
+        module_records = per_symbol.get(sym[0], ()) if sym is not None else ()
+        own_at, own_raw, (first, kparams, notes) = per_section.get(index, _NO_OWN)
         # the second u32 of the first module record of each attribute that has one
         second: dict[int, int] = {}
         raw: list[tuple[int, bytes]] = []
-        for _fmt, attribute, value, at in module_records:
-            assert isinstance(value, bytes)  # per_symbol holds SVAL records only
-            raw.append((at, RECORD_HEAD.pack(FMT_SVAL, attribute, len(value)) + value))
-            if len(value) >= 8:
-                second.setdefault(attribute, int.from_bytes(value[4:8], "little"))
+        for attribute, at, record in module_records:
+            raw.append((at, record))
+            if len(record) >= 12 and attribute not in second:
+                second[attribute] = int.from_bytes(record[8:12], "little")
         if own_raw:
             raw.append((own_at, own_raw))
         # cuobjdump: entries report EIATTR_REGCOUNT; other functions the count ptxas keeps in the
@@ -702,12 +803,8 @@ class _Reader:
         registers = second.get(EIATTR_REGCOUNT) if entry else None
         if registers is None:
             registers = self.rows[index][_SH_INFO] >> 24
-        first: dict[int, int | bytes | None] = {}  # the value of the first record of each
         params = []
-        for _fmt, attribute, value, at in own:
-            first.setdefault(attribute, value)
-            if attribute != EIATTR_KPARAM_INFO:
-                continue
+        for value, at in kparams:
             if not isinstance(value, bytes) or len(value) != KPARAM_INFO.size:
                 raise FormatError(f"KPARAM_INFO of {name} is not {KPARAM_INFO.size} bytes",
                                   offset=at)
@@ -716,21 +813,21 @@ class _Reader:
                 "ordinal": ordinal, "offset": offset, "size": (w >> 18) & 0x3FFF,
                 "log_alignment": w & 0xFF, "space": (w >> 8) & 0xF, "cbank": (w >> 12) & 0x1F,
                 "index": i}))
-        params.sort(key=lambda p: p.ordinal)
+        if len(params) > 1:
+            params.sort(key=lambda p: p.ordinal)
         param_size = first.get(EIATTR_CBANK_PARAM_SIZE)
         maxreg = first.get(EIATTR_MAXREG_COUNT)
         api = _words(first.get(EIATTR_CUDA_API_VERSION))
         spills: tuple[int, int] | None = (0, 0) if annotated else None
-        if annotated and EIATTR_ANNOTATIONS in first:  # only spilling functions have a record
-            spills = _spills(self.body(index),
-                             [v for _f, a, v, _at in own if a == EIATTR_ANNOTATIONS], annotated)
+        if annotated and notes:  # only spilling functions have a record
+            spills = _spills(self.body(index), notes, annotated)
         return _made(CubinFunction, {
             "name": name,
             "entry": entry,
             "registers": registers,
             "stack": second.get(EIATTR_MIN_STACK_SIZE) or 0,
-            "shared": sizes.get(f".nv.shared.{name}", 0),
-            "local": sizes.get(f".nv.local.{name}", 0),
+            "shared": shared.get(name, 0),
+            "local": local.get(name, 0),
             "constant": banks.get(name, {}),
             "texture": 0,
             "surface": 0,
