@@ -131,9 +131,10 @@ def main() -> int:
     parser.add_argument("--library", type=Path, help="the HIP library (default: cupy's cub)")
     args = parser.parse_args()
     if args.library is None:
-        from thirdparty import CUPY_ROCM7_CUB, fetch
+        from inputs import member
+        from thirdparty import CUPY_ROCM7_CUB
 
-        args.library = fetch(CUPY_ROCM7_CUB)
+        args.library = member(CUPY_ROCM7_CUB)
     lib: Path = args.library
     py = sys.executable
     fk = [py, "-m", "fatbinkit"]

@@ -3,8 +3,9 @@
 script, unzip and then cuobjdump on every shared library unpacked, with ratios and peak memory (GNU
 time: the largest RSS of the command and the processes it waited for).
 
-The wheel: torch 2.14.1 (~900 MB; libtorch_cuda.so and a few other libraries with device code),
-or ``--wheel PATH`` (CuPy's for a quick check). The target: ``ls --summary`` of the wheel in less
+The wheel: torch 2.14.1's CUDA wheel (~900 MB; libtorch_cuda.so and a few other libraries with
+device code), from the package registry into the fixtures cache (benchmarks/inputs.py), or
+``--wheel PATH`` (CuPy's for a quick check). The target: ``ls --summary`` of the wheel in less
 time than unzip alone. cuobjdump fails on a library without device code; the loops go on, as a
 user's ``|| true`` would. ``extract`` is checked against cuobjdump's files (paths and bytes);
 ``check`` has no cuobjdump counterpart. Every command writes its output to a file, as a user
@@ -35,10 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fatbin import median, report, versus  # noqa: E402  (benchmarks/fatbin.py)
+from inputs import TORCH, torch_wheel  # noqa: E402  (benchmarks/inputs.py: registry -> cache)
 
 from fatbinkit.toolchain import find_tool  # noqa: E402
 
-TORCH_WHEEL = Path("/opt/pypi-more/files/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
 ARCHS = ("sm_80", "sm_90", "sm_120")
 # Each unpacked shared library in turn (cuobjdump takes one file at a time, and fails on those
 # without device code).
@@ -176,11 +177,13 @@ def bench(wheel: Path, runs: int, cuobjdump: str, tmp: Path) -> tuple[list[Row],
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", type=Path, help="also write the table (markdown) here")
-    parser.add_argument("--wheel", type=Path, default=TORCH_WHEEL,
-                        help="the wheel to read (torch 2.14.1's)")
+    parser.add_argument("--wheel", type=Path,
+                        help=f"the wheel to read (default: torch {TORCH}'s CUDA wheel, from the "
+                        "registry into the fixtures cache)")
     parser.add_argument("--runs", type=int, default=3, help="runs of each command (3)")
     args = parser.parse_args()
-    args.wheel = args.wheel.resolve()  # the commands run in a temporary folder
+    # the commands run in a temporary folder
+    args.wheel = (args.wheel or torch_wheel(TORCH)).resolve()
     cuobjdump = str(find_tool("cuobjdump"))
     version = subprocess.run([cuobjdump, "--version"], capture_output=True, text=True,
                              check=True).stdout.strip().splitlines()[-2]

@@ -4,10 +4,11 @@ text ``diff`` of the two listings, with ratios and peak memory (GNU time: the la
 command and the processes it waited for).
 
 Pairs: cuRAND 10.4.0.35 -> 10.4.5.25 (nvidia-curand wheels, CUDA 13.0 -> 13.4 builds, ~100-130
-MB each) and libtorch_cuda.so of torch 2.13.0 -> 2.14.1 (~450-480 MB each, unzipped once into the
-fixtures cache); with ``--wheels``, the two torch wheels themselves (``fatbinkit diff`` reads
-every ELF member of each wheel in memory) against unzip + cuobjdump on every shared library + a
-recursive diff. Every command writes its output to a file, as a user would keep it.
+MB each) and libtorch_cuda.so of torch 2.13.0 -> 2.14.1 (~450-480 MB each); with ``--wheels``,
+the two torch wheels themselves (``fatbinkit diff`` reads every ELF member of each wheel in
+memory) against unzip + cuobjdump on every shared library + a recursive diff. Every input comes
+from the package registry into the fixtures cache (benchmarks/inputs.py), each library unzipped
+once from its wheel. Every command writes its output to a file, as a user would keep it.
 
 Usage: python benchmarks/diff.py [--write docs/benchmarks-diff.md] [--wheels] [--runs N]
 """
@@ -22,22 +23,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fatbin import median, report, versus  # noqa: E402  (benchmarks/fatbin.py)
+from inputs import TORCH, TORCH_OLD, member, torch_cuda, torch_wheel  # noqa: E402
+from thirdparty import CURAND13, CURAND130  # noqa: E402
 
 from fatbinkit.toolchain import find_tool  # noqa: E402
 
-CACHE = Path(os.environ.get("FATBINKIT_FIXTURES", ROOT / ".fixtures"))
-TORCH_WHEELS = {
-    "2.13.0": CACHE / "wheels" / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl",
-    "2.14.1": Path("/opt/pypi-more/files/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"),
-}
-TORCH_MEMBER = "torch/lib/libtorch_cuda.so"
 # In-process phases of one diff (a child process, so that this one's memory does not count).
 PHASES = r"""
 import json, sys, time
@@ -54,15 +50,6 @@ print(json.dumps({"import": t1 - t0, "snapshot old": t2 - t1, "snapshot new": t3
                   "compare": t4 - t3, "text": t5 - t4, "json": t6 - t5, "images": n,
                   "text_bytes": len(text), "json_bytes": len(doc)}))
 """
-
-
-def torch_cuda(version: str) -> Path:
-    """libtorch_cuda.so of torch ``version``, unzipped once from its wheel into the cache."""
-    target = CACHE / f"torch-{version}" / TORCH_MEMBER
-    if not target.is_file():
-        with zipfile.ZipFile(TORCH_WHEELS[version]) as z:
-            z.extract(TORCH_MEMBER, target.parents[2])
-    return target
 
 
 def cell(t: float, m: int) -> str:
@@ -158,30 +145,29 @@ def main() -> int:
     parser.add_argument("--torch-runs", type=int, default=2, help="runs of libtorch_cuda (2)")
     parser.add_argument("--wheels", action="store_true", help="also diff the two torch wheels")
     args = parser.parse_args()
-    from thirdparty import CURAND13, CURAND130, fetch
-
     cuobjdump = str(find_tool("cuobjdump"))
     version = subprocess.run([cuobjdump, "--version"], capture_output=True, text=True,
                              check=True).stdout.strip().splitlines()[-2]
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "fatbinkit")],
                    check=True)
-    curand = (fetch(CURAND130), fetch(CURAND13))
-    torch = (torch_cuda("2.13.0"), torch_cuda("2.14.1"))
+    curand = (member(CURAND130), member(CURAND13))
+    torch = (torch_cuda(TORCH_OLD), torch_cuda(TORCH))
+    wheels = (torch_wheel(TORCH_OLD), torch_wheel(TORCH))
+    pair = f"libtorch_cuda.so {TORCH_OLD} -> {TORCH}"
     rows: list[tuple[str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="fatbinkit-diff-bench-") as d:
         tmp = Path(d)
         rows += bench_pair("libcurand.so.10 10.4.0.35 -> 10.4.5.25", *curand, args.runs,
                            cuobjdump, tmp)
-        rows += bench_pair("libtorch_cuda.so 2.13.0 -> 2.14.1", *torch, args.torch_runs,
-                           cuobjdump, tmp)
-        rows += phases("libtorch_cuda.so 2.13.0 -> 2.14.1", *torch)
+        rows += bench_pair(pair, *torch, args.torch_runs, cuobjdump, tmp)
+        rows += phases(pair, *torch)
         if args.wheels:
             for f in tmp.iterdir():
                 if f.is_file():
                     f.unlink()
-            rows += bench_wheels(TORCH_WHEELS["2.13.0"], TORCH_WHEELS["2.14.1"], cuobjdump, tmp)
+            rows += bench_wheels(*wheels, cuobjdump, tmp)
     libs = [("libcurand.so.10 10.4.0.35", curand[0]), ("10.4.5.25", curand[1]),
-            ("libtorch_cuda.so 2.13.0", torch[0]), ("2.14.1", torch[1])]
+            (f"libtorch_cuda.so {TORCH_OLD}", torch[0]), (TORCH, torch[1])]
     head = [
         "# Diff benchmark",
         "",

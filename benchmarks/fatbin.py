@@ -193,15 +193,17 @@ def main() -> int:
     cuobjdump = str(find_tool("cuobjdump"))
     oracle = "the nvidia-cuda-cuobjdump wheel"
     if args.old:
-        from thirdparty import CUDA_TOOLKIT_118, CUFFT11, debian_tool, fetch
+        from inputs import member, tool
+        from thirdparty import CUDA_TOOLKIT_118, CUFFT11
 
-        lib = lib or fetch(CUFFT11)
-        cuobjdump = str(debian_tool(CUDA_TOOLKIT_118, "cuobjdump"))
+        lib = lib or member(CUFFT11)
+        cuobjdump = str(tool(CUDA_TOOLKIT_118, "cuobjdump"))
         oracle = f"Debian's {CUDA_TOOLKIT_118.name} {CUDA_TOOLKIT_118.version} (11.8)"
     if lib is None:
-        from thirdparty import CUBLASLT13, fetch
+        from inputs import member
+        from thirdparty import CUBLASLT13
 
-        lib = fetch(CUBLASLT13)
+        lib = member(CUBLASLT13)
     with tempfile.TemporaryDirectory(prefix="fatbinkit-bench-") as t:
         tmp = Path(t)
         rows = [] if args.old else bench_build(tmp)

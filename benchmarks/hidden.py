@@ -47,7 +47,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))  # this checkout's fatbinkit, as in the children
 
 from fatbin import report  # noqa: E402  (benchmarks/fatbin.py)
-from thirdparty import CACHE, CUBLASLT131, CUFFT12, WheelMember, fetch  # noqa: E402
+from inputs import member, torch_cuda  # noqa: E402  (benchmarks/inputs.py)
+from thirdparty import CUBLASLT131, CUFFT12  # noqa: E402
 
 from fatbinkit.device_code import DeviceCode  # noqa: E402
 from fatbinkit.formats import elf  # noqa: E402
@@ -58,8 +59,6 @@ from fatbinkit.toolchain import find_tool  # noqa: E402
 
 RUNS = 3
 BASELINE = "5cd55fd"  # main just before the deep scan (f4f638c)
-TORCH = "2.14.1"
-TORCH_CUDA = WheelMember("torch", TORCH, "torch/lib/libtorch_cuda.so")
 # A Python child: import fatbinkit from the tree given (refuse any other), then run ``CALL``.
 API = ("import sys, fatbinkit; from fatbinkit.scan import scan\n"
        "if not fatbinkit.__file__.startswith(sys.argv[2]):\n"
@@ -78,22 +77,6 @@ class Figure:
 
     def __str__(self) -> str:
         return f"{self.wall:.2f} s wall, {self.cpu:.2f} s CPU, {self.rss / 2**20:.0f} MiB"
-
-
-def torch_cuda() -> Path:
-    """libtorch_cuda.so of torch's CUDA wheel, through the registry into the cache: the wheel is
-    downloaded with ``pip download --isolated`` (PyPI's Linux wheel is the CUDA build; the
-    machine's own configuration may list a CPU-only one first), then :func:`fetch` extracts the
-    member from it (a CPU wheel has none: that fails)."""
-    wheels = CACHE / "wheels"
-    if not any(wheels.glob(f"torch-{TORCH}-*linux*_x86_64.whl")):
-        wheels.mkdir(parents=True, exist_ok=True)
-        subprocess.run([
-            sys.executable, "-m", "pip", "download", "--isolated", "-q", "--no-deps",
-            "--only-binary=:all:", "--python-version", "311", "--platform",
-            "manylinux_2_28_x86_64", "-d", str(wheels), f"torch=={TORCH}",
-        ], check=True)
-    return fetch(TORCH_CUDA)
 
 
 def child(argv: list[str], cwd: Path | None, env: dict[str, str] | None
@@ -373,7 +356,7 @@ def main() -> int:
                         help=f"the commit whose plain scan is compared (default {BASELINE})")
     parser.add_argument("--runs", type=int, default=RUNS, help=f"runs each (default {RUNS})")
     args = parser.parse_args()
-    libs = args.library or [fetch(CUBLASLT131), fetch(CUFFT12), torch_cuda()]
+    libs = args.library or [member(CUBLASLT131), member(CUFFT12), torch_cuda()]
     cuobjdump = str(find_tool("cuobjdump"))
     py = sys.executable
     subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "fatbinkit")], check=True)

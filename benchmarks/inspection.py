@@ -1,7 +1,8 @@
 """Inspection benchmark, side by side in one run: per-function resources (cuobjdump -res-usage vs
 fatbinkit), listing (cuobjdump -lelf -lptx vs fatbinkit ls), ``fatbinkit check`` for three archs
 and ``fatbinkit ls --summary``, on libtorch_cuda.so (torch 2.14.1's CUDA wheel) and
-libcublasLt.so.13, with ratios and peak memory (ru_maxrss of each child process).
+libcublasLt.so.13 (nvidia-cublas 13.1.0.3), with ratios and peak memory (ru_maxrss of each child
+process). Both come from the package registry into the fixtures cache (benchmarks/inputs.py).
 
 Usage: python benchmarks/inspection.py [--write docs/benchmarks-inspect.md] [--library PATH ...]
 
@@ -19,28 +20,19 @@ import platform
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fatbin import median, report, versus  # noqa: E402  (benchmarks/fatbin.py)
+from inputs import member, torch_cuda  # noqa: E402  (benchmarks/inputs.py: registry -> cache)
+from thirdparty import CUBLASLT13  # noqa: E402
 
 from fatbinkit.toolchain import find_tool  # noqa: E402
 
 RUNS = 3
 ARCHS = ("sm_80", "sm_90", "sm_120")
-TORCH_WHEEL = Path("/opt/pypi-more/files/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
-TORCH_MEMBER = "torch/lib/libtorch_cuda.so"
-def torch_cuda() -> Path:
-    """libtorch_cuda.so, unzipped once from the torch wheel into the fixtures cache."""
-    cache = Path(os.environ.get("FATBINKIT_FIXTURES", ROOT / ".fixtures"))
-    target = cache / "torch-2.14.1" / TORCH_MEMBER
-    if not target.is_file():
-        with zipfile.ZipFile(TORCH_WHEEL) as z:
-            z.extract(TORCH_MEMBER, target.parents[2])
-    return target
 
 
 def cell(t: float, m: int) -> str:
@@ -87,9 +79,7 @@ def main() -> int:
     args = parser.parse_args()
     libs = args.library
     if not libs:
-        from thirdparty import CUBLASLT13, fetch
-
-        libs = [torch_cuda(), fetch(CUBLASLT13)]
+        libs = [torch_cuda(), member(CUBLASLT13)]
     cuobjdump = str(find_tool("cuobjdump"))
     py = sys.executable
     subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "fatbinkit")], check=True)

@@ -25,17 +25,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fatbin import median  # noqa: E402  (benchmarks/fatbin.py: time and peak RSS)
+from inputs import TORCH, member, tool, torch_wheel  # noqa: E402  (benchmarks/inputs.py)
 from thirdparty import (  # noqa: E402
     CUBLASLT13,
     CUDA_TOOLKIT_118,
     CUFFT11,
     CUPY12_RANDOM,
     CURAND13,
-    debian_tool,
-    fetch,
 )
 
 from fatbinkit.slim import SlimReport  # noqa: E402
+from fatbinkit.toolchain import find_tool  # noqa: E402
 
 RUNS = 3
 FATBINKIT = [sys.executable, "-m", "fatbinkit"]
@@ -52,35 +52,28 @@ def mib(n: int) -> str:
 def libraries(work: Path) -> list[str]:
     rows = ["| library | size | pruned `--for sm_90` | smaller by | prune time, memory | "
             "cp time | prune / cp |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for member in LIBRARIES:
-        src = fetch(member)
+    for item in LIBRARIES:
+        src = member(item)
         out = work / src.name
         t, mem = median([*FATBINKIT, "prune", str(src), "-o", str(out), "--for", "sm_90"], RUNS)
         cp, _ = median(["cp", str(src), str(work / "copy")], RUNS)
         before, after = src.stat().st_size, out.stat().st_size
-        rows.append(f"| {src.name} ({member.package} {member.version}) | {mib(before)} | "
+        rows.append(f"| {src.name} ({item.package} {item.version}) | {mib(before)} | "
                     f"{mib(after)} | {100 * (before - after) / before:.1f} % | "
                     f"{t:.2f} s, {mib(mem)} | {cp:.2f} s | {t / cp:.1f}x |")
         print(rows[-1], flush=True)
     return rows
 
 
-#: torch's CUDA wheel where this machine keeps it (pip's cap on this workplace's machines);
-#: elsewhere the row is left out
-TORCH_WHEEL = Path("/opt/pypi-more/files/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
-
-
 def wheel(work: Path) -> list[str]:
-    if not TORCH_WHEEL.is_file():
-        return [f"(no {TORCH_WHEEL.name} on this machine: the wheel row is left out)"]
+    src = torch_wheel(TORCH)  # from the registry into the cache
     out = work / "dist"
-    t, mem = median([*FATBINKIT, "prune", str(TORCH_WHEEL), "-o", str(out), "--for", "sm_90"],
-                    RUNS)
-    unzip, _ = median(["unzip", "-q", "-o", str(TORCH_WHEEL), "-d", str(work / "unz")], RUNS)
-    before, after = TORCH_WHEEL.stat().st_size, (out / TORCH_WHEEL.name).stat().st_size
+    t, mem = median([*FATBINKIT, "prune", str(src), "-o", str(out), "--for", "sm_90"], RUNS)
+    unzip, _ = median(["unzip", "-q", "-o", str(src), "-d", str(work / "unz")], RUNS)
+    before, after = src.stat().st_size, (out / src.name).stat().st_size
     return ["| wheel | size | pruned `--for sm_90` | prune time, memory | `unzip -q` alone |",
             "|---|---:|---:|---:|---:|",
-            f"| {TORCH_WHEEL.name} | {mib(before)} | {mib(after)} "
+            f"| {src.name} | {mib(before)} | {mib(after)} "
             f"(-{100 * (before - after) / before:.1f} %) | {t:.1f} s, {mib(mem)} | "
             f"{unzip:.1f} s |"]
 
@@ -88,7 +81,7 @@ def wheel(work: Path) -> list[str]:
 def levels(work: Path) -> list[str]:
     from fatbinkit.slim import recompress
 
-    src = fetch(CUFFT11)
+    src = member(CUFFT11)
     rows = [f"Recompressing every entry of {src.name} ({CUFFT11.package} {CUFFT11.version}, "
             "LZ4 as shipped), in-process, on all cores of this machine:", "",
             "| codec, level | device code | of the input's | time |", "|---|---:|---:|---:|"]
@@ -104,10 +97,10 @@ def levels(work: Path) -> list[str]:
 
 
 def objects(work: Path) -> list[str]:
-    nvprune = debian_tool(CUDA_TOOLKIT_118, "nvprune")
+    nvprune = tool(CUDA_TOOLKIT_118, "nvprune")
     obj = work / "k.o"
-    subprocess.run(["nvcc", "-c", "-o", str(obj), str(ROOT / "fatbinkit" / "demo" / "library.cu"),
-                    *GENCODE], check=True)
+    subprocess.run([str(find_tool("nvcc")), "-c", "-o", str(obj),
+                    str(ROOT / "fatbinkit" / "demo" / "library.cu"), *GENCODE], check=True)
     ours, our_mem = median([*FATBINKIT, "prune", str(obj), "-o", str(work / "a.o"), "--for",
                             "sm_90", "--ptx", "none"], RUNS)
     theirs, their_mem = median([str(nvprune), "-arch", "sm_90", str(obj), "-o",
