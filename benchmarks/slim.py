@@ -34,15 +34,15 @@ from thirdparty import (  # noqa: E402
     CURAND13,
 )
 
-from fatbinkit.slim import SlimReport  # noqa: E402
+from fatbinkit.slim import Codec, SlimReport  # noqa: E402
 from fatbinkit.toolchain import find_tool  # noqa: E402
 
 RUNS = 3
 FATBINKIT = [sys.executable, "-m", "fatbinkit"]
 LIBRARIES = (CUPY12_RANDOM, CURAND13, CUFFT11, CUBLASLT13)
 GENCODE = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in ("75", "80", "86", "89", "90")]
-LEVELS = [("lz4", 1), ("lz4", 3), ("lz4", 9), ("zstd", 1), ("zstd", 3), ("zstd", 6),
-          ("zstd", 9), ("zstd", 15), ("zstd", 19)]
+LEVELS: list[tuple[Codec, int]] = [("lz4", 1), ("lz4", 3), ("lz4", 9), ("zstd", 1), ("zstd", 3),
+                                   ("zstd", 6), ("zstd", 9), ("zstd", 15), ("zstd", 19)]
 
 
 def mib(n: int) -> str:
@@ -87,7 +87,8 @@ def levels(work: Path) -> list[str]:
             "| codec, level | device code | of the input's | time |", "|---|---:|---:|---:|"]
     for codec, level in LEVELS:
         t = time.perf_counter()
-        report = recompress(src, work / "r.so", codec, level=level, allow_newer_driver=True)
+        report = recompress(src, work / "r.so", codec=codec, level=level,
+                            allow_newer_driver=True)
         t = time.perf_counter() - t
         assert isinstance(report, SlimReport)
         rows.append(f"| {codec} {level} | {mib(report.device_after)} | "
