@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fatbin import median, report, versus  # noqa: E402  (benchmarks/fatbin.py)
 from inputs import member, torch_cuda  # noqa: E402  (benchmarks/inputs.py: registry -> cache)
-from thirdparty import CUBLASLT13  # noqa: E402
+from thirdparty import CUBLASLT131  # noqa: E402
 
 from fatbinkit.toolchain import find_tool  # noqa: E402
 
@@ -79,7 +79,7 @@ def main() -> int:
     args = parser.parse_args()
     libs = args.library
     if not libs:
-        libs = [torch_cuda(), member(CUBLASLT13)]
+        libs = [torch_cuda(), member(CUBLASLT131)]
     cuobjdump = str(find_tool("cuobjdump"))
     py = sys.executable
     subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "fatbinkit")], check=True)

@@ -11,6 +11,7 @@ writes are accepted.
 from __future__ import annotations
 
 import functools
+import operator
 import re
 import struct
 from collections.abc import Iterator, Mapping, Sequence
@@ -481,6 +482,8 @@ _NO_OWN: tuple[int, bytes, _Own] = (0, b"", ({}, [], []))
 _READ = frozenset({EIATTR_KPARAM_INFO, EIATTR_CBANK_PARAM_SIZE, EIATTR_MAXREG_COUNT,
                    EIATTR_CUDA_API_VERSION, EIATTR_MAX_THREADS, EIATTR_REQNTID,
                    EIATTR_ANNOTATIONS})
+_KPARAM_UNPACK = KPARAM_INFO.unpack
+_BY_ORDINAL = operator.itemgetter(1)  # of a KPARAM_INFO tuple: index, ordinal, offset, word
 _MODULE_RECORD = struct.Struct("<xBxxI4x")  # an 8-byte SVAL: attribute, symbol index
 _SVAL8 = RECORD_HEAD.pack(FMT_SVAL, 0, 8)
 
@@ -803,21 +806,22 @@ class _Reader:
         registers = second.get(EIATTR_REGCOUNT) if entry else None
         if registers is None:
             registers = self.rows[index][_SH_INFO] >> 24
-        params = []
-        for value, at in kparams:
-            if not isinstance(value, bytes) or len(value) != KPARAM_INFO.size:
-                raise FormatError(f"KPARAM_INFO of {name} is not {KPARAM_INFO.size} bytes",
-                                  offset=at)
-            i, ordinal, offset, w = KPARAM_INFO.unpack(value)
-            params.append(_made(KernelParam, {
+        params: tuple[KernelParam, ...] = ()
+        if kparams:
+            rows = []
+            for value, at in kparams:
+                if not isinstance(value, bytes) or len(value) != KPARAM_INFO.size:
+                    raise FormatError(f"KPARAM_INFO of {name} is not {KPARAM_INFO.size} bytes",
+                                      offset=at)
+                rows.append(_KPARAM_UNPACK(value))
+            rows.sort(key=_BY_ORDINAL)  # stable: equal ordinals stay in record order
+            params = tuple([_made(KernelParam, {
                 "ordinal": ordinal, "offset": offset, "size": (w >> 18) & 0x3FFF,
                 "log_alignment": w & 0xFF, "space": (w >> 8) & 0xF, "cbank": (w >> 12) & 0x1F,
-                "index": i}))
-        if len(params) > 1:
-            params.sort(key=lambda p: p.ordinal)
+                "index": i}) for i, ordinal, offset, w in rows])
         param_size = first.get(EIATTR_CBANK_PARAM_SIZE)
         maxreg = first.get(EIATTR_MAXREG_COUNT)
-        api = _words(first.get(EIATTR_CUDA_API_VERSION))
+        api = first.get(EIATTR_CUDA_API_VERSION)  # its first u32
         spills: tuple[int, int] | None = (0, 0) if annotated else None
         if annotated and notes:  # only spilling functions have a record
             spills = _spills(self.body(index), notes, annotated)
@@ -832,7 +836,7 @@ class _Reader:
             "texture": 0,
             "surface": 0,
             "sampler": 0,
-            "params": tuple(params),
+            "params": params,
             "param_size": param_size if isinstance(param_size, int) else None,
             "frame_size": second.get(EIATTR_FRAME_SIZE),
             "max_stack": second.get(EIATTR_MAX_STACK_SIZE),
@@ -841,7 +845,8 @@ class _Reader:
             "reqntid": _words(first.get(EIATTR_REQNTID, b"")) or None
             if EIATTR_REQNTID in first else None,
             "maxreg": maxreg if isinstance(maxreg, int) else None,
-            "cuda_api_version": api[0] if api else None,
+            "cuda_api_version": int.from_bytes(api[:4], "little")
+            if isinstance(api, bytes) and len(api) >= 4 else None,
             "size": self.rows[index][_SH_SIZE],
             "spill_stores": spills[0] if spills else None,
             "spill_loads": spills[1] if spills else None,
