@@ -757,6 +757,37 @@ class Binary:
                           budget, desc, jobs, progress)
 
     @_names_its_file
+    def imap(self, fn: Callable[[DeviceCode], R], items: Sequence[Item], *,
+             kinds: Sequence[str] | str | None = None,
+             max_decompressed: int | DecompressionBudget | None = None,
+             jobs: int | None = None, progress: Progress = None,
+             desc: str = "reading images") -> Iterator[R]:
+        """:meth:`map` as the results come, in ``items``' order
+        (:func:`fatbinkit.parallel.iter_codes`): memory holds a few chunks of results, not all
+        of them. The arguments are checked and the budget charged at the call."""
+        from .parallel import charge, iter_codes
+
+        budget = self._budget(max_decompressed, jobs, progress)
+        if not callable(fn):
+            raise InvalidArgumentError(f"imap() calls fn on each image's DeviceCode: {fn!r} is "
+                                       "not callable")
+        codes = [it.code for it in items]
+        charge(codes, budget, _loadable(codes) if kinds is None else _as_kinds(kinds))
+        return self._named(iter_codes(fn, codes, jobs=jobs, progress=progress, desc=desc))
+
+    def _named(self, results: Iterator[R]) -> Iterator[R]:
+        """``results``, whose errors start with the file's path (:func:`_names_its_file`, for
+        an error raised while iterating)."""
+        try:
+            yield from results
+        except InputError:
+            raise
+        except FatbinkitError as e:
+            if self.path is None or str(e).startswith(f"{self.path}:"):
+                raise
+            raise naming(e, self.path) from e
+
+    @_names_its_file
     def extract(self, directory: str | os.PathLike[str],
                 arch: Iterable[str | Arch | ArchFilter] | str | Arch | None = None,
                 kernel: str | KernelFilter | None = None, *,

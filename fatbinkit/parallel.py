@@ -32,7 +32,8 @@ warning filters (``tests/test_threads.py`` shows the filter that silences it).
 Errors: a :class:`~fatbinkit.errors.FatbinkitError` raised by the function in a worker is raised
 again in the caller with the same type, message and attributes (``offset``...). The error of the
 first failing code in input order wins, as in a serial run: later chunks are cancelled, earlier
-ones finish. Workers are joined before :func:`map_codes` returns or raises.
+ones finish. Workers are joined before :func:`map_codes` returns or raises (and before
+:func:`iter_codes`' iterator ends, raises or is closed).
 
 Decompression budget: a worker cannot charge the caller's
 :class:`~fatbinkit.formats.fatbin.DecompressionBudget` (it has its own copy of it). :func:`charge`
@@ -51,8 +52,8 @@ import mmap
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections.abc import Callable, Collection, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -73,6 +74,7 @@ __all__ = [
     "charge",
     "default_jobs",
     "functions_of",
+    "iter_codes",
     "map_codes",
     "payload_bytes",
 ]
@@ -89,6 +91,8 @@ PARALLEL_MIN_BYTES = 16 << 20
 PROGRESS_MIN_BYTES = 256 << 20
 #: chunks per worker: small enough to balance uneven cubins, large enough to amortise a task
 CHUNKS_PER_JOB = 16
+#: chunks per worker submitted ahead of the one whose results come next (iter_codes' memory)
+WINDOW_PER_JOB = 3
 
 # (function, codes) of each map in progress, by its token: registered before its pool forks and
 # removed once its workers are joined. Written under _LOCK (which is also held while a pool's
@@ -115,6 +119,7 @@ class _Failure:
     args: tuple[Any, ...]
     state: dict[str, Any]
     trace: str
+    done: list[Any]  # the results of the chunk's codes before the failing one
 
     def error(self) -> FatbinkitError:
         """The exception, rebuilt without calling ``__init__`` (which would format it again)."""
@@ -229,7 +234,18 @@ def charge(codes: Sequence[DeviceCode], budget: DecompressionBudget | None,
 def map_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
               jobs: int | None = None, progress: Progress = None,
               desc: str = "reading images") -> list[R]:
-    """``[fn(c) for c in codes]``, on ``jobs`` processes (None: :func:`default_jobs`).
+    """``[fn(c) for c in codes]``, on ``jobs`` processes (None: :func:`default_jobs`): the
+    list of :func:`iter_codes`' results."""
+    return list(iter_codes(fn, codes, jobs=jobs, progress=progress, desc=desc))
+
+
+def iter_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
+               jobs: int | None = None, progress: Progress = None,
+               desc: str = "reading images") -> Iterator[R]:
+    """``fn(c)`` for each of ``codes``, in their order, on ``jobs`` processes (None:
+    :func:`default_jobs`), each result yielded as soon as it and those before it are done: the
+    caller holds a few chunks of results (``WINDOW_PER_JOB`` per worker), not all of them
+    (``ls --resources`` prints libtorch_cuda.so's 144,640 functions as they come).
 
     ``fn`` may be any callable (a lambda, a closure): workers inherit it by ``fork``.
     ``progress`` (:mod:`fatbinkit.progress`) counts codes done, in chunks: ``True`` shows a bar
@@ -237,7 +253,9 @@ def map_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
     is told of every chunk. Runs in this process when ``jobs`` is 1, the payloads total less
     than :data:`PARALLEL_MIN_BYTES`, there is a single code, ``fork`` is not available, this is
     already a worker, or this is a daemonic process (a ``multiprocessing.Pool`` worker, which
-    may not start processes).
+    may not start processes). The arguments are checked at the call; the work starts with the
+    first result asked for. An error is raised where its code's result would come (the results
+    before it were yielded); closing the iterator early stops the workers.
     """
     jobs = as_jobs(jobs)
     _reading_payloads(codes)
@@ -245,18 +263,23 @@ def map_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
     if progress is True and size < PROGRESS_MIN_BYTES:
         progress = None  # about a second of work or less: no bar
     jobs = min(jobs, len(codes))
-    with reporter(progress, len(codes), "image", desc) as report:
-        if (jobs <= 1 or size < PARALLEL_MIN_BYTES or _IN_WORKER
-                or multiprocessing.current_process().daemon  # a Pool worker may not fork
-                or "fork" not in multiprocessing.get_all_start_methods()):
-            if not report.active:
-                return [fn(c) for c in codes]
-            out = []
-            for c in codes:
-                out.append(fn(c))
-                report.advance()
-            return out
-        return _pooled(fn, codes, jobs, report)
+    report = reporter(progress, len(codes), "image", desc)
+    if (jobs <= 1 or size < PARALLEL_MIN_BYTES or _IN_WORKER
+            or multiprocessing.current_process().daemon  # a Pool worker may not fork
+            or "fork" not in multiprocessing.get_all_start_methods()):
+        return _in_place(fn, codes, report)
+    return _pooled(fn, codes, jobs, report)
+
+
+def _in_place(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode],
+              report: Reporter) -> Iterator[R]:
+    with report:
+        if not report.active:
+            yield from map(fn, codes)
+            return
+        for c in codes:
+            yield fn(c)
+            report.advance()
 
 
 def _reading_payloads(codes: Sequence[DeviceCode]) -> None:
@@ -271,54 +294,46 @@ def _reading_payloads(codes: Sequence[DeviceCode]) -> None:
 
 
 def _pooled(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], jobs: int,
-            report: Reporter) -> list[R]:
+            report: Reporter) -> Iterator[R]:
     step = max(1, -(-len(codes) // (jobs * CHUNKS_PER_JOB)))
     ranges = [(start, min(start + step, len(codes))) for start in range(0, len(codes), step)]
-    results: list[list[R] | None] = [None] * len(ranges)
-    failures: list[_Failure] = []
     for name in _WORKER_MODULES:
         importlib.import_module(name, __package__)
-    with _LOCK:
-        token = next(_TOKENS)
-        _WORK[token] = (fn, codes)
-    pool = None
-    try:
-        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
-                                   initializer=_enter_worker)
-        # The workers fork inside submit: with the fork start method, ProcessPoolExecutor forks
-        # them all at the first submit (_start_executor_manager_thread calls _launch_processes,
-        # gh-90622; read in Lib/concurrent/futures/process.py of CPython 3.10.13, 3.11.7, 3.12.1
-        # and 3.13.0; 3.10 before that fix forks one per submit) and never later (a worker is
-        # replaced only under max_tasks_per_child, which fork refuses; a dead one breaks the
-        # pool). Every fork of this pool is therefore in this block, with this call's work
-        # registered, and its workers inherit it; the lock keeps other calls' forks out.
+    with report:
         with _LOCK:
-            futures: dict[Future[list[R] | _Failure], int] = {
-                pool.submit(_run, token, start, stop): i for i, (start, stop) in enumerate(ranges)}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                if fut.cancelled():
-                    continue
-                out = fut.result()  # anything but a FatbinkitError is a bug: raised as is
-                i = futures[fut]
-                if isinstance(out, _Failure):
-                    failures.append(out)
-                    for later, j in futures.items():  # an earlier chunk may still fail first
-                        if j > i:
-                            later.cancel()
-                else:
-                    results[i] = out
-                    report.advance(len(out))
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-        with _LOCK:
-            del _WORK[token]
-    if failures:
-        raise min(failures, key=lambda f: f.index).error()
-    return [r for chunk in results if chunk is not None for r in chunk]
+            token = next(_TOKENS)
+            _WORK[token] = (fn, codes)
+        pool = None
+        try:
+            pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"),
+                                       initializer=_enter_worker)
+            # The workers fork inside the first submit: with the fork start method,
+            # ProcessPoolExecutor forks them all at the first submit
+            # (_start_executor_manager_thread calls _launch_processes, gh-90622; read in
+            # Lib/concurrent/futures/process.py of CPython 3.10.13, 3.11.7, 3.12.1 and 3.13.0;
+            # 3.10 before that fix forks one per submit) and never later (a worker is replaced
+            # only under max_tasks_per_child, which fork refuses; a dead one breaks the pool).
+            # Every fork of this pool is therefore in its first submit, made under the lock with
+            # this call's work registered, and its workers inherit it; the lock keeps other
+            # calls' forks out.
+            window = jobs * WINDOW_PER_JOB  # chunks submitted and not yet yielded
+            futures: dict[int, Future[list[R] | _Failure]] = {}
+            for i in range(len(ranges)):
+                while len(futures) < window and i + len(futures) < len(ranges):
+                    j = i + len(futures)
+                    with _LOCK:
+                        futures[j] = pool.submit(_run, token, *ranges[j])
+                out = futures.pop(i).result()  # anything but a FatbinkitError is a bug
+                if isinstance(out, _Failure):  # the first failing code: what came before it
+                    yield from out.done  # is yielded, and later chunks are cancelled
+                    raise out.error()
+                report.advance(len(out))
+                yield from out
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+            with _LOCK:
+                del _WORK[token]
 
 
 def _enter_worker() -> None:
@@ -350,7 +365,7 @@ def _run(token: int, start: int, stop: int) -> list[Any] | _Failure:
         try:
             out.append(fn(codes[i]))
         except FatbinkitError as e:
-            return _Failure(i, type(e), e.args, dict(e.__dict__), traceback.format_exc())
+            return _Failure(i, type(e), e.args, dict(e.__dict__), traceback.format_exc(), out)
     return out
 
 

@@ -68,6 +68,50 @@ def test_results_in_input_order_from_several_processes() -> None:
     assert _no_children()
 
 
+def test_iter_codes_yields_in_order_as_chunks_finish() -> None:
+    """The iterator gives map_codes' results, and its first result comes before most of the
+    work is done: a counter shared with the workers shows how many codes ran by then (a window
+    of chunks per worker, not all of them)."""
+    codes = scan(fetch(CURAND13))
+    ran = multiprocessing.get_context("fork").Value("i", 0)
+
+    def fn(code: DeviceCode) -> tuple[int, int]:
+        with ran.get_lock():
+            ran.value += 1
+        return code.offset, os.getpid()
+
+    results = parallel.iter_codes(fn, codes, jobs=2)
+    assert ran.value == 0  # nothing runs before the first result is asked for
+    first = next(results)
+    assert first[0] == codes[0].offset and first[1] != os.getpid()
+    chunk = -(-len(codes) // (2 * parallel.CHUNKS_PER_JOB))
+    assert ran.value <= 2 * parallel.WINDOW_PER_JOB * chunk < len(codes)
+    rest = list(results)
+    assert [offset for offset, _ in [first, *rest]] == [c.offset for c in codes]
+    assert _no_children()
+
+
+def test_iter_codes_yields_what_comes_before_an_error_and_stops_when_closed() -> None:
+    codes = scan(fetch(CURAND13))
+    bad = len(codes) // 2
+
+    def fn(code: DeviceCode) -> int:
+        if code.offset == codes[bad].offset:
+            raise FormatError("bad entry", offset=code.offset)
+        return code.offset
+
+    got = []
+    with pytest.raises(FormatError) as err:
+        for offset in parallel.iter_codes(fn, codes, jobs=2):
+            got.append(offset)
+    assert got == [c.offset for c in codes[:bad]] and err.value.offset == codes[bad].offset
+    assert _no_children()
+    results = parallel.iter_codes(lambda c: c.offset, codes, jobs=2)
+    assert next(results) == codes[0].offset
+    results.close()  # the caller stops early: the workers are joined
+    assert _no_children()
+
+
 def test_jobs_1_runs_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_pool(*args: object, **kwargs: object) -> None:
         raise AssertionError("jobs=1 started a pool")

@@ -14,7 +14,7 @@ import gc
 import heapq
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -288,9 +288,10 @@ def _ls(args: argparse.Namespace) -> int:
     if args.sort or args.top:
         return _table(args, [(None, _rows(args, binary, items, budget))])
     if args.json:
-        sys.stdout.write(_entries_json(args, binary, items, budget) + "\n")
+        _written(_entries_json(args, binary, items, budget))
+        sys.stdout.write("\n")
     else:
-        sys.stdout.write(_entries_text(args, binary, items, budget, args.file))
+        _written(_entries_text(args, binary, items, budget, args.file))
     return 0
 
 
@@ -313,16 +314,18 @@ def _duplicates(args: argparse.Namespace) -> int:
 
 
 def _rendered(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
-              budget: DecompressionBudget) -> list[str]:
+              budget: DecompressionBudget) -> Iterator[str]:
     """With ``--resources``, each cubin's resources (:func:`_render`: its ``Common:`` figures and
-    its functions) as text or JSON members; otherwise empty strings. Each cubin is rendered where
-    it is read, on every core: only text travels back (144,640 function objects of
-    libtorch_cuda.so would cost as much to send as to parse)."""
+    its functions) as text or JSON members, as they come; otherwise empty strings. Each cubin is
+    rendered where it is read, on every core: only text travels back (144,640 function objects
+    of libtorch_cuda.so would cost as much to send as to parse)."""
     if not args.resources:
-        return [""] * len(items)
-    return binary.map(functools.partial(_render, args.json, args.demangle, args.kernel),
-                      items, kinds=_function_kinds(), max_decompressed=budget,
-                      progress=sys.stderr.isatty(), desc="reading code")
+        return iter([""] * len(items))
+    # no bar when the lines themselves go to the terminal: they are the progress
+    return binary.imap(functools.partial(_render, args.json, args.demangle, args.kernel),
+                       items, kinds=_function_kinds(), max_decompressed=budget,
+                       progress=sys.stderr.isatty() and not sys.stdout.isatty(),
+                       desc="reading code")
 
 
 def _function_kinds() -> tuple[str, ...]:
@@ -334,27 +337,38 @@ def _function_kinds() -> tuple[str, ...]:
 
 
 def _entries_json(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
-                  budget: DecompressionBudget) -> str:
-    """``{"entries": [...]}``, one entry per line (with its ``functions`` for --resources)."""
-    rows = []
-    for it, functions in zip(items, _rendered(args, binary, items, budget), strict=True):
+                  budget: DecompressionBudget, head: str = "") -> Iterator[str]:
+    """``{"entries": [...]}`` (after ``head``), one entry per line (with its ``functions`` for
+    --resources), in pieces as each entry is read."""
+    kinds = _function_kinds()
+    yield f"{{{head}\"entries\": ["
+    for n, (it, functions) in enumerate(zip(items, _rendered(args, binary, items, budget),
+                                            strict=True)):
         row = json.dumps(it.to_dict())
-        if args.resources and it.kind in _function_kinds():
+        if args.resources and it.kind in kinds:
             row = f'{row[:-1]}, {functions}}}'
-        rows.append(row)
-    body = ",\n".join(f"  {r}" for r in rows)
-    return f'{{"entries": [\n{body}\n]}}' if rows else '{"entries": []}'
+        yield f"{',' if n else ''}\n  {row}"
+    yield "\n]}" if items else "]}"
 
 
 def _entries_text(args: argparse.Namespace, binary: Binary, items: tuple[Item, ...],
-                  budget: DecompressionBudget, given: Path) -> str:
-    """cuobjdump's listing lines (and -res-usage lines under each cubin for --resources); a
-    static library's objects under cuobjdump's ``member PATH:OBJECT:`` lines."""
-    lines = [f"{it}\n{text}" for it, text in
-             zip(items, _rendered(args, binary, items, budget), strict=True)]
+                  budget: DecompressionBudget, given: Path) -> Iterator[str]:
+    """cuobjdump's listing lines (and -res-usage lines under each cubin for --resources), in
+    pieces as each image is read; a static library's objects under cuobjdump's ``member
+    PATH:OBJECT:`` lines (each object's after every image is read)."""
+    lines = (f"{it}\n{text}" for it, text in
+             zip(items, _rendered(args, binary, items, budget), strict=True))
     if binary.members:
-        lines = _by_member(binary, given, items, lines)
-    return "".join(lines)
+        return iter(_by_member(binary, given, items, list(lines)))
+    return lines
+
+
+def _written(pieces: Iterable[str]) -> None:
+    """Each piece on stdout as it comes (a listing of 144,640 functions is never held
+    whole)."""
+    write = sys.stdout.write
+    for piece in pieces:
+        write(piece)
 
 
 def _by_member(binary: Binary, given: Path, items: tuple[Item, ...],
@@ -381,7 +395,7 @@ def _ls_many(args: argparse.Namespace) -> int:
 
     summaries: list[Summary] = []
     tables: list[tuple[str | None, list[_Row]]] = []
-    docs: list[str] = []  # JSON is written whole at the end: never half a document
+    docs = 0  # JSON documents written, each as its library is read
     try:
         for m, binary in binaries(args.file, progress, skipped, all=args.all,
                                   everywhere=args.everywhere):
@@ -399,20 +413,22 @@ def _ls_many(args: argparse.Namespace) -> int:
                 if args.sort or args.top:
                     tables.append((m.name, _rows(args, binary, items, budget)))
                 elif args.json:
-                    doc = _entries_json(args, binary, items, budget)
-                    docs.append(f'{{"file": {json.dumps(m.name)}, {doc[1:]}')
-                else:  # text goes out as each library is read
-                    text = _entries_text(args, binary, items, budget, Path(m.label))
                     progress_done()
-                    sys.stdout.write(f"== {m.name} ==\n{text}")
+                    sys.stdout.write(",\n" if docs else '{"files": [\n')
+                    _written(_entries_json(args, binary, items, budget,
+                                           f'"file": {json.dumps(m.name)}, '))
+                    docs += 1
+                else:  # text goes out as each library is read
+                    progress_done()
+                    sys.stdout.write(f"== {m.name} ==\n")
+                    _written(_entries_text(args, binary, items, budget, Path(m.label)))
     finally:
         progress_done()
     if args.sort or args.top:
         return _table(args, tables)
     if not args.summary:
         if args.json:
-            sys.stdout.write('{"files": [\n' + ",\n".join(docs) + "\n]}\n" if docs else
-                             '{"files": []}\n')
+            sys.stdout.write("\n]}\n" if docs else '{"files": []}\n')
         return 0
     total = Summary.combined(f"{args.file} (total of {len(summaries)} files)", summaries)
     if args.json:
