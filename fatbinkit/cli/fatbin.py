@@ -8,15 +8,18 @@ trailing NULs, as cuobjdump writes it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import gc
 import heapq
 import json
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import FormatError
 from ..formats.fatbin import DecompressionBudget, EntryKind
@@ -35,7 +38,7 @@ from .args import (
 )
 
 if TYPE_CHECKING:
-    from ..binary import Binary, Item, KernelFilter
+    from ..binary import Binary, Item, KernelFilter, Summary
     from ..collection import Member
     from ..device_code import DeviceCode
     from ..errors import FatbinkitError
@@ -288,8 +291,9 @@ def _ls(args: argparse.Namespace) -> int:
     if args.sort or args.top:
         return _table(args, [(None, _rows(args, binary, items, budget))])
     if args.json:
-        _written(_entries_json(args, binary, items, budget))
-        sys.stdout.write("\n")
+        with _all_or_nothing() as out:
+            _written(_entries_json(args, binary, items, budget), out)
+            out.write("\n")
     else:
         _written(_entries_text(args, binary, items, budget, args.file))
     return 0
@@ -363,12 +367,23 @@ def _entries_text(args: argparse.Namespace, binary: Binary, items: tuple[Item, .
     return lines
 
 
-def _written(pieces: Iterable[str]) -> None:
-    """Each piece on stdout as it comes (a listing of 144,640 functions is never held
-    whole)."""
-    write = sys.stdout.write
+def _written(pieces: Iterable[str], out: TextIO | None = None) -> None:
+    """Each piece on ``out`` (default stdout) as it comes: a listing of 144,640 functions is
+    never held whole."""
+    write = (out or sys.stdout).write
     for piece in pieces:
         write(piece)
+
+
+@contextlib.contextmanager
+def _all_or_nothing() -> Iterator[TextIO]:
+    """A file for a JSON document written in pieces, copied to stdout when the block ends
+    without an error: a consumer never reads half a document, and the pieces are not held in
+    memory (they wait on disk)."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        yield spool
+        spool.seek(0)
+        shutil.copyfileobj(spool, sys.stdout, 1 << 20)
 
 
 def _by_member(binary: Binary, given: Path, items: tuple[Item, ...],
@@ -391,11 +406,38 @@ def _ls_many(args: argparse.Namespace) -> int:
     listing or summary, written as each is read; JSON: ``{"files": [...]}`` of each one's
     document (and ``total``); ``--sort``/``--top``: one table over every library."""
     from ..binary import Summary
-    from ..collection import binaries, named
 
     summaries: list[Summary] = []
     tables: list[tuple[str | None, list[_Row]]] = []
-    docs = 0  # JSON documents written, each as its library is read
+    with contextlib.ExitStack() as stack:
+        spool = stack.enter_context(_all_or_nothing()) if args.json and not (
+            args.summary or args.sort or args.top) else None
+        docs = _ls_each(args, summaries, tables, spool)
+        if spool is not None:
+            spool.write("\n]}\n" if docs else '{"files": []}\n')
+    if args.sort or args.top:
+        return _table(args, tables)
+    if not args.summary:
+        return 0
+    total = Summary.combined(f"{args.file} (total of {len(summaries)} files)", summaries)
+    if args.json:
+        dump({"files": [s.to_dict() for s in summaries], "total": total.to_dict()})
+    else:
+        sys.stdout.write("".join(f"== {s.file} ==\n" + "".join(f"{line}\n" for line in
+                                                               s.lines()) + "\n"
+                                 for s in summaries))
+        sys.stdout.write("".join(f"{line}\n" for line in total.lines()))
+    return 0
+
+
+def _ls_each(args: argparse.Namespace, summaries: list[Summary],
+             tables: list[tuple[str | None, list[_Row]]], spool: TextIO | None) -> int:
+    """Each binary of a wheel or folder, as :func:`_ls_many` wants it: its summary, its table
+    rows, its JSON document written to ``spool``, or its listing written to stdout. Returns
+    the number of JSON documents written."""
+    from ..collection import binaries, named
+
+    docs = 0
     try:
         for m, binary in binaries(args.file, progress, skipped, all=args.all,
                                   everywhere=args.everywhere):
@@ -412,11 +454,10 @@ def _ls_many(args: argparse.Namespace) -> int:
                     continue  # nothing matches --arch/--kernel here
                 if args.sort or args.top:
                     tables.append((m.name, _rows(args, binary, items, budget)))
-                elif args.json:
-                    progress_done()
-                    sys.stdout.write(",\n" if docs else '{"files": [\n')
+                elif spool is not None:
+                    spool.write(",\n" if docs else '{"files": [\n')
                     _written(_entries_json(args, binary, items, budget,
-                                           f'"file": {json.dumps(m.name)}, '))
+                                           f'"file": {json.dumps(m.name)}, '), spool)
                     docs += 1
                 else:  # text goes out as each library is read
                     progress_done()
@@ -424,21 +465,7 @@ def _ls_many(args: argparse.Namespace) -> int:
                     _written(_entries_text(args, binary, items, budget, Path(m.label)))
     finally:
         progress_done()
-    if args.sort or args.top:
-        return _table(args, tables)
-    if not args.summary:
-        if args.json:
-            sys.stdout.write("\n]}\n" if docs else '{"files": []}\n')
-        return 0
-    total = Summary.combined(f"{args.file} (total of {len(summaries)} files)", summaries)
-    if args.json:
-        dump({"files": [s.to_dict() for s in summaries], "total": total.to_dict()})
-    else:
-        sys.stdout.write("".join(f"== {s.file} ==\n" + "".join(f"{line}\n" for line in
-                                                               s.lines()) + "\n"
-                                 for s in summaries))
-        sys.stdout.write("".join(f"{line}\n" for line in total.lines()))
-    return 0
+    return docs
 
 
 def progress(step: Step) -> None:
