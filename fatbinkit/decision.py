@@ -234,10 +234,21 @@ class Decision:
     @property
     def min_release(self) -> Release | None:
         """The driver versions of :attr:`min_driver` (:attr:`Floor.release`: for a CUDA 11.1+
-        cubin, 450.80.02 rather than the 11.0 driver)."""
-        if self.min_driver is None:
+        cubin, 450.80.02 rather than the 11.0 driver), of the floors that set it only: None
+        where one of them has none (a release past the driver table: a lower floor's numbers
+        would not meet it)."""
+        low = self.min_driver
+        if low is None:
             return None
-        return highest_release(f.release for f in self.floors)
+        top = [f.release for f in self.floors if f.need == low]
+        return None if None in top else highest_release(top)
+
+    @property
+    def beyond(self) -> tuple[str, ...]:
+        """The floors newer than the tables (:attr:`Floor.need` None) the picked image and the
+        device have, in words (``a sm_130 GPU (sm_130 is not known to CUDA 13.5 or older: needs
+        a newer driver) needs ...``): why :attr:`min_driver` is None."""
+        return tuple(dict.fromkeys(str(f) for f in self.floors if f.need is None))
 
     def to_dict(self) -> dict[str, Any]:
         low = self.min_driver

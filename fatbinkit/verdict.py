@@ -80,6 +80,8 @@ class ArchVerdict:
     host: str | None = None  # the input's OS (ImageInfo.host): whose driver numbers apply
     entryless: tuple[str, ...] = ()  # the restricted modules that are containers with no entry
     vendor: str = field(kw_only=True)  # whose rules (fatbinkit.vendors.VENDORS) made it
+    # the floors newer than the tables that make min_driver_known False (Decision.beyond)
+    beyond: tuple[str, ...] = field(default=(), kw_only=True)
 
     @classmethod
     def of(cls, device: ArchLike, driver: DriverLike | None,
@@ -102,6 +104,7 @@ class ArchVerdict:
         low: Version | None = None
         releases: list[Release | None] = []
         known = True
+        beyond: dict[str, None] = {}
         names = {id(s): s.kernels for s, _ in modules} if kernels is None else {
             id(s): list(ks) for (s, _), ks in zip(modules, kernels, strict=True)}
         counted = [(s, ds) for s, ds in modules if not s.empty]
@@ -134,6 +137,7 @@ class ArchVerdict:
                 need = d.min_driver
                 if need is None:
                     known = False
+                    beyond.update(dict.fromkeys(d.beyond))
                 elif low is None or need >= low:
                     releases = [] if low is None or need > low else releases
                     low = need
@@ -145,7 +149,7 @@ class ArchVerdict:
                    tuple(restricted), tuple(failed), tuple(data_only), tuple(missing),
                    tuple(empty), low if known else None, known, kernels_load, tuple(warnings),
                    tuple(jit), highest_release(releases) if known else None, host,
-                   tuple(entryless), vendor=vendor.name)
+                   tuple(entryless), vendor=vendor.name, beyond=tuple(beyond))
 
     @property
     def modules(self) -> int:
@@ -278,6 +282,7 @@ class ArchVerdict:
             **vendors.VENDORS[self.vendor].runtime_numbers(self.min_release, self.host),
             "max_driver": dotted(self.max_driver) if self.max_driver else None,
             "driver_gap": self.driver_gap,
+            "min_driver_beyond": list(self.beyond),
             "warnings": list(self.warnings),
             **_json_counts(self.vendor, self.counts),
         }
@@ -598,7 +603,9 @@ class ArchMinDriver:
         if self.driver_gap:
             return f"needs no existing driver: {self.driver_gap}"
         if not self.min_driver_known:
-            return "needs an unknown driver (a floor newer than the tables)"
+            beyond = getattr(self.verdict, "beyond", ())
+            return (f"needs a newer driver: {beyond[0]}" if beyond else
+                    "needs an unknown driver (a floor newer than the tables)")
         if self.min_driver is None:
             return ""
         vendor = vendors.VENDORS[self.verdict.vendor]

@@ -23,6 +23,7 @@ from ...formats.arch import Arch, as_arch
 
 __all__ = [
     "DEVICE_SUPPORT",
+    "DEVICE_TABLE_CUDA",
     "FUTURE",
     "LINUX",
     "MINOR_COMPAT_DRIVER",
@@ -35,6 +36,7 @@ __all__ = [
     "Release",
     "as_cuda_version",
     "as_device",
+    "beyond_table",
     "cuda_for_driver",
     "cuda_name",
     "driver_name",
@@ -200,7 +202,12 @@ _THOR = "Thor is sm_101 up to CUDA 12.9; CUDA 13 drivers report it as sm_110"
 # last to support GPUs based on the Maxwell, Pascal, and Volta architectures" (NVIDIA, Unix
 # graphics feature deprecation schedule), and R590 is CUDA 13.1 (Table 3). CUDA 13.0 also
 # removed offline compilation for those archs (release notes, "Deprecated Architectures"): a
-# toolkit limit, not a driver one.
+# toolkit limit, not a driver one. sm_107 (Rubin) is first supported by CUDA 13.4: LLVM's
+# NVPTXTargetParser.def gives sm_107/107a/107f MIN_VER CUDA_134; GCC's nvptx patch "Update
+# -march-map= for newer sm_{107,110}" (gcc-patches): "PTX ISA 9.4 (CUDA 13.4) added
+# SM_107{,a,f} (Rubin)"; NVIDIA's CUTLASS 4.8.0dev release notes: "Executing Rubin kernels (SM107)
+# requires the R615 driver which will be released with CUDA Toolkit 13.4 GA. R610 from CUDA
+# Toolkit 13.4 Developer Preview is not sufficient" (docs/research/issue32-future-arch.md).
 DEVICE_SUPPORT: dict[int, DeviceSupport] = {
     20: DeviceSupport((3, 0), (9, 1), _FERMI),
     21: DeviceSupport((3, 2), (9, 1), _FERMI),
@@ -226,13 +233,33 @@ DEVICE_SUPPORT: dict[int, DeviceSupport] = {
     100: DeviceSupport((12, 8)),
     101: DeviceSupport((12, 8), (12, 9), _THOR),
     103: DeviceSupport((12, 9)),
+    107: DeviceSupport((13, 4)),
     110: DeviceSupport((13, 0), None, _THOR),
     120: DeviceSupport((12, 8)),
     121: DeviceSupport((12, 9)),
 }
 
+#: The newest CUDA release whose GPU archs :data:`DEVICE_SUPPORT` holds, every one of them: the
+#: archs ptxas 13.5 takes (``ptxas --help``, ``--gpu-name``; ``nvcc --list-gpu-code``: sm_75 ..
+#: sm_121 with sm_107) are the table's from sm_75 on (tests/test_future_arch.py checks it with
+#: the pip wheel's ptxas). An arch absent from the table, if a GPU has it, came with a later
+#: release whatever its number: NVIDIA numbers are not in release order (sm_88 came with 13.0,
+#: after sm_100 .. sm_121 in 12.8/12.9; sm_107 with 13.4, after sm_110), so "above the newest
+#: arch" does not tell a new GPU. A driver of this release or older does not drive it: its device
+#: floor is "newer than CUDA 13.5" (:func:`beyond_table`), which the PTX ISA table's newest
+#: release (:data:`fatbinkit.formats.ptx.NEWEST_KNOWN_CUDA`) must equal, as floors beyond the
+#: tables are met by drivers above that one.
+DEVICE_TABLE_CUDA: CudaVersion = (13, 5)
+
 #: the prefix that names a GPU arch the device table does not know yet: ``future:sm_130``
 FUTURE = "future:"
+
+
+def beyond_table(sm: str) -> str:
+    """``sm_130 is not known to CUDA 13.5 or older: needs a newer driver``: the device floor of
+    an arch absent from :data:`DEVICE_SUPPORT` (:data:`DEVICE_TABLE_CUDA`)."""
+    return (f"{sm} is not known to CUDA {dotted(DEVICE_TABLE_CUDA)} or older: needs a newer "
+            "driver")
 
 
 def as_device(value: object, what: str = "device") -> Arch:
@@ -241,7 +268,7 @@ def as_device(value: object, what: str = "device") -> Arch:
     else :class:`InvalidArgumentError` -- a typo like ``sm_91`` would otherwise be judged as a
     GPU no driver drives, and a ``prune`` for it would drop every SASS. A GPU newer than the
     table is named on purpose as ``future:sm_130`` (or an :class:`Arch` with ``future=True``):
-    accepted, with the driver floors that depend on it reported as unknown."""
+    accepted, its device floor newer than :data:`DEVICE_TABLE_CUDA` (:func:`beyond_table`)."""
     if isinstance(value, str) and value.strip().lower().startswith(FUTURE):
         arch = as_arch(value.strip()[len(FUTURE):], what)
         return Arch(arch.number, arch.suffix, future=True)

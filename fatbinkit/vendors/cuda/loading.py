@@ -85,6 +85,7 @@ from ...formats.ptx import (
 )
 from .driver import (
     DEVICE_SUPPORT,
+    DEVICE_TABLE_CUDA,
     FUTURE,
     MINOR_COMPAT_DRIVER,
     RELEASES,
@@ -94,6 +95,7 @@ from .driver import (
     Release,
     as_cuda_version,
     as_device,
+    beyond_table,
     cuda_name,
     driver_name,
     drivers_text,
@@ -180,7 +182,8 @@ def _needs(need: CudaVersion | None, family: bool, release: Release | None,
     """``CUDA 12.9 (Linux driver >= 575.51.03)``, or for a family ``a CUDA 13.x driver
     (Linux >= 580.65.06)``."""
     if need is None:
-        return "a CUDA release newer than any known"
+        return (f"a CUDA release newer than any known (CUDA {dotted(NEWEST_KNOWN_CUDA)} or "
+                "older does not know it)")
     if family:
         numbers = f" ({drivers_text(release, host, '')})" if release else ""
         return f"a CUDA {need[0]}.x driver{numbers}"
@@ -230,13 +233,24 @@ def ptx_jits_for(image: Arch, device: Arch) -> bool:
     return image.number <= device.number  # plain PTX: any equal or newer CC
 
 
-def device_floor(device: Arch, host: str | None = None) -> Floor | None:
-    """The first CUDA release whose driver drives ``device`` (None: not in the table), its
-    driver numbers those of ``host``."""
+def device_floor(device: Arch, host: str | None = None) -> Floor:
+    """The first CUDA release whose driver drives ``device``, its driver numbers those of
+    ``host``; for an arch absent from the table, a release newer than any known
+    (:data:`~fatbinkit.driver.DEVICE_TABLE_CUDA`: the table holds every arch up to it)."""
     support = DEVICE_SUPPORT.get(device.number)
     if support is None:
-        return None
+        return floor("device", None, f"a {device.sm} GPU", NO_DEVICE, host=host)
     return floor("device", support.first, f"a {device.sm} GPU", NO_DEVICE, host=host)
+
+
+def _sass_device_floor(image: Arch, host: str | None) -> Floor | None:
+    """The device floor of SASS that no GPU of the table runs (sm_130, or sm_107a were sm_107
+    not tabled): the GPUs it runs on are all absent, so newer than the table (None: a known GPU
+    runs it, whose own floor :func:`decide` checks)."""
+    if any(sass_runs_on(image, Arch(n)) for n in DEVICE_SUPPORT):
+        return None
+    return floor("device", None, f"SASS {image.sm} (no GPU of the device table runs it)",
+                 INVALID_IMAGE, host=host)
 
 
 def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
@@ -255,6 +269,9 @@ def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
         floors.append(floor("variant", VARIANT_MIN_CUDA[suffix],
                             f"{kind} ({suffix}) target {image.name}", bad, host=host))
     if image.kind == SASS:
+        beyond = _sass_device_floor(image.arch, host)
+        if beyond is not None:
+            floors.append(beyond)
         if image.toolkit is not None:
             major, _ = image.toolkit
             # within a major family from CUDA 11 on (minor-version compatibility, with the
@@ -288,10 +305,15 @@ def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
 
 def _driver_warnings(device: Arch, driver: CudaVersion | None) -> list[str]:
     out = []
-    if device.number not in DEVICE_SUPPORT:  # named as {FUTURE}sm_XY (as_device)
+    if device.number not in DEVICE_SUPPORT and (driver is None or driver > DEVICE_TABLE_CUDA):
+        # named as {FUTURE}sm_XY (as_device): its floor is the device floor (device_floor);
+        # above the table's release, whether the driver drives it is not known
+        given = "no driver given" if driver is None else (
+            f"driver {dotted(driver)} is newer than that: assumed to drive it")
         out.append(f"{device.sm} is named as a future GPU ({FUTURE}{device.sm}), not in NVIDIA's "
-                   f"device table (sm_{min(DEVICE_SUPPORT)} .. sm_{max(DEVICE_SUPPORT)}): "
-                   "whether a driver drives it is not checked")
+                   f"device table (sm_{min(DEVICE_SUPPORT)} .. sm_{max(DEVICE_SUPPORT)}, every "
+                   f"arch up to CUDA {dotted(DEVICE_TABLE_CUDA)}): {beyond_table(device.sm)}; "
+                   f"{given}")
     if driver is not None and driver < _OLDEST_TABLED:
         out.append(f"driver {dotted(driver)} is older than NVIDIA's driver tables used here "
                    f"(from CUDA {dotted(_OLDEST_TABLED)}): floors are checked where known")
@@ -319,10 +341,13 @@ def _compat_unknown(floors: Iterable[Floor], driver: CudaVersion) -> list[str]:
 
 def _device_refusal(device: Arch, driver: CudaVersion,
                     host: str | None) -> tuple[Floor, str] | None:
-    first = device_floor(device)
-    if first is None:
-        return None
-    support = DEVICE_SUPPORT[device.number]
+    first = device_floor(device, host)
+    support = DEVICE_SUPPORT.get(device.number)
+    if support is None:
+        if met_by(first, driver):
+            return None
+        return first, (f"driver {driver_name(driver)} does not drive {device.sm} GPUs: "
+                       f"{beyond_table(device.sm)}")
     if not met_by(first, driver):
         thor = f" ({support.note})" if support.last is None and support.note else ""
         return first, (f"driver {driver_name(driver)} does not drive {device.sm} GPUs: "
@@ -384,7 +409,7 @@ def decide(
                 verdict = Verdict(img, True, _fits(img, dev, driver))
         verdicts.append(verdict)
         (sass if img.kind == SASS else ptx).append(
-            (verdict, ((dfloor,) if dfloor else ()) + own, unknown))
+            (verdict, (dfloor, *own), unknown))
 
     def result(image: ImageInfo | None, how: str, reason: str, error: str | None,
                floors: tuple[Floor, ...] = (), floor: Floor | None = None) -> Decision:
