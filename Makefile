@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/inspection.py --write docs/benchmarks-inspect.md
 	$(PY) benchmarks/amd.py --write docs/benchmarks-amd.md
 	$(PY) benchmarks/hidden.py --write docs/benchmarks-hidden.md
+	$(PY) benchmarks/speed.py --write docs/benchmarks-speed.md
 
 # Every fuzz target for FUZZ_SECONDS each, two at a time; reproducers and the report in out/fuzz.
 FUZZ_SECONDS ?= 600

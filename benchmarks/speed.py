@@ -1,0 +1,226 @@
+"""Speed at the limit (issue 32), side by side in one run: fatbinkit against the tool a user would
+otherwise run (cuobjdump), and this checkout against ``--baseline`` (a git worktree of the commit
+before the work; default 79c2914), with ratios, and the profile of the per-function resource path
+before and after.
+
+- **resources**: ``cuobjdump -res-usage`` against ``fatbinkit ls --resources`` (text and
+  ``--json``) of libtorch_cuda.so (torch 2.14.1, 144,640 functions);
+- **check**: ``fatbinkit check --arch sm_80 --arch sm_90 --arch sm_120`` of that library;
+- **diff**: ``cuobjdump -res-usage`` of libtorch_cuda.so 2.13.0 and 2.14.1 and a text ``diff``
+  of the two listings, against ``fatbinkit diff`` of the two libraries;
+- **prune**: ``fatbinkit prune --for sm_90`` of cuBLASLt 13.1.1.3, its peak memory against its
+  largest container.
+
+Inputs come through the package registry into the fixtures cache (``benchmarks/inputs.py``).
+Each command runs in a new process under GNU time (Python start-up included): wall and CPU (user
++ system) seconds are medians of ``--runs``, memory the highest peak RSS of the process and the
+workers it waited for; the page cache is warm (each input was read before). The profile is
+cProfile's (Python calls slowed) of the resource path in one process (``FATBINKIT_JOBS=1``):
+every cubin of libtorch_cuda.so inflated, parsed and rendered as ``ls --resources`` renders it.
+
+Usage: python benchmarks/speed.py [--write docs/benchmarks-speed.md] [--baseline COMMIT]
+       [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))  # this checkout's fatbinkit, as in the children
+
+from hidden import Figure, measure, worktree  # noqa: E402  (benchmarks/hidden.py)
+from inputs import TORCH, TORCH_OLD, member, torch_cuda  # noqa: E402
+from thirdparty import CUBLASLT131  # noqa: E402
+
+from fatbinkit.toolchain import find_tool  # noqa: E402
+
+RUNS = 3
+BASELINE = "79c2914"  # main before issue 32
+ARCHS = ("sm_80", "sm_90", "sm_120")
+Row = tuple[str, str, str]
+# A child that profiles the resource path of one library in one process and prints pstats' top
+# functions by own time, with fatbinkit from the tree on its path (refused otherwise).
+PROFILE = """
+import cProfile, pstats, sys, fatbinkit
+if not fatbinkit.__file__.startswith(sys.argv[2]):
+    raise SystemExit(f"fatbinkit from {fatbinkit.__file__}, not {sys.argv[2]}")
+from fatbinkit.cli import fatbin as cli
+binary = fatbinkit.open(sys.argv[1])
+items = [it for it in binary.select() if it.kind == "sass"]
+render = lambda code: cli._render(False, False, None, code)
+prof = cProfile.Profile()
+prof.enable()
+for it in items:
+    render(it.code)
+prof.disable()
+pstats.Stats(prof).sort_stats("tottime").print_stats(int(sys.argv[3]))
+"""
+
+
+def ratio(a: Figure, b: Figure) -> str:
+    """``a`` against ``b``: how many times faster in wall time, and CPU and memory as
+    fractions."""
+    return (f"{b.wall / a.wall:.2f}x faster (wall), {a.cpu / b.cpu:.2f}x the CPU, "
+            f"{a.rss / b.rss:.2f}x the memory")
+
+
+def fk(*args: object) -> list[str]:
+    return [sys.executable, "-m", "fatbinkit", *map(str, args)]
+
+
+def sh(script: str) -> list[str]:
+    return ["bash", "-c", script]
+
+
+def bench(cuobjdump: str, old: Path, baseline: str, runs: int, libs: dict[str, Path],
+          tmp: Path) -> list[Row]:
+    rows: list[Row] = []
+    torch = libs[TORCH]
+    out = tmp / "out"
+
+    def both(label: str, argv: list[str], versus: Figure | None, note: str = "") -> Figure:
+        """``argv`` with this checkout and with the baseline; the rows of both."""
+        now = measure(sh(f"{' '.join(argv)} > {out}"), runs, ROOT)
+        then = measure(sh(f"{' '.join(argv)} > {out}"), runs, old)
+        rows.append((label, str(now), "; ".join(
+            ([f"{ratio(now, versus)} than cuobjdump"] if versus else [])
+            + ([note] if note else []))))
+        rows.append((f"{label} at {baseline}", str(then), "; ".join(
+            ([f"{ratio(then, versus)} than cuobjdump"] if versus else [])
+            + [f"now {ratio(now, then)}"])))
+        return now
+
+    # resources
+    res = measure(sh(f"{cuobjdump} -res-usage {torch} > {out}"), runs)
+    rows.append(("libtorch_cuda.so: cuobjdump -res-usage", str(res), ""))
+    both("libtorch_cuda.so: fatbinkit ls --resources", fk("ls", "--resources", torch), res)
+    both("libtorch_cuda.so: fatbinkit ls --resources --json",
+         fk("ls", "--resources", "--json", torch), res)
+    # check
+    arch_args = " ".join(f"--arch {a}" for a in ARCHS)
+    both(f"libtorch_cuda.so: fatbinkit check {arch_args}", fk("check", arch_args, torch), None,
+         "goal: under 1 s")
+    # diff
+    a, b = libs[TORCH_OLD], torch
+    pipeline = measure(sh(f"{cuobjdump} -res-usage {a} > {tmp}/a.txt; "
+                          f"{cuobjdump} -res-usage {b} > {tmp}/b.txt; "
+                          f"diff {tmp}/a.txt {tmp}/b.txt > {out}; true"), runs)
+    rows.append((f"libtorch_cuda.so {TORCH_OLD} -> {TORCH}: cuobjdump -res-usage x2 + diff",
+                 str(pipeline), ""))
+    both(f"libtorch_cuda.so {TORCH_OLD} -> {TORCH}: fatbinkit diff", fk("diff", a, b), pipeline,
+         "goal: 3x faster")
+    # prune
+    lt = libs["cublaslt"]
+    largest = largest_container(lt)
+    now = measure(fk("prune", lt, "--for", "sm_90", "-o", tmp / "lt.so"), runs, ROOT)
+    then = measure(fk("prune", lt, "--for", "sm_90", "-o", tmp / "lt.so"), runs, old)
+    rows.append(("libcublasLt.so.13 13.1.1.3: fatbinkit prune --for sm_90", str(now),
+                 f"{now.rss / largest:.0f}x its largest container ({largest / 2**20:.1f} MiB)"))
+    rows.append((f"libcublasLt.so.13 13.1.1.3: fatbinkit prune --for sm_90 at {baseline}",
+                 str(then), f"now {ratio(now, then)}"))
+    return rows
+
+
+def largest_container(lib: Path) -> int:
+    """The stored bytes of ``lib``'s largest fatbin container (module)."""
+    from collections import Counter
+
+    import fatbinkit
+
+    sizes: Counter[tuple[str, int]] = Counter()
+    with fatbinkit.open(lib) as binary:
+        for code in binary.codes:
+            sizes[code.source, code.container] += code.stored
+    return max(sizes.values())
+
+
+def profile(lib: Path, tree: Path, top: int = 14) -> list[str]:
+    """pstats' top ``top`` functions by own time of the resource path in ``tree``'s
+    fatbinkit."""
+    out = subprocess.run(
+        [sys.executable, "-c", PROFILE, str(lib), str(tree / "fatbinkit"), str(top)],
+        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree), "FATBINKIT_JOBS": "1"},
+        capture_output=True, text=True, check=True).stdout
+    out = re.sub(re.escape(str(tree) + os.sep), "", out)
+    out = re.sub(r"\S*/lib/python3\.\d+/", "", out)
+    lines = out.strip().splitlines()
+    start = next(i for i, line in enumerate(lines) if "function calls" in line)
+    return ["```", *(line.rstrip() for line in lines[start:]), "```"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", type=Path, help="also write the tables (markdown) here")
+    parser.add_argument("--baseline", default=BASELINE,
+                        help=f"the commit compared with (default {BASELINE})")
+    parser.add_argument("--runs", type=int, default=RUNS, help=f"runs each (default {RUNS})")
+    args = parser.parse_args()
+    libs = {TORCH: torch_cuda(TORCH), TORCH_OLD: torch_cuda(TORCH_OLD),
+            "cublaslt": member(CUBLASLT131)}
+    cuobjdump = str(find_tool("cuobjdump"))
+    version = subprocess.run([cuobjdump, "--version"], capture_output=True, text=True,
+                             check=True).stdout.strip().splitlines()[-2]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "fatbinkit")],
+                   check=True)
+    commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--",
+                             "fatbinkit"], capture_output=True, text=True, check=True).stdout
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds: the worktree goes
+    with tempfile.TemporaryDirectory(prefix="fatbinkit-speed-") as t:
+        old = worktree(args.baseline, Path(t) / "tree")
+        try:
+            for lib in libs.values():  # a warm page cache for every command
+                subprocess.run(["cat", str(lib)], stdout=subprocess.DEVNULL, check=True)
+            rows = bench(cuobjdump, old, args.baseline, args.runs, libs, Path(t))
+            before = profile(libs[TORCH], old)
+            after = profile(libs[TORCH], ROOT)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                           check=False)
+    load = os.getloadavg()
+    lines = [
+        "# Speed benchmark (issue 32)",
+        "",
+        f"`python benchmarks/speed.py`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{platform.machine()}, {os.cpu_count()} cores (load average at the end "
+        f"{load[0]:.1f}), Python {platform.python_version()}, fatbinkit at {commit.strip()} "
+        f"against {args.baseline}; cuobjdump {version}. Each figure: median wall and CPU "
+        f"(user + system) seconds of {args.runs} runs in a new process (Python start-up "
+        "included), highest peak RSS (GNU time), warm page cache; every command writes its "
+        "output to a file. Ratios: how many times faster in wall time, then CPU time and "
+        "memory as fractions of the other's.",
+        "",
+        "| measurement | result | ratio |",
+        "|---|---|---|",
+        *(f"| {a} | {b} | {c} |" for a, b, c in rows),
+        "",
+        f"## The resource path's profile at {args.baseline} (before)",
+        "",
+        "Every SASS image of libtorch_cuda.so inflated, parsed and rendered as `ls --resources` "
+        "does, in one process under cProfile; top functions by own time:",
+        "",
+        *before,
+        "",
+        f"## The same at {commit.strip()} (after)",
+        "",
+        *after,
+        "",
+    ]
+    print("\n".join(lines))
+    if args.write:
+        args.write.write_text("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
