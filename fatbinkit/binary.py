@@ -906,7 +906,8 @@ class Binary:
                    max_decompressed: int | DecompressionBudget | None = None,
                    progress: Progress = None) -> MinDriver:
         """The lowest driver each of ``archs`` (default: every GPU the vendors of its images
-        list, :meth:`fatbinkit.vendors.Vendor.every_device`: NVIDIA's device table) needs for this
+        list, :meth:`fatbinkit.vendors.Vendor.every_device`: NVIDIA's device table, and the
+        future GPUs of its SASS for SMs the table lacks) needs for this
         file's images: ``check --min-driver``; ``lib.min_driver()["sm_90"].min_driver`` is
         ``(12, 0)`` for a library of CUDA 12 cubins. ``kernel``, ``every_image`` as for
         :meth:`check`; images are read on ``jobs`` processes, inflating at most
@@ -914,7 +915,7 @@ class Binary:
         from .verdict import ArchMinDriver, MinDriver
 
         own = list(dict.fromkeys(c.vendor for c in self.codes)) or list(vendors.VENDORS)
-        wanted = [d for v in own for d in vendors.VENDORS[v].every_device()] \
+        wanted = [d for v in own for d in vendors.VENDORS[v].every_device(self.codes)] \
             if archs is None else archs
         kf = kernel if kernel is None or isinstance(kernel, KernelFilter) else \
             KernelFilter.parse(kernel)

@@ -199,3 +199,19 @@ def test_check_with_a_driver(cubins: dict[int, Path], sm: int, arch: str, driver
     assert decision["floor"] == floor
     if floor:
         assert decision["error"] == NO_DEVICE
+
+
+@pytest.mark.parametrize("sm", [130, 77])
+def test_check_min_driver_lists_the_files_own_unknown_arch(cubins: dict[int, Path],
+                                                           sm: int) -> None:
+    """Without --arch, ``check --min-driver`` covers every GPU of the table and the file's own
+    SASS SMs the table lacks: the sm_130 cubin's row says it needs a driver newer than CUDA
+    13.5, and no GPU of the table loads it."""
+    proc = _cli("check", cubins[sm], "--min-driver", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["min_driver"]
+    own = rows[f"sm_{sm}"]
+    assert own["min_driver"] is None and own["sass"] == 1
+    assert any("CUDA 13.5 or older" in b for b in own["min_driver_beyond"])
+    assert all(r["sass"] == 0 for a, r in rows.items() if a != f"sm_{sm}")
+    assert {int(a[3:]) for a in rows} == {*DEVICE_SUPPORT, sm}

@@ -17,7 +17,7 @@ import pickle
 import re
 import shutil
 import subprocess
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -153,7 +153,7 @@ class ToyVendor:
     def gap(self, device: Any, need: tuple[int, int]) -> str | None:
         return None
 
-    def every_device(self) -> tuple[ToyGpu, ...]:
+    def every_device(self, codes: Sequence[DeviceCode] = ()) -> tuple[ToyGpu, ...]:
         return tuple(ToyGpu(n) for n in range(1, 5))
 
     def target_filter(self, value: object) -> ToyFilter | None:

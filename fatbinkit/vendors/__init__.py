@@ -158,8 +158,11 @@ class Vendor(Protocol):
         """Why no runtime that drives ``device`` meets ``need``, if none does."""
         ...
 
-    def every_device(self) -> tuple[Any, ...]:
-        """Every GPU the vendor's tables list (``check --min-driver``'s default)."""
+    def every_device(self, codes: Sequence[DeviceCode] = ()) -> tuple[Any, ...]:
+        """Every GPU the vendor's tables list (``check --min-driver``'s default), then those
+        of ``codes`` (its images: a file's) are built for that the tables do not list yet
+        (CUDA: SASS for an SM newer than the device table, as a future GPU, whose floor is a
+        driver newer than any known)."""
         ...
 
     def target_filter(self, value: object) -> Any | None:

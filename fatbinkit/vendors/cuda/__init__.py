@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -184,10 +184,13 @@ class CudaVendor:
         return (f"{device.sm} GPUs are driven up to CUDA {dotted(last)} only ({note}), "
                 f"the images need CUDA {dotted(need)}")
 
-    def every_device(self) -> tuple[Arch, ...]:
+    def every_device(self, codes: Sequence[DeviceCode] = ()) -> tuple[Arch, ...]:
         from .driver import DEVICE_SUPPORT
 
-        return tuple(Arch(n) for n in DEVICE_SUPPORT)
+        beyond = sorted({a.number for c in codes if c.vendor == self.name
+                         and c.kind == "sass" and (a := entry_of(c).arch).number
+                         not in DEVICE_SUPPORT})
+        return (*(Arch(n) for n in DEVICE_SUPPORT), *(Arch(n, future=True) for n in beyond))
 
     def target_filter(self, value: object) -> CudaFilter | None:
         return CudaFilter.parse(value) if isinstance(value, (str, Arch)) else None

@@ -5,7 +5,7 @@ runtime's loading rules (:mod:`.loading`), as the :class:`~fatbinkit.vendors.Ven
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -142,7 +142,7 @@ class HipVendor:
     def gap(self, device: GpuTarget, need: tuple[int, int]) -> str | None:
         return None
 
-    def every_device(self) -> tuple[GpuTarget, ...]:
+    def every_device(self, codes: Sequence[DeviceCode] = ()) -> tuple[GpuTarget, ...]:
         """The GPUs from GCN5 (gfx900) on: older ones only where asked for."""
         from .gpus import GPUS, as_device
 

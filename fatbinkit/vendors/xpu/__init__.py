@@ -15,7 +15,7 @@ fatbinkit holds no table of Intel devices: a device is given by its IP version
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -154,7 +154,7 @@ class XpuVendor:
     def gap(self, device: XpuDevice, need: tuple[int, int]) -> str | None:
         return None
 
-    def every_device(self) -> tuple[XpuDevice, ...]:
+    def every_device(self, codes: Sequence[DeviceCode] = ()) -> tuple[XpuDevice, ...]:
         """None: fatbinkit keeps no table of Intel GPUs."""
         return ()
 
