@@ -515,8 +515,11 @@ def _keep_kernels(modules: Sequence[_Module], budget: DecompressionBudget, jobs:
     for e in entries:  # charged here, in order: the workers share no state
         if e.compression is not None:
             budget.charge(e.data_size, e.offset, id(e))
+    names: dict[int, frozenset[str]] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        names = dict(zip(map(id, entries), pool.map(_kernel_names, entries), strict=True))
+        for batch in _batches(entries):
+            names.update(zip(map(id, batch), pool.map(_kernel_names, batch), strict=True))
+            _drop_pages(batch)
     for m in todo:
         images = _loadable(m.old.entries)
         have = set().union(*(names[id(m.old.entries[i])] for i in images if i in m.kept))
@@ -602,15 +605,55 @@ def _plan(modules: list[_Module], req: _Request) -> None:
             reporter(req.progress if req.codec is not None else None, len(work), "entry",
                      f"recompressing as {req.codec}") as report:
         recoded = []
-        for new in pool.map(lambda e: _checked_recode(e, req.codec, req.level), work):
-            recoded.append(new)
-            report.advance()
+        for batch in _batches(work):
+            for new in pool.map(lambda e: _checked_recode(e, req.codec, req.level), batch):
+                recoded.append(new)
+                report.advance()
+            _drop_pages(batch)
     at = 0
+    made = 0
     for m in modules:
         entries = tuple(recoded[at : at + len(m.kept)])
         at += len(m.kept)
         m.new = FatbinContainer(entries, m.old.version, m.old.header_extra, m.old.tail)
         m.data = m.new.to_bytes()
+        made += len(m.data)
+        if made >= _PAGES_HELD:
+            _drop_pages(entries)
+            made = 0
+
+
+#: the bytes of the mapped input read between two :func:`_drop_pages`: what a plan holds of it
+_PAGES_HELD = 64 << 20
+
+
+def _batches(entries: Sequence[FatbinEntry]) -> Iterator[Sequence[FatbinEntry]]:
+    """``entries`` in runs of about :data:`_PAGES_HELD` stored bytes."""
+    start = size = 0
+    for i, e in enumerate(entries):
+        size += len(e)
+        if size >= _PAGES_HELD:
+            yield entries[start : i + 1]
+            start, size = i + 1, 0
+    if start < len(entries):
+        yield entries[start:]
+
+
+def _drop_pages(entries: Sequence[FatbinEntry]) -> None:
+    """Give back the pages of the mapped input that reading ``entries`` touched (all of the
+    mapping's, read so far: :func:`_give_back`). A plan reads hundreds of MiB of device code
+    once."""
+    if entries:
+        _give_back(entries[0].stored)
+
+
+def _give_back(view: object) -> None:
+    """The pages of the file mapped under ``view`` (a memoryview of an mmap; anything else: a
+    no-op) leave this process's memory: they stay in the page cache, and whatever reads them
+    again maps them again."""
+    mapped = view.obj if isinstance(view, memoryview) else None
+    if isinstance(mapped, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        mapped.madvise(mmap.MADV_DONTNEED)
 
 
 # -- per-arch report ------------------------------------------------------------------------------
@@ -1022,6 +1065,12 @@ class _Input:
     view: memoryview
     path: Path | None
     mode: int
+
+    def drop_pages(self) -> None:
+        """Give back the pages of a mapped input read so far: they leave this process's memory
+        and stay in the page cache (read again, they are mapped again). Planning touched the
+        device code; the rewrite copies the file without mapping it."""
+        _give_back(self.view)
 
     @contextlib.contextmanager
     def file(self) -> Iterator[Path]:
@@ -1498,6 +1547,7 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
     offsets = {s.name: s.header.offset for s in sections}
     rewritten = [m for m in hidden if m.new is not m.old]
     writes += [(offsets[m.section] + m.old_offset, m.data + bytes(m.zeroed)) for m in rewritten]
+    src.drop_pages()
     with src.file() as source, out.file() as tmp:
         layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
         _verify(tmp, modules + rewritten, pointers, moves)
@@ -1628,14 +1678,15 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
     reports = kind.finish(modules + hidden, req)
     contents, moved = _pack([(i, s.name, s.size) for i, s in fat], by_section, req.same_size,
                             kind.align, referenced)
+    whole = {i: contents[i].joined() for i, _ in fat}  # the PE writer takes them whole
     if req.same_size:  # every byte where it was: the section keeps its raw size
-        contents = {i: contents[i].ljust(s.size, b"\0") for i, s in fat}
+        whole = {i: whole[i].ljust(s.size, b"\0") for i, s in fat}
     moves = {ranges[i][0] + old: ranges[i][0] + at for i in moved for old, at in moved[i].items()}
     writes = [(w.slot_offset, _U64.pack(moves[w.target])) for w in wrappers
               if w.target in moves]
     rewritten = [m for m in hidden if m.new is not m.old]
     writes += [(offsets[m.section] + m.old_offset, m.data + bytes(m.zeroed)) for m in rewritten]
-    data = pe.shrink(view, image, contents, writes, strip_signature=req.strip_signature)
+    data = pe.shrink(view, image, whole, writes, strip_signature=req.strip_signature)
     _verify_pe(data, image, by_section,
                [(w.slot, moves.get(w.target, w.target)) for w in wrappers])
     after = {s.name: s.offset for s in reversed(pe.read(data).sections)}
@@ -1850,35 +1901,36 @@ def _verify_object(path: os.PathLike[str], modules: Sequence[_Module]) -> None:
 
 def _pack(fat: Sequence[tuple[int, str, int]], by_section: dict[int, list[_Module]],
           same_size: bool, align: int, referenced: dict[int, set[int]]
-          ) -> tuple[dict[int, bytes], dict[int, dict[int, int]]]:
+          ) -> tuple[dict[int, elf_edit.Pieces], dict[int, dict[int, int]]]:
     """Each fatbin section's new contents (``fat``: its key, name and size): referenced
     containers packed at its start (each at a multiple of ``align`` from it: 8 for fatbin
     containers, 4096 for bundles), the others (and all, with ``same_size``)
     where they were; and per section the containers that moved (old offset -> new).
     ``referenced``: per section, the offsets of the containers a wrapper points at."""
-    contents: dict[int, bytes] = {}
+    contents: dict[int, elf_edit.Pieces] = {}
     moved: dict[int, dict[int, int]] = {}
     for key, name, size in fat:
-        parts = bytearray()
+        parts: list[tuple[int, bytes]] = []  # the modules' own bytes, never joined
+        end = 0
         moved[key] = {}
         for m in by_section[key]:
             m.unreferenced = m.old_offset not in referenced[key]
             pinned = same_size or m.unreferenced
-            at = m.old_offset if pinned else -(-len(parts) // align) * align
-            if at < len(parts):
+            at = m.old_offset if pinned else -(-end // align) * align
+            if at < end:
                 raise UnsupportedError(f"{m.label} cannot stay where it was: the containers "
                                        "before it grew")
-            parts += bytes(at - len(parts))
-            parts += m.data
+            parts.append((at, m.data))
+            end = at + len(m.data)
             m.new_offset = at
             if at != m.old_offset:
                 moved[key][m.old_offset] = at
-        if len(parts) > size:
+        if end > size:
             raise UnsupportedError(
-                f"{name}: the rewritten device code ({len(parts)} bytes) does not fit its "
+                f"{name}: the rewritten device code ({end} bytes) does not fit its "
                 f"{size} bytes, and a section of a linked file cannot grow: keep a "
                 "codec that stores it smaller")
-        contents[key] = bytes(parts)
+        contents[key] = elf_edit.Pieces(tuple(parts), end)
     return contents, moved
 
 

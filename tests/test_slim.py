@@ -716,3 +716,18 @@ def test_cli_wheel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so"]
     assert main(["prune", str(src), "-o", str(src.parent), "--for", "sm_90"]) == 3
     assert "is the input" in capsys.readouterr().err
+
+
+def test_section_contents_in_pieces_are_the_joined_bytes(tmp_path: Path) -> None:
+    """elf_edit.Pieces (what prune hands the rewrite: each container's bytes, never joined)
+    writes what the joined contents would: the parts where they are, zeros over the gaps (in
+    16 MiB runs) and after the last part up to its size."""
+    pieces = elf_edit.Pieces(((0, b"ab"), (5, b"cd"), (1 << 25, b"e")), (1 << 25) + 3)
+    joined = b"ab" + bytes(3) + b"cd" + bytes((1 << 25) - 7) + b"e" + bytes(2)
+    assert pieces.joined() == joined and len(pieces) == len(joined)
+    out = bytearray(len(joined) + 100)
+    out[:] = b"\xff" * len(out)
+    for at, data in pieces.patches(100):
+        assert len(data) <= 1 << 24
+        out[at : at + len(data)] = data
+    assert out[100:] == joined and out[:100] == b"\xff" * 100

@@ -34,14 +34,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..errors import FormatError, UnsupportedError, option
 from . import elf
 
-__all__ = ["PAGE_SIZE", "Cut", "Layout", "Resize", "load_segment", "rewrite", "rewrite_object",
-           "vaddr_offset"]
+__all__ = ["PAGE_SIZE", "Cut", "Layout", "Pieces", "Resize", "load_segment", "rewrite",
+           "rewrite_object", "vaddr_offset"]
 
 #: the largest page size a loader may use per machine: cuts are multiples of it (AArch64 kernels
 #: run with 4, 16 or 64 KiB pages)
@@ -49,6 +49,38 @@ PAGE_SIZE = {elf.EM_X86_64: 0x1000, elf.EM_AARCH64: 0x10000}
 _PHDR = elf.ProgramHeader.FORMAT.size
 _SHDR = elf.SectionHeader.FORMAT.size
 _COPY_CHUNK = 1 << 24
+_Patch = tuple[int, bytes | bytearray | memoryview]  # input file offset, what goes there
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """Section contents given in pieces and never joined (a library's new ``.nv_fatbin`` is
+    hundreds of MiB): ``parts`` are ``(offset, bytes)`` in increasing order, not overlapping;
+    the gaps between them are zeros; ``size`` bytes in all (at least the end of the last)."""
+
+    parts: tuple[tuple[int, bytes | bytearray | memoryview], ...]
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+    def patches(self, base: int) -> Iterator[tuple[int, bytes | bytearray | memoryview]]:
+        """``(file offset, bytes)`` that write these contents at ``base``: each part, and zeros
+        over each gap (in pieces of at most 16 MiB)."""
+        pos = 0
+        for at, data in (*self.parts, (self.size, b"")):
+            for zero in range(pos, at, _COPY_CHUNK):
+                yield base + zero, bytes(min(_COPY_CHUNK, at - zero))
+            if data:
+                yield base + at, data
+            pos = at + len(data)
+
+    def joined(self) -> bytes:
+        """The contents as one ``bytes`` (for writers that need them whole)."""
+        out = bytearray(self.size)
+        for at, data in self.parts:
+            out[at : at + len(data)] = data
+        return bytes(out)
 
 
 @dataclass(frozen=True)
@@ -57,7 +89,7 @@ class Resize:
     its size); the rest of its old size is freed."""
 
     section: elf.Section
-    data: bytes
+    data: bytes | Pieces
 
 
 @dataclass(frozen=True)
@@ -237,9 +269,9 @@ def rewrite(source: os.PathLike[str], output: os.PathLike[str], resizes: Sequenc
         new_head = dataclasses.replace(head, phoff=moved(phoff), shoff=moved(head.shoff),
                                        phentsize=_PHDR, phnum=count)
         patches = _patches(holes, resizes, writes)
-        patches += [(phoff, b"".join(p.pack() for p in new_phdrs)),
-                    (head.shoff, _section_table(sections, resizes, moved)),
-                    (0, new_head.pack())]
+        patches.append([(phoff, b"".join(p.pack() for p in new_phdrs)),
+                        (head.shoff, _section_table(sections, resizes, moved)),
+                        (0, new_head.pack())])
         size = _emit(fd, total, output, cuts, patches, moved)
     return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, x.split)
                                      for x in holes), moved(phoff), count, table_hole is not None)
@@ -285,8 +317,8 @@ def rewrite_object(source: os.PathLike[str], output: os.PathLike[str],
         moved = _mover(cuts)
         new_head = dataclasses.replace(head, shoff=moved(head.shoff))
         patches = _patches(holes, resizes, writes)
-        patches += [(head.shoff, _section_table(sections, resizes, moved)),
-                    (0, new_head.pack())]
+        patches.append([(head.shoff, _section_table(sections, resizes, moved)),
+                        (0, new_head.pack())])
         size = _emit(fd, total, output, cuts, patches, moved)
     return Layout(total, size, tuple(Cut(x.section.name, x.keep_end, x.resume, x.size, False)
                                      for x in holes), 0, 0)
@@ -314,15 +346,16 @@ def _mover(cuts: Sequence[_Hole]) -> Callable[[int], int]:
 
 
 def _patches(holes: Sequence[_Hole], resizes: Sequence[Resize],
-             writes: Sequence[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+             writes: Sequence[tuple[int, bytes]]) -> list[Iterable[_Patch]]:
     """What is written over the copied bytes (at input offsets): zeros over each freed range
-    that stays, each section's new contents, and ``writes``, none of which may land in the
-    bytes a resize frees."""
+    that stays, each section's new contents (:class:`Pieces` one by one), and ``writes``, none
+    of which may land in the bytes a resize frees."""
     for at, data in writes:
         if any(x.keep_end < at + len(data) and at < x.resume for x in holes):
             raise UnsupportedError(f"a write at {at:#x} lands in a freed range")
-    return [*((x.keep_end, bytes(x.resume - x.size - x.keep_end)) for x in holes),
-            *((r.section.header.offset, r.data) for r in resizes), *writes]
+    return [[(x.keep_end, bytes(x.resume - x.size - x.keep_end)) for x in holes],
+            *(r.data.patches(r.section.header.offset) if isinstance(r.data, Pieces) else
+              [(r.section.header.offset, r.data)] for r in resizes), writes]
 
 
 def _section_table(sections: Sequence[elf.Section], resizes: Sequence[Resize],
@@ -337,7 +370,7 @@ def _section_table(sections: Sequence[elf.Section], resizes: Sequence[Resize],
 
 
 def _emit(fd: int, total: int, output: os.PathLike[str], cuts: Sequence[_Hole],
-          patches: Sequence[tuple[int, bytes]], moved: Callable[[int], int]) -> int:
+          patches: Sequence[Iterable[_Patch]], moved: Callable[[int], int]) -> int:
     """Write the input (``fd``, ``total`` bytes) to ``output`` without the cut ranges, then the
     patches (at input offsets) where they moved; returns the output's size."""
     with open(output, "r+b") as out:
@@ -348,7 +381,7 @@ def _emit(fd: int, total: int, output: os.PathLike[str], cuts: Sequence[_Hole],
             _copy(fd, ofd, pos, x.resume - x.size - pos)
             pos = x.resume
         _copy(fd, ofd, pos, total - pos)
-        for at, data in patches:
+        for at, data in itertools.chain.from_iterable(patches):
             os.pwrite(ofd, data, moved(at))
         return os.fstat(ofd).st_size
 
