@@ -8,8 +8,9 @@ before and after.
 - **check**: ``fatbinkit check --arch sm_80 --arch sm_90 --arch sm_120`` of that library;
 - **diff**: ``cuobjdump -res-usage`` of libtorch_cuda.so 2.13.0 and 2.14.1 and a text ``diff``
   of the two listings, against ``fatbinkit diff`` of the two libraries;
-- **prune**: ``fatbinkit prune --for sm_90`` of cuBLASLt 13.1.1.3, its peak memory against its
-  largest container.
+- **prune** and **recompress**: ``fatbinkit prune --for sm_90`` and ``fatbinkit recompress
+  --codec zstd`` of cuBLASLt 13.1.1.3 and NCCL 2.28.9 (CUDA 13), their peak memory against the
+  largest container (module) of each.
 
 Inputs come through the package registry into the fixtures cache (``benchmarks/inputs.py``).
 Each command runs in a new process under GNU time (Python start-up included): wall and CPU (user
@@ -41,7 +42,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's fatbinkit, as in the children
 
 from hidden import Figure, measure, worktree  # noqa: E402  (benchmarks/hidden.py)
 from inputs import TORCH, TORCH_OLD, member, torch_cuda  # noqa: E402
-from thirdparty import CUBLASLT131  # noqa: E402
+from thirdparty import CUBLASLT131, NCCL13  # noqa: E402
 
 from fatbinkit.toolchain import find_tool  # noqa: E402
 
@@ -120,15 +121,18 @@ def bench(cuobjdump: str, old: Path, baseline: str, runs: int, libs: dict[str, P
                  str(pipeline), ""))
     both(f"libtorch_cuda.so {TORCH_OLD} -> {TORCH}: fatbinkit diff", fk("diff", a, b), pipeline,
          "goal: 3x faster")
-    # prune
-    lt = libs["cublaslt"]
-    largest = largest_container(lt)
-    now = measure(fk("prune", lt, "--for", "sm_90", "-o", tmp / "lt.so"), runs, ROOT)
-    then = measure(fk("prune", lt, "--for", "sm_90", "-o", tmp / "lt.so"), runs, old)
-    rows.append(("libcublasLt.so.13 13.1.1.3: fatbinkit prune --for sm_90", str(now),
-                 f"{now.rss / largest:.0f}x its largest container ({largest / 2**20:.1f} MiB)"))
-    rows.append((f"libcublasLt.so.13 13.1.1.3: fatbinkit prune --for sm_90 at {baseline}",
-                 str(then), f"now {ratio(now, then)}"))
+    # prune and recompress: peak memory against the largest container
+    for key, name in (("cublaslt", "libcublasLt.so.13 13.1.1.3"), ("nccl", "libnccl.so.2 2.28.9")):
+        lib = libs[key]
+        largest = largest_container(lib)
+        for what in (["prune", "--for", "sm_90"], ["recompress", "--codec", "zstd"]):
+            argv = fk(what[0], lib, *what[1:], "-o", tmp / "slim.so")
+            now = measure(argv, runs, ROOT)
+            then = measure(argv, runs, old)
+            label = f"{name}: fatbinkit {' '.join(what)}"
+            rows.append((label, str(now), f"{now.rss / largest:.1f}x its largest container "
+                         f"({largest / 2**20:.1f} MiB)"))
+            rows.append((f"{label} at {baseline}", str(then), f"now {ratio(now, then)}"))
     return rows
 
 
@@ -167,7 +171,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=RUNS, help=f"runs each (default {RUNS})")
     args = parser.parse_args()
     libs = {TORCH: torch_cuda(TORCH), TORCH_OLD: torch_cuda(TORCH_OLD),
-            "cublaslt": member(CUBLASLT131)}
+            "cublaslt": member(CUBLASLT131), "nccl": member(NCCL13)}
     cuobjdump = str(find_tool("cuobjdump"))
     version = subprocess.run([cuobjdump, "--version"], capture_output=True, text=True,
                              check=True).stdout.strip().splitlines()[-2]

@@ -58,6 +58,9 @@ CUBLASLT13 = WheelMember("nvidia-cublas", "13.1.0.3", "nvidia/cu13/lib/libcublas
 # `.cask_resource` and 393 raw zstd cubins in `.ldata`/`.data` (file 517 MiB; wheel 423 MB).
 CUFFT12 = WheelMember("nvidia-cufft", "12.0.0.61", "nvidia/cu13/lib/libcufft.so.12")
 CUBLASLT131 = WheelMember("nvidia-cublas", "13.1.1.3", "nvidia/cu13/lib/libcublasLt.so.13")
+# NCCL for CUDA 13 (file 208 MiB; wheel 196 MB), for the speed benchmark (issue 32): pruning's
+# memory against its largest container.
+NCCL13 = WheelMember("nvidia-nccl-cu13", "2.28.9", "nvidia/nccl/lib/libnccl.so.2")
 
 # CUDA 10 and 11 era binaries (72-byte PTX entry headers whose options pair is (0, 0)): CuPy for
 # CUDA 10.2 and 11, cuRAND and cuFFT for CUDA 11 (the libraries torch's CUDA 11.8 builds use).
