@@ -748,13 +748,8 @@ class Binary:
         ``progress`` counts images, a bar labelled ``desc``), with the compressed payloads of
         the ``kinds`` ``fn`` reads (None: those a device loads, CUDA's SASS and PTX) charged to
         ``max_decompressed`` first: ``fn`` reads ``code.data()`` with no budget of its own."""
-        budget = self._budget(max_decompressed, jobs, progress)
-        if not callable(fn):
-            raise InvalidArgumentError(f"map() calls fn on each image's DeviceCode: {fn!r} is "
-                                       "not callable")
-        codes = [it.code for it in items]
-        return self._read(fn, codes, _loadable(codes) if kinds is None else _as_kinds(kinds),
-                          budget, desc, jobs, progress)
+        return list(self.imap(fn, items, kinds=kinds, max_decompressed=max_decompressed,
+                              jobs=jobs, progress=progress, desc=desc))
 
     @_names_its_file
     def imap(self, fn: Callable[[DeviceCode], R], items: Sequence[Item], *,
@@ -769,8 +764,8 @@ class Binary:
 
         budget = self._budget(max_decompressed, jobs, progress)
         if not callable(fn):
-            raise InvalidArgumentError(f"imap() calls fn on each image's DeviceCode: {fn!r} is "
-                                       "not callable")
+            raise InvalidArgumentError(f"map() and imap() call fn on each image's DeviceCode: "
+                                       f"{fn!r} is not callable")
         codes = [it.code for it in items]
         charge(codes, budget, _loadable(codes) if kinds is None else _as_kinds(kinds))
         return self._named(iter_codes(fn, codes, jobs=jobs, progress=progress, desc=desc))
