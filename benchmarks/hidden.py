@@ -38,7 +38,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))  # this checkout's fatbinkit, as in the children
 
-from fatbin import report  # noqa: E402  (benchmarks/fatbin.py)
+from fatbin import best, report  # noqa: E402  (benchmarks/fatbin.py)
 from inputs import member, torch_cuda  # noqa: E402  (benchmarks/inputs.py)
 from thirdparty import CUBLASLT131, CUFFT12  # noqa: E402
 
@@ -255,16 +254,6 @@ def parts(lib: Path, codes: tuple[DeviceCode, ...], runs: int) -> Parts:
         view.release()
         mm.close()
         os.close(fd)
-
-
-def best(fn: Callable[[], object], runs: int) -> float:
-    """Median wall seconds of ``fn`` over ``runs`` calls in this process."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def profile(lib: Path, codes: tuple[DeviceCode, ...], runs: int) -> list[str]:

@@ -29,6 +29,7 @@ import argparse
 import os
 import platform
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -80,8 +81,9 @@ def fk(*args: object) -> list[str]:
     return [sys.executable, "-m", "fatbinkit", *map(str, args)]
 
 
-def sh(script: str) -> list[str]:
-    return ["bash", "-c", script]
+def sh(*argv: object, out: Path) -> list[str]:
+    """A shell running ``argv`` with its output to ``out``."""
+    return ["bash", "-c", f"{shlex.join(map(str, argv))} > {shlex.quote(str(out))}"]
 
 
 def bench(cuobjdump: str, old: Path, baseline: str, runs: int, libs: dict[str, Path],
@@ -92,8 +94,8 @@ def bench(cuobjdump: str, old: Path, baseline: str, runs: int, libs: dict[str, P
 
     def both(label: str, argv: list[str], versus: Figure | None, note: str = "") -> Figure:
         """``argv`` with this checkout and with the baseline; the rows of both."""
-        now = measure(sh(f"{' '.join(argv)} > {out}"), runs, ROOT)
-        then = measure(sh(f"{' '.join(argv)} > {out}"), runs, old)
+        now = measure(sh(*argv, out=out), runs, ROOT)
+        then = measure(sh(*argv, out=out), runs, old)
         rows.append((label, str(now), "; ".join(
             ([f"{ratio(now, versus)} than cuobjdump"] if versus else [])
             + ([note] if note else []))))
@@ -103,20 +105,23 @@ def bench(cuobjdump: str, old: Path, baseline: str, runs: int, libs: dict[str, P
         return now
 
     # resources
-    res = measure(sh(f"{cuobjdump} -res-usage {torch} > {out}"), runs)
+    res = measure(sh(cuobjdump, "-res-usage", torch, out=out), runs)
     rows.append(("libtorch_cuda.so: cuobjdump -res-usage", str(res), ""))
     both("libtorch_cuda.so: fatbinkit ls --resources", fk("ls", "--resources", torch), res)
     both("libtorch_cuda.so: fatbinkit ls --resources --json",
          fk("ls", "--resources", "--json", torch), res)
     # check
-    arch_args = " ".join(f"--arch {a}" for a in ARCHS)
-    both(f"libtorch_cuda.so: fatbinkit check {arch_args}", fk("check", arch_args, torch), None,
-         "goal: under 1 s")
+    arch_args = [x for a in ARCHS for x in ("--arch", a)]
+    both(f"libtorch_cuda.so: fatbinkit check {' '.join(arch_args)}",
+         fk("check", *arch_args, torch), None, "goal: under 1 s")
     # diff
     a, b = libs[TORCH_OLD], torch
-    pipeline = measure(sh(f"{cuobjdump} -res-usage {a} > {tmp}/a.txt; "
-                          f"{cuobjdump} -res-usage {b} > {tmp}/b.txt; "
-                          f"diff {tmp}/a.txt {tmp}/b.txt > {out}; true"), runs)
+    listed = [tmp / "old.txt", tmp / "new.txt"]
+    listings = [sh(cuobjdump, "-res-usage", lib, out=to)[2]
+                for lib, to in zip((a, b), listed, strict=True)]
+    text_diff = shlex.join(["diff", *map(str, listed)])
+    pipeline = measure(["bash", "-c", f"{'; '.join(listings)}; {text_diff} > "
+                        f"{shlex.quote(str(out))}; true"], runs)
     rows.append((f"libtorch_cuda.so {TORCH_OLD} -> {TORCH}: cuobjdump -res-usage x2 + diff",
                  str(pipeline), ""))
     both(f"libtorch_cuda.so {TORCH_OLD} -> {TORCH}: fatbinkit diff", fk("diff", a, b), pipeline,

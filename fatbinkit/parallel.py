@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .device_code import DeviceCode
 from .errors import FatbinkitError, InvalidArgumentError
 from .formats.codec import DecompressionBudget
-from .progress import Progress, Reporter, reporter
+from .progress import Progress, check, reporter
 
 if TYPE_CHECKING:
     from .formats.cubin import CubinFunction
@@ -114,7 +114,6 @@ class _Failure:
     (exceptions pickle as ``type(*args)``, which loses keyword-only attributes such as
     ``FormatError.offset``), plus the worker's traceback text."""
 
-    index: int
     kind: type[FatbinkitError]
     args: tuple[Any, ...]
     state: dict[str, Any]
@@ -263,17 +262,17 @@ def iter_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
     if progress is True and size < PROGRESS_MIN_BYTES:
         progress = None  # about a second of work or less: no bar
     jobs = min(jobs, len(codes))
-    report = reporter(progress, len(codes), "image", desc)
+    check(progress)  # at the call; the report (a bar) starts with the work
     if (jobs <= 1 or size < PARALLEL_MIN_BYTES or _IN_WORKER
             or multiprocessing.current_process().daemon  # a Pool worker may not fork
             or "fork" not in multiprocessing.get_all_start_methods()):
-        return _in_place(fn, codes, report)
-    return _pooled(fn, codes, jobs, report)
+        return _in_place(fn, codes, progress, desc)
+    return _pooled(fn, codes, jobs, progress, desc)
 
 
-def _in_place(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode],
-              report: Reporter) -> Iterator[R]:
-    with report:
+def _in_place(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], progress: Progress,
+              desc: str) -> Iterator[R]:
+    with reporter(progress, len(codes), "image", desc) as report:
         if not report.active:
             yield from map(fn, codes)
             return
@@ -294,12 +293,12 @@ def _reading_payloads(codes: Sequence[DeviceCode]) -> None:
 
 
 def _pooled(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], jobs: int,
-            report: Reporter) -> Iterator[R]:
+            progress: Progress, desc: str) -> Iterator[R]:
     step = max(1, -(-len(codes) // (jobs * CHUNKS_PER_JOB)))
     ranges = [(start, min(start + step, len(codes))) for start in range(0, len(codes), step)]
     for name in _WORKER_MODULES:
         importlib.import_module(name, __package__)
-    with report:
+    with reporter(progress, len(codes), "image", desc) as report:
         with _LOCK:
             token = next(_TOKENS)
             _WORK[token] = (fn, codes)
@@ -365,7 +364,7 @@ def _run(token: int, start: int, stop: int) -> list[Any] | _Failure:
         try:
             out.append(fn(codes[i]))
         except FatbinkitError as e:
-            return _Failure(i, type(e), e.args, dict(e.__dict__), traceback.format_exc(), out)
+            return _Failure(type(e), e.args, dict(e.__dict__), traceback.format_exc(), out)
     return out
 
 

@@ -1066,12 +1066,6 @@ class _Input:
     path: Path | None
     mode: int
 
-    def drop_pages(self) -> None:
-        """Give back the pages of a mapped input read so far: they leave this process's memory
-        and stay in the page cache (read again, they are mapped again). Planning touched the
-        device code; the rewrite copies the file without mapping it."""
-        _give_back(self.view)
-
     @contextlib.contextmanager
     def file(self) -> Iterator[Path]:
         """The input as a file (the ELF editors read one): its path, or a temporary copy."""
@@ -1547,7 +1541,7 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
     offsets = {s.name: s.header.offset for s in sections}
     rewritten = [m for m in hidden if m.new is not m.old]
     writes += [(offsets[m.section] + m.old_offset, m.data + bytes(m.zeroed)) for m in rewritten]
-    src.drop_pages()
+    _give_back(src.view)  # planning read the device code; the rewrite copies the file
     with src.file() as source, out.file() as tmp:
         layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
         _verify(tmp, modules + rewritten, pointers, moves)

@@ -17,7 +17,7 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -291,11 +291,11 @@ def _ls(args: argparse.Namespace) -> int:
     if args.sort or args.top:
         return _table(args, [(None, _rows(args, binary, items, budget))])
     if args.json:
-        with _all_or_nothing() as out:
-            _written(_entries_json(args, binary, items, budget), out)
+        with _all_or_nothing() as out:  # each piece written as it comes: never held whole
+            out.writelines(_entries_json(args, binary, items, budget))
             out.write("\n")
     else:
-        _written(_entries_text(args, binary, items, budget, args.file))
+        sys.stdout.writelines(_entries_text(args, binary, items, budget, args.file))
     return 0
 
 
@@ -367,14 +367,6 @@ def _entries_text(args: argparse.Namespace, binary: Binary, items: tuple[Item, .
     return lines
 
 
-def _written(pieces: Iterable[str], out: TextIO | None = None) -> None:
-    """Each piece on ``out`` (default stdout) as it comes: a listing of 144,640 functions is
-    never held whole."""
-    write = (out or sys.stdout).write
-    for piece in pieces:
-        write(piece)
-
-
 @contextlib.contextmanager
 def _all_or_nothing() -> Iterator[TextIO]:
     """A file for a JSON document written in pieces, copied to stdout when the block ends
@@ -409,9 +401,8 @@ def _ls_many(args: argparse.Namespace) -> int:
 
     summaries: list[Summary] = []
     tables: list[tuple[str | None, list[_Row]]] = []
-    with contextlib.ExitStack() as stack:
-        spool = stack.enter_context(_all_or_nothing()) if args.json and not (
-            args.summary or args.sort or args.top) else None
+    with (_all_or_nothing() if args.json and not (args.summary or args.sort or args.top)
+          else contextlib.nullcontext()) as spool:
         docs = _ls_each(args, summaries, tables, spool)
         if spool is not None:
             spool.write("\n]}\n" if docs else '{"files": []}\n')
@@ -456,13 +447,14 @@ def _ls_each(args: argparse.Namespace, summaries: list[Summary],
                     tables.append((m.name, _rows(args, binary, items, budget)))
                 elif spool is not None:
                     spool.write(",\n" if docs else '{"files": [\n')
-                    _written(_entries_json(args, binary, items, budget,
-                                           f'"file": {json.dumps(m.name)}, '), spool)
+                    spool.writelines(_entries_json(args, binary, items, budget,
+                                                   f'"file": {json.dumps(m.name)}, '))
                     docs += 1
                 else:  # text goes out as each library is read
                     progress_done()
                     sys.stdout.write(f"== {m.name} ==\n")
-                    _written(_entries_text(args, binary, items, budget, Path(m.label)))
+                    sys.stdout.writelines(_entries_text(args, binary, items, budget,
+                                                        Path(m.label)))
     finally:
         progress_done()
     return docs

@@ -485,7 +485,7 @@ _READ = frozenset({EIATTR_KPARAM_INFO, EIATTR_CBANK_PARAM_SIZE, EIATTR_MAXREG_CO
 _KPARAM_UNPACK = KPARAM_INFO.unpack
 _BY_ORDINAL = operator.itemgetter(1)  # of a KPARAM_INFO tuple: index, ordinal, offset, word
 _MODULE_RECORD = struct.Struct("<xBxxI4x")  # an 8-byte SVAL: attribute, symbol index
-_SVAL8 = RECORD_HEAD.pack(FMT_SVAL, 0, 8)
+_SVAL8 = RECORD_HEAD.pack(FMT_SVAL, 0, 8)  # an 8-byte SVAL's head (any attribute)
 
 
 def _own_records(body: bytes, base: int) -> _Own:
@@ -548,8 +548,8 @@ def _module_records(body: bytes, base: int,
     A section of 8-byte SVAL records only (what ptxas writes, nine cubins in ten) is split
     without a walk."""
     n = len(body) // 12
-    if len(body) == 12 * n and body[0::12] == bytes((FMT_SVAL,)) * n and \
-            body[2::12] == bytes((_SVAL8[2],)) * n and body[3::12] == bytes(n):
+    if len(body) == 12 * n and body[0::12] == _SVAL8[:1] * n and \
+            body[2::12] == _SVAL8[2:3] * n and body[3::12] == _SVAL8[3:] * n:
         for k, (attribute, symbol) in enumerate(_MODULE_RECORD.iter_unpack(body)):
             if attribute in PER_FUNCTION_ATTRIBUTES:
                 at = 12 * k

@@ -49,22 +49,23 @@ PAGE_SIZE = {elf.EM_X86_64: 0x1000, elf.EM_AARCH64: 0x10000}
 _PHDR = elf.ProgramHeader.FORMAT.size
 _SHDR = elf.SectionHeader.FORMAT.size
 _COPY_CHUNK = 1 << 24
-_Patch = tuple[int, bytes | bytearray | memoryview]  # input file offset, what goes there
+_Patch = tuple[int, bytes | bytearray | memoryview]  # an offset, and the bytes that go there
 
 
 @dataclass(frozen=True)
 class Pieces:
     """Section contents given in pieces and never joined (a library's new ``.nv_fatbin`` is
-    hundreds of MiB): ``parts`` are ``(offset, bytes)`` in increasing order, not overlapping;
-    the gaps between them are zeros; ``size`` bytes in all (at least the end of the last)."""
+    hundreds of MiB): ``parts`` are ``(offset in the section, bytes)`` in increasing order,
+    not overlapping; the gaps between them are zeros; ``size`` bytes in all (at least the end
+    of the last)."""
 
-    parts: tuple[tuple[int, bytes | bytearray | memoryview], ...]
+    parts: tuple[_Patch, ...]
     size: int
 
     def __len__(self) -> int:
         return self.size
 
-    def patches(self, base: int) -> Iterator[tuple[int, bytes | bytearray | memoryview]]:
+    def patches(self, base: int) -> Iterator[_Patch]:
         """``(file offset, bytes)`` that write these contents at ``base``: each part, and zeros
         over each gap (in pieces of at most 16 MiB)."""
         pos = 0
