@@ -9,12 +9,13 @@ STAMP := $(VENV)/.installed
 # any installed package (py.typed included). setuptools' default for this layout is an import
 # hook that only the interpreter runs: mypy run outside the repository saw no fatbinkit. The
 # link tree knows the files that existed when it was made, so the install runs again when a
-# folder of the package changes (a module added or removed).
+# folder of the package changes (a module added or removed), or the C walk of cubins (built in
+# place by the install) changes.
 PACKAGE_DIRS := $(shell find fatbinkit -type d -not -name __pycache__)
 
 .PHONY: demo test lint gpu-test bench fuzz clean
 
-$(STAMP): pyproject.toml $(PACKAGE_DIRS)
+$(STAMP): pyproject.toml $(PACKAGE_DIRS) fatbinkit/formats/_cubin.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[cuda,toolchain,triton,test]' --config-settings editable_mode=strict

@@ -53,11 +53,40 @@ def _scan(data: bytes, work: Path) -> None:
 
 
 def _cubin(data: bytes, work: Path) -> None:
-    from fatbinkit.formats.cubin import Cubin
+    from fatbinkit.formats import cubin as module
 
-    cubin = Cubin.from_bytes(data)
+    _walks_agree(data)
+    cubin = module.Cubin.from_bytes(data)
     json.dumps([f.to_dict() for f in cubin.functions])
     _ = (cubin.arch, cubin.toolkit, cubin.virtual_arch)
+
+
+def _walks_agree(data: bytes) -> None:
+    """Where the cubin walk in C accepts a cubin, the pure reader reads it the same (and does
+    not refuse it): tests/test_cubin_fast.py's property, on every mutant."""
+    from fatbinkit.formats import cubin as module
+
+    walk = module._compiled
+    if walk is None:
+        return
+    for mode, read in ((0, module.Cubin.from_bytes), (1, module.cubin_outline)):
+        if walk.walk(data, mode, module.KernelParam, module.CubinFunction) is None:
+            continue
+        fast = _outcome(read, data)
+        module._compiled = None
+        try:
+            pure = _outcome(read, data)
+        finally:
+            module._compiled = walk
+        assert fast == pure and repr(fast) == repr(pure), "the C walk and _Reader differ"
+
+
+def _outcome(read: Callable[[bytes], Any], data: bytes) -> Any:
+    """What ``read(data)`` returns, or the type and text of the error it raises."""
+    try:
+        return read(data)
+    except FatbinkitError as e:
+        return type(e), str(e)
 
 
 def _ptx(data: bytes, work: Path) -> None:

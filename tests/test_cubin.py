@@ -23,6 +23,9 @@ from fatbinkit.formats.cubin import Cubin, is_cubin
 from fatbinkit.formats.elf import sections
 from fatbinkit.formats.nvinfo import FMT_SVAL, NvInfoRecord, parse_records
 
+# every test here runs on both cubin readers: the C walk and the pure one (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cubin_reader")
+
 _COMMON_CONST_RE = re.compile(r"CONSTANT\[(\d+)\]")
 
 

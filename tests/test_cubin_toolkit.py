@@ -26,6 +26,9 @@ from fatbinkit.formats.cubin import ABI_V1, ABI_V2, Cubin, cubin_outline, cubin_
 from fatbinkit.formats.fatbin import EntryKind
 from fatbinkit.scan import scan
 
+# every test here runs on both cubin readers: the C walk and the pure one (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cubin_reader")
+
 # a module with variables and no kernels, and one with a kernel (PTX ISA 7.0: every ptxas here)
 VARIABLES_PTX = """.version 7.0
 .target sm_80

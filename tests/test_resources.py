@@ -20,6 +20,9 @@ import pytest
 from cudabuild import NVCC, need, res_usage, res_usage_blocks, run
 from thirdparty import CUPY13_RANDOM, CURAND13, fetch
 
+# every test here runs on both cubin readers: the C walk and the pure one (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cubin_reader")
+
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "json-schema.json").read_text())
 SPILL_SOURCE = Path(__file__).resolve().parent / "data" / "spill_kernels.cu"

@@ -10,13 +10,17 @@ writes are accepted.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
 import operator
+import os
 import re
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..errors import (
     FatbinkitError,
@@ -259,8 +263,15 @@ class Cubin:
     def from_bytes(cls, data: bytes | bytearray | memoryview) -> Cubin:
         """Parse a cubin; any malformation raises :class:`~fatbinkit.errors.FormatError`."""
         as_content(data, "Cubin.from_bytes()")
+        data = data if type(data) is bytes else bytes(data)
         try:
-            return _Reader(bytes(data)).cubin()
+            walked = _walked(data, _FUNCTIONS)
+            if walked is None:
+                return _Reader(data).cubin()
+            head, arch = walked.head, walked.arch
+            return cls(arch, head.abi_version, _virtual(arch, head, walked.vsm),
+                       _toolkit(walked.toolkit), head.type, head.flags, tuple(walked.items),
+                       walked.banks, walked.global_size, walked.compat)
         except FatbinkitError:
             raise
         except (struct.error, UnicodeDecodeError, IndexError, ValueError) as e:  # defence in depth
@@ -305,16 +316,21 @@ def cubin_outline(data: bytes | bytearray | memoryview) -> CubinOutline:
     (a cubin whose note records no toolkit is parsed in full, for its kernels' CUDA API
     version). Attribute records are not read, so a corrupt one is not reported here."""
     try:
-        reader = _Reader(bytes(data))
+        data = data if type(data) is bytes else bytes(data)
+        walked = _walked(data, _OUTLINE)
+        if walked is not None:
+            return CubinOutline(walked.arch, walked.head.abi_version, _toolkit(walked.toolkit),
+                                frozenset(walked.items), bool(walked.global_size or walked.banks))
+        reader = _Reader(data)
         arch = _arch(reader.head, reader.compat())
-        _virtual, tk = reader.virtual(arch)
+        _vsm, tk = reader.virtual(arch)
         if tk is None:
             c = Cubin.from_bytes(data)
             return CubinOutline(c.arch, c.abi_version, c.toolkit,
                                 frozenset(f.name for f in c.functions if f.entry),
                                 bool(c.global_size or c.constant))
         module_banks, _banks, global_size = reader.module_data()
-        return CubinOutline(arch, reader.abi_version, (tk // 10, tk % 10), reader.kernels(),
+        return CubinOutline(arch, reader.abi_version, _toolkit(tk), reader.kernels(),
                             bool(global_size or module_banks))
     except (struct.error, UnicodeDecodeError, IndexError, ValueError) as e:
         raise FormatError(f"malformed cubin: {e}") from e
@@ -401,6 +417,16 @@ def header_arch(head: elf.FileHeader) -> Arch | None:
     return _arch(head, ())
 
 
+def _virtual(arch: Arch, head: elf.FileHeader, vsm: int | None) -> Arch | None:
+    """The virtual arch (PTX target): ``.note.nv.cuinfo``'s virtual SM ``vsm`` where it names
+    one, else (ABI v1) the one ``e_flags`` keeps."""
+    if vsm is None or not 10 <= vsm <= 999:
+        if head.abi_version != ABI_V1 or (head.flags >> 16) & 0xFF < 10:
+            return None
+        vsm = (head.flags >> 16) & 0xFF
+    return Arch(vsm, arch.suffix if vsm == arch.number else "")
+
+
 def _header(data: bytes | bytearray | memoryview) -> elf.FileHeader:
     """The ELF header of a cubin: ELF64 little-endian, ``e_machine`` EM_CUDA."""
     head = elf.file_header(data)
@@ -425,6 +451,53 @@ def _arch(head: elf.FileHeader, compat: Sequence[NvInfoRecord]) -> Arch:
     if not 10 <= number <= 999:
         raise FormatError(f"cubin e_flags {flags:#x} name no valid SM ({number})", offset=0x30)
     return Arch(number, "a" if specific else "")
+
+
+# The per-function walk in C (fatbinkit/formats/_cubin.c), where the install could build it:
+# the same reading as _Reader for the cubins it covers, None for the others (and for anything
+# malformed), which _Reader then reads. tests/test_cubin_fast.py holds the two equal.
+# FATBINKIT_PURE_PYTHON=1 in the environment reads every cubin with _Reader alone.
+_compiled: ModuleType | None = None
+if not os.environ.get("FATBINKIT_PURE_PYTHON"):
+    with contextlib.suppress(ImportError):  # an install without a C compiler: _Reader alone
+        _compiled = importlib.import_module("._cubin", __package__)
+_FUNCTIONS, _OUTLINE = 0, 1  # what the walk makes: CubinFunctions, or entry kernel names
+
+
+class _Walked(NamedTuple):
+    """What the C walk read of a cubin: the ELF header and arch (``.nv.compat`` parsed here),
+    the virtual SM and toolkit as recorded, the functions (or entry kernel names), the module
+    constant banks and the size of its global variables."""
+
+    head: elf.FileHeader
+    arch: Arch
+    vsm: int | None
+    toolkit: int | None
+    items: list[Any]
+    banks: dict[int, int]
+    global_size: int
+    compat: tuple[NvInfoRecord, ...]
+
+
+def _walked(data: bytes, mode: int) -> _Walked | None:
+    """The C walk of ``data`` (``mode``: :data:`_FUNCTIONS` or :data:`_OUTLINE`), or None
+    where it is not built or leaves the cubin to :class:`_Reader`."""
+    if _compiled is None:
+        return None
+    got = _compiled.walk(data, mode, KernelParam, CubinFunction)
+    if got is None:
+        return None
+    _sm, vsm, tk, items, banks, global_size, sections = got
+    head = elf.FileHeader.unpack(data[: elf.FileHeader.FORMAT.size])
+    compat: tuple[NvInfoRecord, ...] = ()
+    for at, body in sections:  # as _Reader.compat: each is checked, the last one kept
+        compat = parse_records(body, base=at, compat=True)
+    return _Walked(head, _arch(head, compat), vsm, tk, items, banks, global_size, compat)
+
+
+def _toolkit(tk: int | None) -> tuple[int, int] | None:
+    """``(major, minor)`` of a toolkit recorded as ``major * 10 + minor``."""
+    return (tk // 10, tk % 10) if tk is not None else None
 
 
 # Fields of a raw section header tuple (elf.section_table) that the reader uses.
@@ -707,17 +780,8 @@ class _Reader:
         """The virtual arch (PTX target) and the toolkit (``major * 10 + minor``) if recorded
         (:meth:`toolkit`)."""
         info = self.cuinfo()
-        virtual = None
-        tk: int | None = None
-        if info is not None:
-            vsm, tk = info
-            if 10 <= vsm <= 999:
-                virtual = Arch(vsm, arch.suffix if vsm == arch.number else "")
-        tk = self.toolkit(tk)
-        if virtual is None and self.abi_version == ABI_V1 and (self.e_flags >> 16) & 0xFF >= 10:
-            vsm = (self.e_flags >> 16) & 0xFF  # ABI v1 keeps the virtual SM in e_flags too
-            virtual = Arch(vsm, arch.suffix if vsm == arch.number else "")
-        return virtual, tk
+        vsm, tk = info if info is not None else (None, None)
+        return _virtual(arch, self.head, vsm), self.toolkit(tk)
 
     def kernels(self) -> frozenset[str]:
         """The names of the entry functions (what :attr:`CubinFunction.entry` marks)."""
@@ -772,8 +836,7 @@ class _Reader:
             tk = next((f.cuda_api_version for f in functions if f.cuda_api_version), None)
             if tk is not None and tk >= _ANNOTATED_SINCE:  # a bare ptxas's cubin: spills too
                 functions = build(tk)
-        toolkit = (tk // 10, tk % 10) if tk is not None else None
-        return Cubin(arch, self.abi_version, virtual, toolkit, self.head.type, self.e_flags,
+        return Cubin(arch, self.abi_version, virtual, _toolkit(tk), self.head.type, self.e_flags,
                      tuple(functions), module_banks, global_size, compat)
 
     def function(
