@@ -1,7 +1,9 @@
 """Speed at the limit (issue 32), side by side in one run: fatbinkit against the tool a user would
 otherwise run (cuobjdump), and this checkout against ``--baseline`` (a git worktree of the commit
 before the work; default 79c2914), with ratios, and the profile of the per-function resource path
-before and after.
+before and after. Each fatbinkit command runs with the cubin walk in C
+(``fatbinkit/formats/_cubin.c``) and with the pure-Python reader alone
+(``FATBINKIT_PURE_PYTHON=1``, what an install without a compiler reads with).
 
 - **resources**: ``cuobjdump -res-usage`` against ``fatbinkit ls --resources`` (text and
   ``--json``) of libtorch_cuda.so (torch 2.14.1, 144,640 functions);
@@ -93,12 +95,17 @@ def bench(cuobjdump: str, old: Path, baseline: str, runs: int, libs: dict[str, P
     out = tmp / "out"
 
     def both(label: str, argv: list[str], versus: Figure | None, note: str = "") -> Figure:
-        """``argv`` with this checkout and with the baseline; the rows of both."""
+        """``argv`` with this checkout (with the cubin walk in C, and with the pure-Python
+        reader alone) and with the baseline; the rows of each."""
         now = measure(sh(*argv, out=out), runs, ROOT)
+        pure = measure(["env", "FATBINKIT_PURE_PYTHON=1", *sh(*argv, out=out)], runs, ROOT)
         then = measure(sh(*argv, out=out), runs, old)
         rows.append((label, str(now), "; ".join(
             ([f"{ratio(now, versus)} than cuobjdump"] if versus else [])
             + ([note] if note else []))))
+        rows.append((f"{label}, pure-Python reader (FATBINKIT_PURE_PYTHON=1)", str(pure),
+                     "; ".join(([f"{ratio(pure, versus)} than cuobjdump"] if versus else [])
+                               + [f"the C walk {ratio(now, pure)}"])))
         rows.append((f"{label} at {baseline}", str(then), "; ".join(
             ([f"{ratio(then, versus)} than cuobjdump"] if versus else [])
             + [f"now {ratio(now, then)}"])))
@@ -154,12 +161,13 @@ def largest_container(lib: Path) -> int:
     return max(sizes.values())
 
 
-def profile(lib: Path, tree: Path, top: int = 14) -> list[str]:
+def profile(lib: Path, tree: Path, top: int = 14, pure: bool = False) -> list[str]:
     """pstats' top ``top`` functions by own time of the resource path in ``tree``'s
-    fatbinkit."""
+    fatbinkit (``pure``: with the pure-Python cubin reader alone)."""
     out = subprocess.run(
         [sys.executable, "-c", PROFILE, str(lib), str(tree / "fatbinkit"), str(top)],
-        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree), "FATBINKIT_JOBS": "1"},
+        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree), "FATBINKIT_JOBS": "1",
+                       "FATBINKIT_PURE_PYTHON": "1" if pure else ""},
         capture_output=True, text=True, check=True).stdout
     out = re.sub(re.escape(str(tree) + os.sep), "", out)
     out = re.sub(r"\S*/lib/python3\.\d+/", "", out)
@@ -193,6 +201,7 @@ def main() -> int:
             rows = bench(cuobjdump, old, args.baseline, args.runs, libs, Path(t))
             before = profile(libs[TORCH], old)
             after = profile(libs[TORCH], ROOT)
+            after_pure = profile(libs[TORCH], ROOT, pure=True)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
                            check=False)
@@ -220,9 +229,13 @@ def main() -> int:
         "",
         *before,
         "",
-        f"## The same at {commit.strip()} (after)",
+        f"## The same at {commit.strip()} (after), with the cubin walk in C",
         "",
         *after,
+        "",
+        f"## The same at {commit.strip()}, with the pure-Python reader alone",
+        "",
+        *after_pure,
         "",
     ]
     print("\n".join(lines))
