@@ -49,7 +49,8 @@ from fatbinkit.slim import SlimReport, prune, recompress
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = sorted([m.name for m in pkgutil.iter_modules(fatbinkit.__path__)
                   if not m.name.startswith("_") and m.name not in ("cli", "formats")]
-                 + [f"formats.{m.name}" for m in pkgutil.iter_modules(fatbinkit.formats.__path__)]
+                 + [f"formats.{m.name}" for m in pkgutil.iter_modules(fatbinkit.formats.__path__)
+                    if not m.name.startswith("_")]  # _cubin: the C walk behind cubin.py
                  + [m.name.removeprefix("fatbinkit.") for m in pkgutil.walk_packages(
                      fatbinkit.vendors.__path__, "fatbinkit.vendors.")])
 
