@@ -82,7 +82,9 @@ def test_a_cuda_version_driver_is_not_enough_under_11_0() -> None:
 
 # (CUDA version, Linux GA minimum, Windows GA minimum or None): Table 3's GA rows.
 TABLE_3 = [((11, 0), "450.51.05", "451.48"), ((12, 4), "550.54.14", "551.61"),
-           ((13, 0), "580.65.06", None)]
+           ((13, 0), "580.65.06", None),
+           # NVIDIA's redistrib_13.3.0.json, cuda_compat (docs/research/issue32-future-arch.md)
+           ((13, 3), "610.43.02", None)]
 
 
 @pytest.mark.parametrize("cuda, linux, windows", TABLE_3, ids=[f"{a}.{b}" for (a, b), _, _ in
@@ -221,3 +223,18 @@ def test_the_minimum_of_equal_cuda_versions_takes_the_higher_driver_of_each_os()
     for order in ([ga, compat], [compat, ga]):
         best = highest_release(order)
         assert best is not None and best.windows == "528.33"
+
+
+def test_a_cuda_13_3_driver_and_floor() -> None:
+    """CUDA 13.3's driver (610.43.02, NVIDIA's 13.3.0 manifest): a 610 driver is CUDA 13.3, a
+    595 one still 13.2, and a 615 driver (13.4's branch, no number found) is newer than the
+    table: refused, with the advice to give the CUDA version."""
+    from fatbinkit.errors import InvalidArgumentError
+    from fatbinkit.vendors.cuda.driver import cuda_for_driver
+
+    assert cuda_for_driver("610.57.04") == (13, 3)
+    assert cuda_for_driver("595.45.04") == (13, 2)
+    with pytest.raises(InvalidArgumentError):
+        cuda_for_driver("615.20")
+    rel = release_for((13, 3))
+    assert rel is not None and rel.linux == "610.43.02"

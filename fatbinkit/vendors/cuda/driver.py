@@ -130,7 +130,13 @@ def drivers_text(release: Release, host: str | None, noun: str = " driver") -> s
 # column reads "N/A": the toolkit no longer bundles a Windows driver and NVIDIA publishes no
 # Windows minimum for 13.x (nor does the CUDA Compatibility guide, whose Table 1 gives ">= 580"
 # for 13.x without an OS), so it is None here ("not published"). The rows before 11.0 serve the
-# CUDA 7-10 era's binaries.
+# CUDA 7-10 era's binaries. CUDA 13.3 (610.43.02): its notes' Table 3 was not readable here
+# (docs/research/issue32-future-arch.md); the number is NVIDIA's redistributable manifest for
+# 13.3.0 (redistrib_13.3.0.json: cuda_compat, the driver cut for the toolkit, 610.43.02; the same
+# field gives 13.2.0's 595.45.04, Table 3's 13.2 row), which public quotes of 13.3's Table 3
+# ("CUDA 13.3 GA >=610.43.02", Update 1 the same) agree with. CUDA 13.4 ships no Linux driver
+# (its manifest has no cuda_compat; the developer preview's notes: "CUDA drivers ... are not
+# included") and no 13.4/13.5 number was found: the table ends at 13.3.
 RELEASES: tuple[Release, ...] = (
     Release((7, 0), "346.46", "347.62"), Release((7, 5), "352.31", "353.66"),
     Release((8, 0), "367.48", "369.30"), Release((9, 0), "384.81", "385.54"),
@@ -147,7 +153,7 @@ RELEASES: tuple[Release, ...] = (
     Release((12, 5), "555.42.02", "555.85"), Release((12, 6), "560.28.03", "560.76"),
     Release((12, 8), "570.26", "570.65"), Release((12, 9), "575.51.03", "576.02"),
     Release((13, 0), "580.65.06", None), Release((13, 1), "590.44.01", None),
-    Release((13, 2), "595.45.04", None),
+    Release((13, 2), "595.45.04", None), Release((13, 3), "610.43.02", None),
 )
 
 # CUDA Compatibility guide, "Minor Version Compatibility" (docs.nvidia.com/deploy/cuda-
