@@ -113,9 +113,14 @@ class KernelImage:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"library": self.library, "kernel": self.kernel, "arch": self.arch,
-                "kind": self.kind, "instance": self.instance, "module": self.module,
-                "entry": self.entry, **self.values()}
+        out = {"library": self.library, "kernel": self.kernel, "arch": self.arch,
+               "kind": self.kind, "instance": self.instance, "module": self.module,
+               "entry": self.entry, "registers": self.registers, "stack": self.stack,
+               "spill_stores": self.spill_stores, "spill_loads": self.spill_loads,
+               "shared": self.shared, "local": self.local, "size": self.size}  # FIELDS' order
+        if self.constant:  # then the banks, as values() gives them
+            out.update({f"constant[{bank}]": size for bank, size in sorted(self.constant.items())})
+        return out
 
     def __str__(self) -> str:
         if self.kind == "ptx":
@@ -923,12 +928,14 @@ class Diff:
                 yield (f"  {'!' if c.regression else ' '} {c.field:<13} {_cell(c.old):>8} "
                        f"{_cell(c.new):>8} {delta:>8}  {c.arch:<12} {show(c.kernel)}"
                        + (f" [{c.library}]" if len(self.libraries) > 1 else ""))
+        kinds: dict[str, str] = {}  # KernelImage.kind by arch: 10^5 kernels, a few archs
         for title, kept in (("added", self.added), ("removed", self.removed)):
             if kept:
                 yield f"{title}:"
                 for k in sorted(kept, key=lambda k: (k.library, k.kernel, k.arch)):
                     lost = " (arch lost)" if title == "removed" and self.is_lost_arch(k) else ""
-                    figures = "" if k.kind == "ptx" else f"  {k.registers} registers"
+                    kind = kinds.get(k.arch) or kinds.setdefault(k.arch, k.kind)
+                    figures = "" if kind == "ptx" else f"  {k.registers} registers"
                     yield (f"  {'!' if lost else ' '} {k.arch:<12} {show(k.kernel)}{figures}"
                            f"{lost}" + (f" [{k.library}]" if len(self.libraries) > 1 else ""))
 
@@ -965,7 +972,8 @@ def diff(old: Snapshot, new: Snapshot) -> Diff:
                 removed.append(_kernel(name, key, row, context))
                 if _entry(row, context):
                     if still is None:
-                        still = {n for (n, _, _), (r, c) in after.items() if _entry(r, c)}
+                        still = {n for (n, _, _), (r, c) in after.items()
+                                 if (r[1] if type(c) is not tuple or c[1] else True)}  # _entry
                         present = {(n, a) for n, a, _ in after}
                     if key[0] in still and (key[0], key[1]) not in present:
                         lost.add((name, key[0], key[1]))
