@@ -358,6 +358,29 @@ def _entry(row: _Row, context: Any) -> bool:
     return bool(row[1]) if type(context) is not tuple or context[1] else True
 
 
+def _resources(lib: Library) -> Iterator[tuple[str, str, int | None, int | None, int | None]]:
+    """``(kernel, arch, registers, spill_stores, spill_loads)`` of each of ``lib``'s kernels
+    whose kind has resources (the vendor's ``function_kinds``: CUDA's SASS), in file order, as
+    :attr:`Library.kernels` holds them, without making them (``gate``'s absolute rules)."""
+    rows: _Rows | None = lib.__dict__.get("_rows")
+    if rows is None:
+        for k in lib.kernels:
+            if k.kind in vendors.of_target(k.arch).function_kinds:
+                yield k.kernel, k.arch, k.registers, k.spill_stores, k.spill_loads
+        return
+    judged: dict[str, bool] = {}
+    for arch, _, native, image in rows.images:
+        if arch not in judged:
+            judged[arch] = vendors.target_kind(arch) in vendors.of_target(arch).function_kinds
+        if not judged[arch]:
+            continue
+        for row in image:
+            if native:
+                yield row[0], arch, row[2], row[7], row[8]
+            else:
+                yield row[0], arch, None, None, None
+
+
 def _count_kernels(lib: Library) -> int:
     """``len(lib.kernels)``, without making them."""
     rows = lib.__dict__.get("_rows")

@@ -64,6 +64,11 @@ def test_rows_and_kernel_images_diff_alike(pair: tuple[Path, Path]) -> None:
     (lib,) = new.libraries
     assert lib.kernels == _as_kernel_images(new).libraries[0].kernels
     assert lib.kernels is lib.kernels
+    # gate's absolute rules read the same figures from the rows as from the kernels (SASS only)
+    sass = [(k.kernel, k.arch, k.registers, k.spill_stores, k.spill_loads) for k in lib.kernels
+            if k.arch.startswith("sm_")]
+    assert sass and list(fd._resources(lib)) == sass
+    assert list(fd._resources(_as_kernel_images(new).libraries[0])) == sass
     assert len(lib.kernels) == fd._count_kernels(lib) and f"kernels={len(lib.kernels)}" in repr(lib)
 
 
