@@ -539,7 +539,8 @@ def read_library(binary: Binary, name: str,
                 if d in known:
                     digests[i] = d
                 else:
-                    hashed[id(it.code)] = d  # the worker, forked, sees the same object
+                    hashed[id(it.code)] = d  # a worker, forked, sees the same object (read
+                    # holds every code alive: no other object takes its id meanwhile)
 
     def record(code: DeviceCode) -> _Read:  # in a worker: the image read, as _Read
         image, rows = _outline(code)
