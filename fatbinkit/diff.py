@@ -21,7 +21,6 @@ per-arch facts; :meth:`Diff.filter` narrows it by arch, kernel and to regression
 from __future__ import annotations
 
 import hashlib
-import operator
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -72,6 +71,10 @@ WORSE_WHEN_HIGHER = ("registers", "stack", "spill_stores", "spill_loads", "share
 _VERDICT_RANK = {"native": 3, "jit": 2, "partial": 1, "none": 0}
 COLUMNS = ["kernel", "arch", "instance", "module", "entry", *FIELDS, "constant"]  # snapshot rows
 _Outline = tuple["ImageInfo", list[tuple[Any, ...]]]  # an image read, and its functions
+# an image read for a Library (Library.read, by digest): its digest, ImageInfo, functions (the
+# rows of Vendor.profile), driver floor (None: newer than the tables) and entry kernel names
+_Read = tuple[bytes, "ImageInfo", list[tuple[Any, ...]], "tuple[int, int] | None",
+              frozenset[str]]
 
 
 @dataclass(frozen=True)
@@ -110,9 +113,14 @@ class KernelImage:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"library": self.library, "kernel": self.kernel, "arch": self.arch,
-                "kind": self.kind, "instance": self.instance, "module": self.module,
-                "entry": self.entry, **self.values()}
+        out = {"library": self.library, "kernel": self.kernel, "arch": self.arch,
+               "kind": self.kind, "instance": self.instance, "module": self.module,
+               "entry": self.entry, "registers": self.registers, "stack": self.stack,
+               "spill_stores": self.spill_stores, "spill_loads": self.spill_loads,
+               "shared": self.shared, "local": self.local, "size": self.size}  # FIELDS' order
+        if self.constant:  # then the banks, as values() gives them
+            out.update({f"constant[{bank}]": size for bank, size in sorted(self.constant.items())})
+        return out
 
     def __str__(self) -> str:
         if self.kind == "ptx":
@@ -183,7 +191,11 @@ class ModuleArchs:
 
 @dataclass(frozen=True)
 class Library:
-    """What one binary of a snapshot holds (``name``: its path inside the input)."""
+    """What one binary of a snapshot holds (``name``: its path inside the input).
+
+    ``kernels`` read by :func:`read_library` are kept as the workers' rows until asked for
+    (:class:`_Rows`): :func:`diff` compares the rows and makes :class:`KernelImage` objects only
+    for the kernels it reports; the first read of ``kernels`` makes them all, once."""
 
     name: str
     kernels: tuple[KernelImage, ...]
@@ -191,7 +203,7 @@ class Library:
     modules: tuple[ModuleArchs, ...]
     devices: tuple[DeviceSummary, ...]
     # what each image read gave, by _digest: for snapshot(like=); not compared, not stored
-    read: Mapping[bytes, _Outline] = field(default_factory=dict, compare=False, repr=False)
+    read: Mapping[bytes, _Read] = field(default_factory=dict, compare=False, repr=False)
     # the modules as the driver sees them (fatbinkit.compat): for gate --require-arch; ditto
     sets: tuple[ImageSet, ...] = field(default=(), compare=False, repr=False)
 
@@ -200,15 +212,15 @@ class Library:
 
     def __repr__(self) -> str:
         """Counts, not contents (cuBLAS has 10^5 kernel images)."""
-        return (f"Library(name={_short(self.name)!r}, kernels={len(self.kernels)}, "
+        return (f"Library(name={_short(self.name)!r}, kernels={_count_kernels(self)}, "
                 f"archs={len(self.archs)}, modules={len(self.modules)}, "
                 f"devices={len(self.devices)})")
 
     def __str__(self) -> str:
         """``libfoo.so: 12 kernel images in 3 modules; sm_80, sm_90, compute_90``."""
         archs = ", ".join(a.arch for a in self.archs)
-        return (f"{self.name}: {len(self.kernels)} kernel images in {len(self.modules)} modules; "
-                f"{archs or 'no images'}")
+        return (f"{self.name}: {_count_kernels(self)} kernel images in {len(self.modules)} "
+                f"modules; {archs or 'no images'}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -254,6 +266,149 @@ class Library:
                                       _count(d["jit"]), _count(d["none"]),
                                       tuple(map(_arch, d["images"]))) for d in doc["devices"])
         return cls(name, tuple(kernels), archs, modules, devices)
+
+
+# A kernel as diff() compares it: the key (mangled name, arch, instance) to (row, context).
+# The row is what a worker sent, Vendor.profile's (name, entry, registers, stack, shared, local,
+# constant banks as (bank, size) pairs, spill stores, spill loads, size) for native code or
+# (name, True) for the rest; the context is (module, native) for a row, or the KernelImage a
+# row was made from (a Library built from KernelImage objects: from_dict, or a caller's).
+_Row = tuple[Any, ...]
+_Keyed = dict[tuple[str, str, int], tuple[_Row, Any]]
+_NO_FIGURES: _Row = (None, None, None, None, (), None, None, None)  # a PTX kernel's, as a row's
+
+
+class _Rows:
+    """A library's kernel images as the workers sent them, image by image: ``(arch, module,
+    native, rows)``. ``Library.kernels`` makes the :class:`KernelImage` objects from them on
+    first use (10^5 of them take a second); :func:`diff` reads them in place (:meth:`keyed`)."""
+
+    __slots__ = ("count", "images")
+
+    def __init__(self, images: list[tuple[str, int, bool, list[_Row]]]) -> None:
+        self.images = images
+        self.count = sum(len(rows) for *_, rows in images)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return self.images, self.count
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.images, self.count = state
+
+    def keyed(self) -> _Keyed:
+        """Every kernel by (name, arch, instance), in file order: ``instance`` counts the
+        earlier kernels of that name and arch (as :func:`read_library` always numbered them)."""
+        out: _Keyed = {}
+        again: dict[tuple[str, str], int] = {}
+        for arch, module, native, rows in self.images:
+            context = (module, native)
+            for row in rows:
+                key = (row[0], arch, 0)
+                if key in out:  # a name seen before for this arch: the next instance
+                    n = again[row[0], arch] = again.get((row[0], arch), 0) + 1
+                    key = (row[0], arch, n)
+                out[key] = (row, context)
+        return out
+
+    def kernels(self, library: str) -> tuple[KernelImage, ...]:
+        return tuple(_kernel(library, key, row, context)
+                     for key, (row, context) in self.keyed().items())
+
+
+def _kernel(library: str, key: tuple[str, str, int], row: _Row, context: Any) -> KernelImage:
+    """The :class:`KernelImage` of one keyed kernel (:data:`_Keyed`) in ``library``."""
+    if isinstance(context, KernelImage):
+        return context if context.library == library else replace(context, library=library)
+    kernel, arch, instance = key
+    module, native = context
+    # made as cubin.py makes its functions (no frozen __init__): a library has 10^5
+    k: KernelImage = object.__new__(KernelImage)
+    if native:
+        _, entry, registers, stack, shared, local, constant, stores, loads, size = row
+        k.__dict__.update(library=library, kernel=kernel, arch=arch, instance=instance,
+                          module=module, entry=entry, registers=registers, stack=stack,
+                          spill_stores=stores, spill_loads=loads, shared=shared, local=local,
+                          size=size, constant=dict(constant))
+    else:
+        k.__dict__.update(library=library, kernel=kernel, arch=arch, instance=instance,
+                          module=module, entry=True, registers=None, stack=None,
+                          spill_stores=None, spill_loads=None, shared=None, local=None,
+                          size=None, constant={})
+    return k
+
+
+def _keyed(lib: Library) -> _Keyed:
+    """``lib``'s kernels by (name, arch, instance): its rows as read, or rows made from its
+    :class:`KernelImage` objects (the last of two with one key, as a dict of them keeps)."""
+    rows = lib.__dict__.get("_rows")
+    if rows is not None:
+        return rows.keyed()  # type: ignore[no-any-return]
+    return {(k.kernel, k.arch, k.instance): ((k.kernel, k.entry, k.registers, k.stack, k.shared,
+                                              k.local, tuple(k.constant.items()),
+                                              k.spill_stores, k.spill_loads, k.size), k)
+            for k in lib.kernels}
+
+
+def _figures(row: _Row, context: Any) -> _Row:
+    """What :func:`diff` compares of a keyed kernel: its row from ``registers`` on."""
+    return row[2:] if type(context) is not tuple or context[1] else _NO_FIGURES
+
+
+def _entry(row: _Row, context: Any) -> bool:
+    return bool(row[1]) if type(context) is not tuple or context[1] else True
+
+
+def _resources(lib: Library) -> Iterator[tuple[str, str, int | None, int | None, int | None]]:
+    """``(kernel, arch, registers, spill_stores, spill_loads)`` of each of ``lib``'s kernels
+    whose kind has resources (the vendor's ``function_kinds``: CUDA's SASS), in file order, as
+    :attr:`Library.kernels` holds them, without making them (``gate``'s absolute rules)."""
+    rows: _Rows | None = lib.__dict__.get("_rows")
+    if rows is None:
+        for k in lib.kernels:
+            if k.kind in vendors.of_target(k.arch).function_kinds:
+                yield k.kernel, k.arch, k.registers, k.spill_stores, k.spill_loads
+        return
+    judged: dict[str, bool] = {}
+    for arch, _, native, image in rows.images:
+        if arch not in judged:
+            judged[arch] = vendors.target_kind(arch) in vendors.of_target(arch).function_kinds
+        if not judged[arch]:
+            continue
+        for row in image:
+            if native:
+                yield row[0], arch, row[2], row[7], row[8]
+            else:
+                yield row[0], arch, None, None, None
+
+
+def _count_kernels(lib: Library) -> int:
+    """``len(lib.kernels)``, without making them."""
+    rows = lib.__dict__.get("_rows")
+    return rows.count if rows is not None else len(lib.kernels)
+
+
+def _get_kernels(self: Library) -> tuple[KernelImage, ...]:
+    made: tuple[KernelImage, ...] | None = self.__dict__.get("kernels")
+    if made is None:  # made once (two threads at once may both make them: equal tuples)
+        made = self.__dict__["kernels"] = self.__dict__["_rows"].kernels(self.name)
+    return made
+
+
+def _set_kernels(self: Library, value: tuple[KernelImage, ...] | _Rows) -> None:
+    """Set by the dataclass ``__init__`` only (the class is frozen): a :class:`_Rows` (from
+    :func:`read_library`) is kept as it is, made into KernelImage objects when first read."""
+    if isinstance(value, _Rows):
+        self.__dict__["_rows"] = value
+        self.__dict__.pop("kernels", None)
+    else:
+        self.__dict__["kernels"] = value
+        self.__dict__.pop("_rows", None)
+
+
+# Library.kernels stays a dataclass field (init, eq, hash, replace, asdict read it through this)
+Library.kernels = property(  # type: ignore[assignment]
+    _get_kernels, _set_kernels, doc="""Every function of every image of the library, as
+    :class:`KernelImage` objects, in file order.""")
 
 
 def _text(value: object) -> str:
@@ -309,12 +464,12 @@ class Snapshot:
             raise FormatError(f"{where}: malformed snapshot: {type(e).__name__}: {e}") from e
 
     def __str__(self) -> str:
-        n = sum(len(lib.kernels) for lib in self.libraries)
+        n = sum(map(_count_kernels, self.libraries))
         return f"{self.source}: {len(self.libraries)} libraries, {n} kernel images"
 
     def __repr__(self) -> str:
         """Counts, not contents."""
-        n = sum(len(lib.kernels) for lib in self.libraries)
+        n = sum(map(_count_kernels, self.libraries))
         return (f"Snapshot(source={_short(self.source)!r}, libraries={len(self.libraries)}, "
                 f"kernels={n})")
 
@@ -361,7 +516,7 @@ def snapshot(source: str | os.PathLike[str], *,
 
 def read_library(binary: Binary, name: str,
                  max_decompressed: int | DecompressionBudget | None = None,
-                 known: Mapping[bytes, _Outline] | None = None, *,
+                 known: Mapping[bytes, _Read] | None = None, *,
                  jobs: int | None = None) -> Library:
     """One binary's :class:`Library`: every SASS and PTX image read on ``jobs`` processes, but
     those whose digest (:func:`_digest`) is in ``known``; ``max_decompressed`` as
@@ -369,62 +524,72 @@ def read_library(binary: Binary, name: str,
     from .imagesets import ImageSet, input_host, module_label
 
     read = [it for it in binary.select() if it.kind in vendors.of(it.code).loadable]
-    digests = [_digest(it.code) for it in read]
-    todo = [it for it, d in zip(read, digests, strict=True) if not known or d not in known]
-    found = iter(binary.map(_outline, todo, max_decompressed=max_decompressed, jobs=jobs,
-                            desc="reading images"))
-    outlines = [known[d] if known and d in known else next(found) for d in digests]
     source = binary.data if binary.data is not None else binary.path
     host = None if source is None else input_host(source)  # whose driver numbers apply
-    summary = binary.summary()
-    # per module (member, section or symbol, container; a bare image by its index): its index,
-    # entry kernels, SASS and PTX archs, images
-    modules: dict[tuple[str, str, int, int],
-                  tuple[int, set[str], set[str], set[str], str, list[ImageInfo]]] = {}
-    counters: dict[tuple[str, str], int] = {}
-    kernels: list[KernelImage] = []
-    toolkits: dict[tuple[str, str], set[tuple[int, int]]] = {}
-    owner: dict[tuple[str, str], vendors.Vendor] = {}
-    needs: dict[tuple[str, str], list[tuple[int, int] | None]] = {}
-    new = object.__new__
-    for i, (it, (image, rows)) in enumerate(zip(read, outlines, strict=True)):
-        c = it.code
-        key = (c.member, c.source, c.container, i if c.container < 0 else -1)
-        module, names, sass, ptx, _, images = modules.setdefault(
-            key, (len(modules), set(), set(), set(), c.vendor, []))
-        if image.offset != c.offset or image.host != host:  # known from the other side:
-            image = replace(image, label=f"entry at {c.offset:#x}", offset=c.offset, host=host)
-        images.append(image)
-        arch, is_sass = it.arch, it.kind in vendors.of(c).function_kinds  # native code
-        (sass if is_sass else ptx).add(arch)
-        for row in rows:
-            kname, entry = row[0], row[1]
-            if entry:
-                names.add(kname)
-            n = counters[kname, arch] = counters.get((kname, arch), -1) + 1
-            # made as cubin.py makes its functions (no frozen __init__): a library has 10^5
-            k = new(KernelImage)
-            if is_sass:
-                _, _, registers, stack, shared, local, constant, stores, loads, size = row
-                k.__dict__.update(library=name, kernel=kname, arch=arch, instance=n,
-                                  module=module, entry=entry, registers=registers, stack=stack,
-                                  spill_stores=stores, spill_loads=loads, shared=shared,
-                                  local=local, size=size, constant=dict(constant))
-            else:
-                k.__dict__.update(library=name, kernel=kname, arch=arch, instance=n,
-                                  module=module, entry=True, registers=None, stack=None,
-                                  spill_stores=None, spill_loads=None, shared=None, local=None,
-                                  size=None, constant={})
-            kernels.append(k)
-        vendor = owner[it.kind, it.arch] = vendors.of(c)
-        floors, _ = vendor.floors(image)
-        if image.toolkit is not None:
-            toolkits.setdefault((it.kind, it.arch), set()).add(image.toolkit)
+    # the images known from the other side, found by digest; the digest of the payload is
+    # taken here only for those whose header is a known one's (the workers take the others')
+    digests: list[bytes | None] = [None] * len(read)
+    hashed: dict[int, bytes] = {}  # id(code) -> the digest taken here of an image still to read
+    if known:
+        heads = {d[:_HEAD] for d in known}
+        for i, it in enumerate(read):
+            head = _head(it.code)
+            if head in heads:
+                d = head + _payload(it.code)
+                if d in known:
+                    digests[i] = d
+                else:
+                    hashed[id(it.code)] = d  # a worker, forked, sees the same object (read
+                    # holds every code alive: no other object takes its id meanwhile)
+
+    def record(code: DeviceCode) -> _Read:  # in a worker: the image read, as _Read
+        image, rows = _outline(code)
+        if image.host != host:
+            image = replace(image, host=host)
+        floors, _ = vendors.of(code).floors(image)
         # None: a floor newer than the tables; (0, 0): no floor recorded (any driver that
         # drives the GPU)
         need = (0, 0) if not floors else None if any(f.need is None for f in floors) else \
             max(f.need for f in floors if f.need is not None)
+        digest = hashed.get(id(code)) or _digest(code)
+        return digest, image, rows, need, frozenset(r[0] for r in rows if r[1])
+
+    todo = [it for it, d in zip(read, digests, strict=True) if d is None]
+    found = binary.imap(record, todo, max_decompressed=max_decompressed, jobs=jobs,
+                        desc="reading images")
+    summary = None  # header only: made while the workers read (once the first image is back)
+    # per module (member, section or symbol, container; a bare image by its index): its index,
+    # entry kernels, SASS and PTX archs, images
+    modules: dict[tuple[str, str, int, int],
+                  tuple[int, set[str], set[str], set[str], str, list[ImageInfo]]] = {}
+    images: list[tuple[str, int, bool, list[_Row]]] = []
+    toolkits: dict[tuple[str, str], set[tuple[int, int]]] = {}
+    owner: dict[tuple[str, str], vendors.Vendor] = {}
+    needs: dict[tuple[str, str], list[tuple[int, int] | None]] = {}
+    got: dict[bytes, _Read] = {}
+    for i, (it, known_as) in enumerate(zip(read, digests, strict=True)):
+        c = it.code
+        one = next(found) if known_as is None else known[known_as]  # type: ignore[index]
+        if summary is None and known_as is None:
+            summary = binary.summary()
+        got[one[0]] = one
+        _, image, rows, need, entries = one
+        key = (c.member, c.source, c.container, i if c.container < 0 else -1)
+        module, names, sass, ptx, _, kept = modules.setdefault(
+            key, (len(modules), set(), set(), set(), c.vendor, []))
+        if image.offset != c.offset or image.host != host:  # known from the other side:
+            image = replace(image, label=f"entry at {c.offset:#x}", offset=c.offset, host=host)
+        kept.append(image)
+        arch, native = it.arch, it.kind in vendors.of(c).function_kinds  # native code
+        (sass if native else ptx).add(arch)
+        names |= entries
+        images.append((arch, module, native, rows))
+        owner[it.kind, it.arch] = vendors.of(c)
+        if image.toolkit is not None:
+            toolkits.setdefault((it.kind, it.arch), set()).add(image.toolkit)
         needs.setdefault((it.kind, it.arch), []).append(need)
+    if summary is None:
+        summary = binary.summary()
     archs = []
     for s in summary.archs:
         if (s.kind, s.arch) not in needs:
@@ -436,23 +601,36 @@ def read_library(binary: Binary, name: str,
             tuple(owner[s.kind, s.arch].toolkit_name(tk)
                   for tk in sorted(toolkits.get((s.kind, s.arch), ()))),
             None if top is None or top == (0, 0) else f"{top[0]}.{top[1]}"))
-    return Library(name, tuple(kernels), tuple(archs),
+    return Library(name, _Rows(images), tuple(archs),  # type: ignore[arg-type]
                    tuple(ModuleArchs(i, tuple(sorted(n)), tuple(sorted(s)), tuple(sorted(p)))
                          for i, n, s, p, _, _ in modules.values()),
-                   summary.devices, dict(zip(digests, outlines, strict=True)),
+                   summary.devices, got,
                    (*(ImageSet(module_label(src, c, member), tuple(found), raw=c < 0,
                                    source=src, container=c if c >= 0 else None, vendor=vendor)
                       for (member, src, c, _), (*_, vendor, found) in modules.items()),
                     *(ImageSet.of_entryless(c) for c in binary.entryless)))
 
 
+_HEAD = 16  # the bytes of a digest that hash the vendor's record of the image (its header)
+
+
+def _head(code: DeviceCode) -> bytes:
+    """The first part of an image's digest: the vendor's record of it (CUDA: the entry header:
+    kind, arch, flags, sizes), hashed."""
+    return hashlib.blake2b(vendors.of(code).fingerprint(code), digest_size=_HEAD).digest()
+
+
+def _payload(code: DeviceCode) -> bytes:
+    """The second part: a BLAKE2b digest of the stored payload (0.4 s for libtorch_cuda.so's
+    296 MiB; inflating and parsing them takes 10 s)."""
+    return hashlib.blake2b(code.view, digest_size=20).digest()
+
+
 def _digest(code: DeviceCode) -> bytes:
     """What makes two images the same for :func:`read_library`: the vendor's record of it
-    (CUDA: the entry header: kind, arch, flags, sizes) and a BLAKE2b digest of the stored
-    payload (0.4 s for libtorch_cuda.so's 296 MiB; inflating and parsing them takes 10 s)."""
-    h = hashlib.blake2b(code.view, digest_size=20)
-    h.update(vendors.of(code).fingerprint(code))
-    return h.digest()
+    (:func:`_head`) and the stored payload (:func:`_payload`). Only images whose heads match
+    a known one's have their payloads hashed in the calling process."""
+    return _head(code) + _payload(code)
 
 
 def _outline(code: DeviceCode) -> _Outline:
@@ -774,12 +952,14 @@ class Diff:
                 yield (f"  {'!' if c.regression else ' '} {c.field:<13} {_cell(c.old):>8} "
                        f"{_cell(c.new):>8} {delta:>8}  {c.arch:<12} {show(c.kernel)}"
                        + (f" [{c.library}]" if len(self.libraries) > 1 else ""))
+        kinds: dict[str, str] = {}  # KernelImage.kind by arch: 10^5 kernels, a few archs
         for title, kept in (("added", self.added), ("removed", self.removed)):
             if kept:
                 yield f"{title}:"
                 for k in sorted(kept, key=lambda k: (k.library, k.kernel, k.arch)):
                     lost = " (arch lost)" if title == "removed" and self.is_lost_arch(k) else ""
-                    figures = "" if k.kind == "ptx" else f"  {k.registers} registers"
+                    kind = kinds.get(k.arch) or kinds.setdefault(k.arch, k.kind)
+                    figures = "" if kind == "ptx" else f"  {k.registers} registers"
                     yield (f"  {'!' if lost else ' '} {k.arch:<12} {show(k.kernel)}{figures}"
                            f"{lost}" + (f" [{k.library}]" if len(self.libraries) > 1 else ""))
 
@@ -804,30 +984,36 @@ def diff(old: Snapshot, new: Snapshot) -> Diff:
     devices: list[DeviceChange] = []
     archs: list[ArchChange] = []
     unchanged = 0
-    figures = operator.attrgetter(*FIELDS, "constant")
     for lo, ln in pairs:
         name = ln.name
-        before = {(k.kernel, k.arch, k.instance): k for k in lo.kernels}
-        after = {(k.kernel, k.arch, k.instance): k for k in ln.kernels}
-        still = {k.kernel for k in ln.kernels if k.entry}
-        present = {(k.kernel, k.arch) for k in ln.kernels}
-        for key, k in before.items():
-            if key not in after:
-                removed.append(replace(k, library=name))
-                if k.entry and k.kernel in still and (k.kernel, k.arch) not in present:
-                    lost.add((name, k.kernel, k.arch))
+        before, after = _keyed(lo), _keyed(ln)
+        # the new build's entry kernels, and its (kernel, arch) pairs: made when first needed
+        still: set[str] | None = None
+        present: set[tuple[str, str]] = set()
+        for key, (row, context) in before.items():
+            hit = after.get(key)
+            if hit is None:
+                removed.append(_kernel(name, key, row, context))
+                if _entry(row, context):
+                    if still is None:
+                        still = {n for (n, _, _), (r, c) in after.items()
+                                 if (r[1] if type(c) is not tuple or c[1] else True)}  # _entry
+                        present = {(n, a) for n, a, _ in after}
+                    if key[0] in still and (key[0], key[1]) not in present:
+                        lost.add((name, key[0], key[1]))
                 continue
-            other = after[key]
-            if figures(k) == figures(other):  # the common case, without a dict per kernel
+            # the common case, without a KernelImage or a dict per kernel: the same row
+            if row == hit[0] or _figures(row, context) == _figures(*hit):
                 unchanged += 1
                 continue
-            a, b = k.values(), other.values()
+            a = _kernel(name, key, row, context).values()
+            b = _kernel(name, key, *hit).values()
             fields = [f for f in dict.fromkeys((*a, *b)) if a.get(f) != b.get(f)]
             for f in fields:
-                changed.append(FieldChange(name, k.kernel, k.arch, k.instance, f, a.get(f),
-                                           b.get(f)))
+                changed.append(FieldChange(name, key[0], key[1], key[2], f, a.get(f), b.get(f)))
             unchanged += not fields
-        added.extend(k for key, k in after.items() if key not in before)
+        added.extend(_kernel(name, key, row, context)
+                     for key, (row, context) in after.items() if key not in before)
         for kind in ("sass", "ptx"):
             was, now = lo.coverage(kind), ln.coverage(kind)
             coverage += [CoverageChange(name, kind, a, "removed") for a in _by_arch(was - now)]

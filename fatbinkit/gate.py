@@ -28,6 +28,8 @@ from .diff import (
     Diff,
     Library,
     Snapshot,
+    _count_kernels,
+    _resources,
     _short,
     diff,
     read_library,
@@ -318,13 +320,13 @@ class Gate:
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "inputs": self.snapshot.source,
                 "libraries": len(self.snapshot.libraries),
-                "kernels": sum(len(lib.kernels) for lib in self.snapshot.libraries),
+                "kernels": sum(map(_count_kernels, self.snapshot.libraries)),
                 "violations": [v.to_dict() for v in self.violations],
                 "notes": list(self.notes)}
 
     def __str__(self) -> str:
         n = len(self.violations)
-        kernels = sum(len(lib.kernels) for lib in self.snapshot.libraries)
+        kernels = sum(map(_count_kernels, self.snapshot.libraries))
         head = (f"{'FAILED' if n else 'passed'}: {n} violation{'' if n == 1 else 's'}; "
                 f"{kernels} kernel images in {len(self.snapshot.libraries)} libraries checked")
         return "\n".join([*(str(v) for v in self.violations), *self.notes, head])
@@ -339,7 +341,7 @@ class Gate:
         return (f"Gate(ok={self.ok}, violations={len(self.violations)}"
                 f"{f' ({shown})' if rules else ''}, notes={len(self.notes)}, "
                 f"inputs={_short(snap.source)!r}, libraries={len(snap.libraries)}, "
-                f"kernels={sum(len(lib.kernels) for lib in snap.libraries)}{changes})")
+                f"kernels={sum(map(_count_kernels, snap.libraries))}{changes})")
 
 
 def gate(inputs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], rules: Rules, *,
@@ -407,21 +409,18 @@ def gate(inputs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], rule
 def _absolute(lib: Library, file: str, rules: Rules, notes: list[str]) -> list[Violation]:
     out: list[Violation] = []
     unknown = 0
-    for k in lib.kernels:
-        if k.kind not in vendors.of_target(k.arch).function_kinds:
-            continue
-        if rules.max_registers is not None and (k.registers or 0) > rules.max_registers:
-            out.append(Violation("max-registers", file, lib.name, k.kernel, k.arch, k.registers,
+    for kernel, arch, registers, stores, loads in _resources(lib):
+        if rules.max_registers is not None and (registers or 0) > rules.max_registers:
+            out.append(Violation("max-registers", file, lib.name, kernel, arch, registers,
                                  rules.max_registers,
-                                 f"{k.registers} registers > {rules.max_registers}"))
+                                 f"{registers} registers > {rules.max_registers}"))
         if rules.no_spills:
-            if k.spill_stores is None:
+            if stores is None:
                 unknown += 1
-            elif k.spill_stores or k.spill_loads:
-                out.append(Violation("no-spills", file, lib.name, k.kernel, k.arch,
-                                     {"stores": k.spill_stores, "loads": k.spill_loads}, 0,
-                                     f"spills {k.spill_stores} bytes stored, {k.spill_loads} "
-                                     "loaded"))
+            elif stores or loads:
+                out.append(Violation("no-spills", file, lib.name, kernel, arch,
+                                     {"stores": stores, "loads": loads}, 0,
+                                     f"spills {stores} bytes stored, {loads} loaded"))
     if unknown:
         notes.append(f"note: {lib.name}: {unknown} kernel images come from cubins that do not "
                      "record spills (built by ptxas before CUDA 12.6): "
