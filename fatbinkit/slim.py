@@ -562,32 +562,40 @@ def _keep_kernels(modules: Sequence[_Module], budget: DecompressionBudget, jobs:
     for e in entries:  # charged here, in order: the workers share no state
         if e.compression is not None:
             budget.charge(e.data_size, e.offset, id(e))
-    names: dict[int, frozenset[str]] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = _bounded(pool, _kernel_names, entries)
         read = 0
-        for e, (kernels, img) in zip(entries, _bounded(pool, _kernel_names, entries),
-                                     strict=True):
-            names[id(e)] = kernels
-            if img is not None:
-                floors[id(e)] = img
-            read += len(e)
-            if read >= _PAGES_HELD:
-                _drop_pages([e])
-                read = 0
-    for m in todo:
-        images = _loadable(m.old.entries)
-        have = set().union(*(names[id(m.old.entries[i])] for i in images if i in m.kept))
-        want = set().union(*(names[id(m.old.entries[i])] for i in images))
-        for i in sorted((i for i in images if i not in m.kept),
-                        key=lambda i: (len(m.old.entries[i]), i)):
-            if want <= have:
-                break
-            extra = names[id(m.old.entries[i])] - have
-            if extra:
-                m.kept.append(i)
-                m.for_kernels += 1
-                have |= extra
-        m.kept.sort()
+        for m in todo:  # each decided as soon as its images are read: their names go then
+            images = _loadable(m.old.entries)
+            names: dict[int, frozenset[str]] = {}
+            for i in images:
+                e = m.old.entries[i]
+                names[i], img = next(results)
+                if img is not None and i in m.kept:  # what _arch_reports reads: the picks
+                    floors[id(e)] = img
+                read += len(e)
+                if read >= _PAGES_HELD:
+                    _drop_pages([e])
+                    read = 0
+            _keep_for_kernels(m, images, names)
+
+
+def _keep_for_kernels(m: _Module, images: Sequence[int],
+                      names: dict[int, frozenset[str]]) -> None:
+    """:func:`_keep_kernels` for one module: ``names`` are the kernels of each of its
+    ``images`` (by entry index)."""
+    have = set().union(*(names[i] for i in images if i in m.kept))
+    want = set().union(*(names[i] for i in images))
+    for i in sorted((i for i in images if i not in m.kept),
+                    key=lambda i: (len(m.old.entries[i]), i)):
+        if want <= have:
+            break
+        extra = names[i] - have
+        if extra:
+            m.kept.append(i)
+            m.for_kernels += 1
+            have |= extra
+    m.kept.sort()
 
 
 @dataclass
@@ -651,6 +659,8 @@ def _plan(modules: list[_Module], req: _Request) -> None:
         m.kept = _kept(m.old.entries, req.devices, req.ptx, req.exact)
         if keeps:
             _keep_empty(m, req.budget)
+    if keeps:  # what _keep_empty read
+        _drop_pages(next((m.old.entries for m in modules if m.old.entries), ()))
     if keeps:
         _keep_kernels(modules, req.budget, req.jobs, req.floors)
     work = [m.old.entries[i] for m in modules for i in m.kept]
