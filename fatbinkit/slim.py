@@ -1676,7 +1676,7 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
             + ("" if same_size else
                f"; {option('same_size')} rewrites each container in place, moving none"))
     hidden, left = (_hidden_modules(view, {s.name: s.header.offset for s in sections},
-                                    len(modules), req)
+                                    len(modules), req, src.path)
                     if req.everywhere and kind is _CUDA else ([], []))
     if not modules and not hidden and not left:
         raise FormatError(f"{src.name}: no device code to slim (no .nv_fatbin, and the deep "
@@ -1731,16 +1731,22 @@ def _with_hidden(report: SlimReport, hidden: Sequence[_Module],
 
 
 def _hidden_modules(view: memoryview, offsets: dict[str, int], first: int,
-                    req: _Request) -> tuple[list[_Module], list[tuple[str, int, int]]]:
+                    req: _Request, path: Path | None = None
+                    ) -> tuple[list[_Module], list[tuple[str, int, int]]]:
     """The deep scan's fatbin containers (:func:`fatbinkit.scan.scan` with ``everywhere``),
     each a module numbered from ``first`` that stays where it is; and what it found that is
     left as it was, ``(what, count, stored bytes)``: zstd-compressed and bare cubins, whose
     sizes the library's own tables record beside their pointers (cuBLASLt's
-    ``{pointer, pointer, u32 compressed, u32 uncompressed}`` records)."""
+    ``{pointer, pointer, u32 compressed, u32 uncompressed}`` records). The scan reads the
+    file at ``path`` where there is one (``view`` holds its bytes): given a file, it reads what
+    it searches without mapping all of it into this process (a scan of the mapped bytes takes
+    every page of cuBLASLt's 517 MiB)."""
     from .scan import scan_modules
 
     groups: dict[int, list[DeviceCode]] = {}
-    for c in scan_modules(view, everywhere=True, max_decompressed=req.budget)[0]:
+    found = scan_modules(view if path is None else path, everywhere=True,
+                         max_decompressed=req.budget)[0]
+    for c in found:
         if c.hidden:
             groups.setdefault(c.container, []).append(c)
     modules: list[_Module] = []
@@ -1828,7 +1834,7 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
     _pe_references(view, image, ranges, {w.slot for w in wrappers}, set(starts),
                    req.same_size)
     offsets = {s.name: s.offset for s in reversed(image.sections)}  # the first of a name
-    hidden, left = (_hidden_modules(view, offsets, len(modules), req)
+    hidden, left = (_hidden_modules(view, offsets, len(modules), req, src.path)
                     if req.everywhere and kind is _CUDA else ([], []))
     if not modules and not hidden and not left:
         raise FormatError(f"{src.name}: no device code to slim (no .nv_fatb, and the deep "
