@@ -54,6 +54,7 @@ import mmap
 import os
 import struct
 import tempfile
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -479,28 +480,35 @@ def _checked_recode(entry: FatbinEntry, codec: str | None, level: int | None) ->
     return new
 
 
+_STEP = 1 << 20  # what _inflated_head inflates at a time
+_steps = threading.local()  # each thread's buffer for them
+
+
 def _inflated_head(entry: FatbinEntry) -> bytes:
     """The first four bytes of a compressed entry's payload, all of it inflated once to check
-    it (:meth:`FatbinEntry.data`'s errors): a zstd frame in 1 MiB steps, never held whole
-    (NCCL 2.28's cubins inflate to 133 MiB), an LZ4 block whole (LZ4 blocks have no
-    streaming form)."""
+    it (:meth:`FatbinEntry.data`'s errors): a zstd frame larger than a few steps inflated in
+    1 MiB steps into one buffer per thread, never held whole (NCCL 2.28's cubins inflate to
+    133 MiB); a smaller one, or an LZ4 block (LZ4 blocks have no streaming form), whole."""
     h = entry.header
     expected = h.uncompressed_size
-    if entry.compression != "zstd" or expected > MAX_DATA_SIZE:
+    if entry.compression != "zstd" or expected > MAX_DATA_SIZE or expected <= 4 * _STEP:
         return entry.data()[:4]
     import zstandard
 
+    buffer = getattr(_steps, "buffer", None)
+    if buffer is None:
+        buffer = _steps.buffer = memoryview(bytearray(_STEP))
     head = b""
     total = 0
     try:
         with zstandard.ZstdDecompressor().stream_reader(
                 entry.stored[: h.compressed_size], read_across_frames=False) as reader:
             while total <= expected:
-                chunk = reader.read(min(1 << 20, expected + 1 - total))
-                if not chunk:
+                n = reader.readinto(buffer[: min(_STEP, expected + 1 - total)])
+                if not n:
                     break
-                head += chunk[: 4 - len(head)]
-                total += len(chunk)
+                head += bytes(buffer[: 4 - len(head)])
+                total += n
     except zstandard.ZstdError as e:
         raise DecompressionError(f"corrupt zstd payload: {e}", offset=entry.offset) from e
     if total != expected:
@@ -669,7 +677,7 @@ def _plan(modules: list[_Module], req: _Request) -> None:
     for e in work:
         if e.compression is not None and e.header.kind in (_ELF, _PTX):
             req.budget.charge(e.data_size, e.offset, id(e))
-    with tempfile.TemporaryFile(dir=req.spill, prefix=".fatbinkit-") as file, \
+    with _spill_file(req.spill) as file, \
             ThreadPoolExecutor(max_workers=req.jobs) as pool, \
             reporter(req.progress if req.codec is not None else None, len(work), "entry",
                      f"recompressing as {req.codec}") as report:
@@ -735,6 +743,16 @@ def _bounded(pool: ThreadPoolExecutor, fn: Callable[[FatbinEntry], _T],
     finally:
         for f, _ in futures:
             f.cancel()
+
+
+def _spill_file(folder: Path | None) -> Any:
+    """:class:`_Spill`'s file: a temporary file with no name in ``folder`` (the output's), or
+    in the system's temporary folder where that cannot hold one (a folder that does not exist,
+    or that is read-only: writing the output says so, as before)."""
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            return tempfile.TemporaryFile(dir=folder, prefix=".fatbinkit-")
+    return tempfile.TemporaryFile(prefix="fatbinkit-")
 
 
 class _Spill:
@@ -2065,8 +2083,18 @@ def _verify_object(path: os.PathLike[str], modules: Sequence[_Module]) -> None:
         sections = {s.name: s for s in elf.sections(src)}
         for m in modules:
             at = sections[m.section].header.offset + m.new_offset
-            if src.read(at, len(m.data)) != m.data:
+            if not _holds(src, at, m.data):
                 raise FormatError(f"{m.label}: the output does not hold the planned bytes")
+
+
+def _holds(src: elf.FileSource, at: int, want: bytes | memoryview) -> bool:
+    """Whether the file holds ``want`` at ``at``: compared 1 MiB at a time, as bytes (a
+    memoryview compares a few times slower), neither held whole."""
+    for i in range(0, len(want), _STEP):
+        part = bytes(want[i : i + _STEP])
+        if src.read(at + i, len(part)) != part:
+            return False
+    return True
 
 
 def _pack(fat: Sequence[tuple[int, str, int]], by_section: dict[int, list[_Module]],
@@ -2140,7 +2168,7 @@ def _verify(path: os.PathLike[str], modules: Sequence[_Module], pointers: Sequen
             want = m.data
             at = s.offset + m.new_offset
             if elf_edit.vaddr_offset(phdrs, s.addr + m.new_offset, len(want)) != at or \
-                    src.read(at, len(want)) != want:
+                    not _holds(src, at, want):
                 raise FormatError(f"{m.label}: the output does not hold the planned bytes "
                                   "where the loader maps them")
             read += len(want)
