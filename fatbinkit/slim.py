@@ -47,17 +47,19 @@ anything is read. The keywords are named and typed: ``jobs``, ``progress`` and
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import mmap
 import os
 import struct
 import tempfile
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, overload
+from typing import Any, Literal, TypeAlias, TypeVar, overload
 
 from . import slim_bundles, vendors
 from .compat import PTX, SASS, ImageInfo, image_from_entry
@@ -65,6 +67,7 @@ from .device_code import DeviceCode
 from .driver import CudaVersion, as_device, dotted
 from .errors import (
     CompatibilityError,
+    DecompressionError,
     EmptiedError,
     FatbinkitError,
     FormatError,
@@ -82,6 +85,9 @@ from .formats.codec import ZSTD_MAGIC
 from .formats.cubin import cubin_toolkit
 from .formats.fatbin import (
     CONTAINER_HEADER_SIZE,
+    FATBIN_MAGIC,
+    MAX_DATA_SIZE,
+    ContainerHeader,
     DecompressionBudget,
     EntryFlags,
     EntryKind,
@@ -465,13 +471,51 @@ def _checked_recode(entry: FatbinEntry, codec: str | None, level: int | None) ->
     new = _recode(entry, codec, level)
     kind = entry.header.kind
     if new is entry and entry.compression is not None and kind in (_ELF, _PTX):
-        head = entry.data()[:4]
+        head = _inflated_head(entry)
     else:
         head = bytes(new.stored[:4]) if new.compression is None else b""
     if kind == _ELF and head and head != elf.ELFMAG:
         raise FormatError(f"the SASS {entry.arch.sm} entry's payload is not a cubin (no ELF "
                           "magic): a corrupt payload is not copied", offset=entry.offset)
     return new
+
+
+_STEP = 1 << 20  # what _inflated_head inflates at a time
+_steps = threading.local()  # each thread's buffer for them
+
+
+def _inflated_head(entry: FatbinEntry) -> bytes:
+    """The first four bytes of a compressed entry's payload, all of it inflated once to check
+    it (:meth:`FatbinEntry.data`'s errors): a zstd frame larger than a few steps inflated in
+    1 MiB steps into one buffer per thread, never held whole (NCCL 2.28's cubins inflate to
+    133 MiB); a smaller one, or an LZ4 block (LZ4 blocks have no streaming form), whole."""
+    h = entry.header
+    expected = h.uncompressed_size
+    if entry.compression != "zstd" or expected > MAX_DATA_SIZE or expected <= 4 * _STEP:
+        return entry.data()[:4]
+    import zstandard
+
+    buffer = getattr(_steps, "buffer", None)
+    if buffer is None:
+        buffer = _steps.buffer = memoryview(bytearray(_STEP))
+    head = b""
+    total = 0
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(
+                entry.stored[: h.compressed_size], read_across_frames=False) as reader:
+            while total <= expected:
+                n = reader.readinto(buffer[: min(_STEP, expected + 1 - total)])
+                if not n:
+                    break
+                head += bytes(buffer[: 4 - len(head)])
+                total += n
+    except zstandard.ZstdError as e:
+        raise DecompressionError(f"corrupt zstd payload: {e}", offset=entry.offset) from e
+    if total != expected:
+        raise DecompressionError(f"zstd payload inflates to {total}"
+                                 f"{'+' if total > expected else ''} bytes, header records "
+                                 f"{expected}", offset=entry.offset)
+    return head
 
 
 def _loadable(entries: Sequence[FatbinEntry]) -> list[int]:
@@ -495,45 +539,71 @@ def _keep_empty(m: _Module, budget: DecompressionBudget) -> None:
         m.empty = True
 
 
-def _kernel_names(entry: FatbinEntry) -> frozenset[str]:
-    """The kernels an image holds (none for one that cannot be read); charged by the caller."""
+def _kernel_names(entry: FatbinEntry) -> tuple[frozenset[str], ImageInfo | None]:
+    """The kernels an image holds (none for one that cannot be read), and the image as its
+    driver floors read it (:func:`_floor_image`; None where that reads it anew), from one
+    inflation; charged by the caller."""
     img = image_from_entry(entry)
-    return frozenset() if img is None or img.kernels is None else img.kernels
+    names = frozenset() if img is None or img.kernels is None else img.kernels
+    if img is None or img.unread:
+        return names, None
+    if img.kind == SASS:
+        img = ImageInfo(SASS, entry.arch, toolkit=img.toolkit, abi_version=img.abi_version,
+                        compression=entry.compression)
+    return names, img
 
 
-def _keep_kernels(modules: Sequence[_Module], budget: DecompressionBudget, jobs: int) -> None:
+def _keep_kernels(modules: Sequence[_Module], budget: DecompressionBudget, jobs: int,
+                  floors: dict[int, ImageInfo]) -> None:
     """Where the images pruning keeps lack kernels that dropped images of the module hold
     (cuFFT 11 builds its bf16 kernels for sm_80 and up only), the smallest dropped images that
     hold them stay too. The runtime registers every kernel of a module, and a device whose image
     lacks one gets ``CUDA_ERROR_NOT_FOUND`` for it (:meth:`fatbinkit.compat.ImageSet.decide`);
     without their names, check and gate would no longer see those kernels. No kept arch picks
     these images (each pick is the best of all the module's images), so what loads is the same.
-    Every image of a module that keeps one is read for its kernel names."""
+    Every image of a module that keeps one is read for its kernel names, and for what its
+    driver floors need (into ``floors``, by ``id()`` of the entry: :func:`_arch_reports`
+    inflates it no more)."""
     todo = [m for m in modules
             if (held := set(_loadable(m.old.entries))) - set(m.kept) and held & set(m.kept)]
     entries = [m.old.entries[i] for m in todo for i in _loadable(m.old.entries)]
     for e in entries:  # charged here, in order: the workers share no state
         if e.compression is not None:
             budget.charge(e.data_size, e.offset, id(e))
-    names: dict[int, frozenset[str]] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for batch in _batches(entries):
-            names.update(zip(map(id, batch), pool.map(_kernel_names, batch), strict=True))
-            _drop_pages(batch)
-    for m in todo:
-        images = _loadable(m.old.entries)
-        have = set().union(*(names[id(m.old.entries[i])] for i in images if i in m.kept))
-        want = set().union(*(names[id(m.old.entries[i])] for i in images))
-        for i in sorted((i for i in images if i not in m.kept),
-                        key=lambda i: (len(m.old.entries[i]), i)):
-            if want <= have:
-                break
-            extra = names[id(m.old.entries[i])] - have
-            if extra:
-                m.kept.append(i)
-                m.for_kernels += 1
-                have |= extra
-        m.kept.sort()
+        results = _bounded(pool, _kernel_names, entries)
+        read = 0
+        for m in todo:  # each decided as soon as its images are read: their names go then
+            images = _loadable(m.old.entries)
+            names: dict[int, frozenset[str]] = {}
+            for i in images:
+                e = m.old.entries[i]
+                names[i], img = next(results)
+                if img is not None and i in m.kept:  # what _arch_reports reads: the picks
+                    floors[id(e)] = img
+                read += len(e)
+                if read >= _PAGES_HELD:
+                    _drop_pages([e])
+                    read = 0
+            _keep_for_kernels(m, images, names)
+
+
+def _keep_for_kernels(m: _Module, images: Sequence[int],
+                      names: dict[int, frozenset[str]]) -> None:
+    """:func:`_keep_kernels` for one module: ``names`` are the kernels of each of its
+    ``images`` (by entry index)."""
+    have = set().union(*(names[i] for i in images if i in m.kept))
+    want = set().union(*(names[i] for i in images))
+    for i in sorted((i for i in images if i not in m.kept),
+                    key=lambda i: (len(m.old.entries[i]), i)):
+        if want <= have:
+            break
+        extra = names[i] - have
+        if extra:
+            m.kept.append(i)
+            m.for_kernels += 1
+            have |= extra
+    m.kept.sort()
 
 
 @dataclass
@@ -546,7 +616,7 @@ class _Module:
     old: Any  # a FatbinContainer (CUDA) or a Bundle (HIP: slim_bundles)
     kept: list[int]
     new: Any = None  # the container written (its kept entries, stored anew)
-    data: bytes = b""  # new.to_bytes(), made once
+    data: bytes | memoryview = b""  # new.to_bytes(), made once (CUDA: a view of _Spill's)
     stored: Any = None  # HIP: the bundle's bytes as the input holds them
     how: str = ""  # HIP: what was done to the bundle (slim_bundles.Rewritten.how)
     new_offset: int = -1
@@ -582,6 +652,10 @@ class _Request:
     allow_newer_rocm: bool = False
     vendor: str | None = None  # the vendor of ``devices`` (None: none given)
     everywhere: bool = False  # hidden containers too (the deep scan), rewritten in place
+    spill: Path | None = None  # the folder of planning's temporary file (None: the system's)
+    # images as driver floors read them, by id() of the input's entry: read once, for
+    # _keep_kernels and _arch_reports
+    floors: dict[int, ImageInfo] = field(default_factory=dict, compare=False)
 
 
 def _plan(modules: list[_Module], req: _Request) -> None:
@@ -593,50 +667,146 @@ def _plan(modules: list[_Module], req: _Request) -> None:
         m.kept = _kept(m.old.entries, req.devices, req.ptx, req.exact)
         if keeps:
             _keep_empty(m, req.budget)
+    if keeps:  # what _keep_empty read
+        _drop_pages(next((m.old.entries for m in modules if m.old.entries), ()))
     if keeps:
-        _keep_kernels(modules, req.budget, req.jobs)
+        _keep_kernels(modules, req.budget, req.jobs, req.floors)
     work = [m.old.entries[i] for m in modules for i in m.kept]
     # every compressed image kept is inflated (recoded, or checked): charged here, in order,
     # as the workers share no state
     for e in work:
         if e.compression is not None and e.header.kind in (_ELF, _PTX):
             req.budget.charge(e.data_size, e.offset, id(e))
-    with ThreadPoolExecutor(max_workers=req.jobs) as pool, \
+    with _spill_file(req.spill) as file, \
+            ThreadPoolExecutor(max_workers=req.jobs) as pool, \
             reporter(req.progress if req.codec is not None else None, len(work), "entry",
                      f"recompressing as {req.codec}") as report:
-        recoded = []
-        for batch in _batches(work):
-            for new in pool.map(lambda e: _checked_recode(e, req.codec, req.level), batch):
-                recoded.append(new)
+        spill = _Spill(file)
+        recoded = _in_order(pool, lambda e: _checked_recode(e, req.codec, req.level), work,
+                            2 * req.jobs)
+        read = 0
+        for m in modules:
+            entries = []
+            for _ in m.kept:
+                entries.append(next(recoded))
                 report.advance()
-            _drop_pages(batch)
-    at = 0
-    made = 0
-    for m in modules:
-        entries = tuple(recoded[at : at + len(m.kept)])
-        at += len(m.kept)
-        m.new = FatbinContainer(entries, m.old.version, m.old.header_extra, m.old.tail)
-        m.data = m.new.to_bytes()
-        made += len(m.data)
-        if made >= _PAGES_HELD:
-            _drop_pages(entries)
-            made = 0
+            spill.add(m, FatbinContainer(tuple(entries), m.old.version, m.old.header_extra,
+                                         m.old.tail))
+            read += sum(len(m.old.entries[i]) for i in m.kept)
+            if read >= _PAGES_HELD:
+                _drop_pages(m.old.entries)
+                read = 0
+        spill.close()
+
+
+def _in_order(pool: ThreadPoolExecutor, fn: Callable[[FatbinEntry], FatbinEntry],
+              items: Sequence[FatbinEntry], ahead: int) -> Iterator[FatbinEntry]:
+    """``map(fn, items)`` on ``pool``, at most ``ahead`` calls submitted beyond the result
+    taken last: what the workers made and the caller has not yet written is held, so a few
+    entries' worth, not a whole batch's."""
+    futures: collections.deque[Future[FatbinEntry]] = collections.deque()
+    try:
+        for item in items:
+            futures.append(pool.submit(fn, item))
+            if len(futures) > ahead:
+                yield futures.popleft().result()
+        while futures:
+            yield futures.popleft().result()
+    finally:
+        for f in futures:
+            f.cancel()
+
+
+_T = TypeVar("_T")
+#: the bytes images being inflated at once may take (one larger image alone: NCCL's)
+_INFLATING = 64 << 20
+
+
+def _bounded(pool: ThreadPoolExecutor, fn: Callable[[FatbinEntry], _T],
+             entries: Sequence[FatbinEntry]) -> Iterator[_T]:
+    """``map(fn, entries)`` on ``pool``, in order, with no more entries submitted and not yet
+    taken than inflate to :data:`_INFLATING` bytes together (at least one): reading images on
+    all cores without holding several of the largest at once."""
+    futures: collections.deque[tuple[Future[_T], int]] = collections.deque()
+    held = 0
+    try:
+        for e in entries:
+            size = e.data_size
+            while futures and held + size > _INFLATING:
+                done, n = futures.popleft()
+                held -= n
+                yield done.result()
+            futures.append((pool.submit(fn, e), size))
+            held += size
+        while futures:
+            yield futures.popleft()[0].result()
+    finally:
+        for f, _ in futures:
+            f.cancel()
+
+
+def _spill_file(folder: Path | None) -> Any:
+    """:class:`_Spill`'s file: a temporary file with no name in ``folder`` (the output's), or
+    in the system's temporary folder where that cannot hold one (a folder that does not exist,
+    or that is read-only: writing the output says so, as before)."""
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            return tempfile.TemporaryFile(dir=folder, prefix=".fatbinkit-")
+    return tempfile.TemporaryFile(prefix="fatbinkit-")
+
+
+class _Spill:
+    """Where planning writes each module's new bytes as soon as they are made (``file``: a
+    temporary file in the output's folder, or the system's), so that no module's bytes are held
+    until the rewrite (kept bytes held twice: in the plan, then in the rewrite). When every
+    module is written, the file is mapped: each module's ``data`` is a view of its bytes there
+    and its ``new`` container is read back from them (entries planning kept as they were stay
+    the input's own); the rewrite copies those pages, given back as it goes."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+        self._at = 0
+        # each module, its new container's fields but the entries, the entries kept as they
+        # were (None: recoded, read back), where its bytes are and how many
+        self._modules: list[tuple[_Module, tuple[int, bytes, bytes],
+                                  tuple[FatbinEntry | None, ...], int, int]] = []
+
+    def add(self, m: _Module, new: FatbinContainer) -> None:
+        """Write ``new`` (``m``'s planned container) at the end of the file, as
+        :meth:`FatbinContainer.to_bytes` makes it, without joining its entries."""
+        size = len(new)
+        head = ContainerHeader(FATBIN_MAGIC, new.version, new.header_size,
+                               size - new.header_size)
+        parts: list[Any] = [head.pack(), new.header_extra]
+        for e in new.entries:
+            parts += [e.header.pack(), e.extra, e.stored]
+        parts.append(new.tail)
+        fd = self._file.fileno()
+        for part in parts:
+            view = memoryview(part).cast("B")
+            while view:
+                view = view[os.write(fd, view):]
+        # the entries recoded anew are not kept: they are read back from the file
+        same = tuple(e if any(e is o for o in m.old.entries) else None for e in new.entries)
+        self._modules.append((m, (new.version, new.header_extra, new.tail), same, self._at,
+                              size))
+        self._at += size
+
+    def close(self) -> None:
+        """Map the file (it stays mapped when closed): every module's ``data`` and ``new``
+        read from it."""
+        view = _map(self._file.fileno(), self._at)
+        for m, (version, extra, tail), same, at, size in self._modules:
+            m.data = view[at : at + size]
+            read = FatbinContainer.parse(m.data).entries if None in same else ()
+            m.new = FatbinContainer(tuple(read[i] if e is None else e
+                                          for i, e in enumerate(same)), version, extra, tail)
 
 
 #: the bytes of the mapped input read between two :func:`_drop_pages`: what a plan holds of it
-_PAGES_HELD = 64 << 20
-
-
-def _batches(entries: Sequence[FatbinEntry]) -> Iterator[Sequence[FatbinEntry]]:
-    """``entries`` in runs of about :data:`_PAGES_HELD` stored bytes."""
-    start = size = 0
-    for i, e in enumerate(entries):
-        size += len(e)
-        if size >= _PAGES_HELD:
-            yield entries[start : i + 1]
-            start, size = i + 1, 0
-    if start < len(entries):
-        yield entries[start:]
+_PAGES_HELD = 4 << 20
+#: the bytes of :class:`_Spill`'s file read between two give-backs of its pages
+_SPILL_HELD = 4 << 20
 
 
 def _drop_pages(entries: Sequence[FatbinEntry]) -> None:
@@ -685,7 +855,8 @@ def _later(a: CudaVersion | None, b: CudaVersion | None) -> CudaVersion | None:
 
 
 def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
-                  budget: DecompressionBudget, jobs: int) -> tuple[ArchReport, ...]:
+                  budget: DecompressionBudget, jobs: int,
+                  floors: dict[int, ImageInfo]) -> tuple[ArchReport, ...]:
     # (module, old pick, new pick) per device, then each picked entry's image read once, on
     # all cores (decompression releases the GIL)
     picks: dict[Arch, list[tuple[_Module, int | None, int | None]]] = {d: [] for d in devices}
@@ -701,9 +872,17 @@ def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
         if e.compression is not None:
             budget.charge(e.data_size, e.offset)
     unlimited = DecompressionBudget(1 << 62)
+    full: dict[int, ImageInfo | None] = {k: floors[k] for k in wanted if k in floors}
+    todo = [e for k, e in wanted.items() if k not in full]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        full = dict(zip(wanted, pool.map(lambda e: _floor_image(e, unlimited),
-                                         wanted.values()), strict=True))
+        read = 0
+        for e, img in zip(todo, _bounded(pool, lambda e: _floor_image(e, unlimited), todo),
+                          strict=True):
+            full[id(e)] = img
+            read += len(e)
+            if read >= _PAGES_HELD:
+                _drop_pages([e])
+                read = 0
     reports = []
     for dev in devices:
         loading = sass = jit = 0
@@ -958,10 +1137,12 @@ def _references(view: memoryview, head: elf.FileHeader, sections: Sequence[elf.S
 
 
 def _modules_of(view: memoryview, base: int, size: int, section: str,
-                first: int, budget: DecompressionBudget | None = None) -> list[_Module]:
+                first: int, budget: DecompressionBudget | None = None,
+                fd: int | None = None) -> list[_Module]:
     """The fatbin containers of ``size`` bytes at ``base`` (read as they are needed:
-    ``budget`` is charged when payloads are inflated)."""
-    src = Reader(view[base : base + size], None, base)
+    ``budget`` is charged when payloads are inflated); with the file's ``fd``, their headers
+    are read from it, which maps none of the payloads' pages (:class:`Reader`)."""
+    src = Reader(view[base : base + size], fd, base)
     out = []
     for k, (off, head) in enumerate(iter_containers(src)):
         out.append(_Module(section, first + k, off, FatbinContainer.parse(src, off, head), []))
@@ -1048,23 +1229,24 @@ def _not_the_input(source: Path | Content, output: Path | None) -> None:
 def _opened(source: Path | Content) -> Iterator[_Input]:
     """The input, a path (memory-mapped) or bytes, for the slimming functions."""
     if not isinstance(source, Path):
-        yield _Input("the input", memoryview(source).cast("B"), None, 0o666)
+        yield _Input("the input", memoryview(source).cast("B"), None, 0o666, None)
         return
     with open_input(source) as file:
         fd = file.fileno()
         st = os.fstat(fd)
-        yield _Input(os.fspath(source), _map(fd, st.st_size), source, st.st_mode & 0o777)
+        yield _Input(os.fspath(source), _map(fd, st.st_size), source, st.st_mode & 0o777, fd)
 
 
 @dataclass(frozen=True)
 class _Input:
-    """A file to slim: ``name`` for messages, its bytes, its path (None: given as bytes) and
-    permissions (what the output gets)."""
+    """A file to slim: ``name`` for messages, its bytes, its path (None: given as bytes),
+    permissions (what the output gets) and open descriptor (None: given as bytes)."""
 
     name: str
     view: memoryview
     path: Path | None
     mode: int
+    fd: int | None = None
 
     @contextlib.contextmanager
     def file(self) -> Iterator[Path]:
@@ -1187,7 +1369,8 @@ def _slim(src: _Input, out: _Output, opts: _Options, budget: DecompressionBudget
     req = _Request(list(opts.devices), opts.ptx, opts.codec, opts.level, opts.same_size,
                    opts.allow_newer_driver, budget, progress, opts.jobs, opts.exact,
                    opts.strip_signature, opts.allow_empty, opts.spirv, opts.allow_newer_rocm,
-                   opts.vendor, opts.everywhere)
+                   opts.vendor, opts.everywhere,
+                   out.path.parent if out.path is not None else None)
     view = src.view
     machine = elf.machine(view)
     if is_fatbin(view):
@@ -1269,7 +1452,7 @@ def _finish(modules: list[_Module], req: _Request) -> tuple[ArchReport, ...]:
         raise EmptiedError(f"{why}: {what}; nothing written (accept it with "
                            f"{option('allow_empty')})", reason=why)
     reports = _arch_reports(modules, req.devices or _file_devices(modules), req.budget,
-                            req.jobs)
+                            req.jobs, req.floors)
     changed = [r for r in reports if r.changed]
     if changed and not req.exact:  # cannot happen by construction; the check proves it
         raise CompatibilityError("after pruning, " + "; ".join(
@@ -1333,9 +1516,10 @@ def _report(total: int, out_size: int, modules: list[_Module], req: _Request,
 
 
 def _hip_modules_of(view: memoryview, base: int, size: int, section: str, first: int,
-                    budget: DecompressionBudget | None = None) -> list[_Module]:
+                    budget: DecompressionBudget | None = None,
+                    fd: int | None = None) -> list[_Module]:
     """The bundles of ``size`` bytes at ``base`` (a compressed one inflated, charged to
-    ``budget``), one module each."""
+    ``budget``), one module each (``fd`` is not used)."""
     found = slim_bundles.read(view, base, size, budget or DecompressionBudget.for_input(size))
     return [_Module(section, first + k, b.offset - base, b, [],
                     stored=view[b.offset : b.offset + b.stored_size])
@@ -1487,7 +1671,8 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
     # with everywhere, a file of hidden containers alone (no .nv_fatbin) is CUDA's to slim
     kind = _kind(src.name, req, present or ([_CUDA] if req.everywhere and req.vendor in
                                              (None, _CUDA.vendor) else []), _rdc(sections))
-    fat, modules, by_section = _fat_sections(src.name, view, sections, kind, req, alloc=True)
+    fat, modules, by_section = _fat_sections(src.name, view, sections, kind, req, alloc=True,
+                                             fd=src.fd)
     ranges = [(s.name, s.header.addr, s.header.addr + s.header.size) for s in fat]
     pointers, others = _references(view, head, sections, phdrs, ranges,
                                    _wrappers(view, sections, kind))
@@ -1509,7 +1694,7 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
             + ("" if same_size else
                f"; {option('same_size')} rewrites each container in place, moving none"))
     hidden, left = (_hidden_modules(view, {s.name: s.header.offset for s in sections},
-                                    len(modules), req)
+                                    len(modules), req, src.path)
                     if req.everywhere and kind is _CUDA else ([], []))
     if not modules and not hidden and not left:
         raise FormatError(f"{src.name}: no device code to slim (no .nv_fatbin, and the deep "
@@ -1527,7 +1712,7 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
     resizes = [elf_edit.Resize(s, contents[s.index]) for s in fat]
     moves = {s.header.addr + old: s.header.addr + at
              for s in fat for old, at in moved[s.index].items()}
-    writes: list[tuple[int, bytes]] = []
+    writes: list[tuple[int, bytes | memoryview]] = []
     for p in ours:
         new = moves.get(p.target)
         if new is None:
@@ -1540,7 +1725,8 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
     writes += _symtab_writes(view, sections, {s.index for s in fat}, moves)
     offsets = {s.name: s.header.offset for s in sections}
     rewritten = [m for m in hidden if m.new is not m.old]
-    writes += [(offsets[m.section] + m.old_offset, m.data + bytes(m.zeroed)) for m in rewritten]
+    writes += [w for m in rewritten for at in (offsets[m.section] + m.old_offset,)
+               for w in ((at, m.data), (at + len(m.data), bytes(m.zeroed)))]
     _give_back(src.view)  # planning read the device code; the rewrite copies the file
     with src.file() as source, out.file() as tmp:
         layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
@@ -1563,16 +1749,22 @@ def _with_hidden(report: SlimReport, hidden: Sequence[_Module],
 
 
 def _hidden_modules(view: memoryview, offsets: dict[str, int], first: int,
-                    req: _Request) -> tuple[list[_Module], list[tuple[str, int, int]]]:
+                    req: _Request, path: Path | None = None
+                    ) -> tuple[list[_Module], list[tuple[str, int, int]]]:
     """The deep scan's fatbin containers (:func:`fatbinkit.scan.scan` with ``everywhere``),
     each a module numbered from ``first`` that stays where it is; and what it found that is
     left as it was, ``(what, count, stored bytes)``: zstd-compressed and bare cubins, whose
     sizes the library's own tables record beside their pointers (cuBLASLt's
-    ``{pointer, pointer, u32 compressed, u32 uncompressed}`` records)."""
+    ``{pointer, pointer, u32 compressed, u32 uncompressed}`` records). The scan reads the
+    file at ``path`` where there is one (``view`` holds its bytes): given a file, it reads what
+    it searches without mapping all of it into this process (a scan of the mapped bytes takes
+    every page of cuBLASLt's 517 MiB)."""
     from .scan import scan_modules
 
     groups: dict[int, list[DeviceCode]] = {}
-    for c in scan_modules(view, everywhere=True, max_decompressed=req.budget)[0]:
+    found = scan_modules(view if path is None else path, everywhere=True,
+                         max_decompressed=req.budget)[0]
+    for c in found:
         if c.hidden:
             groups.setdefault(c.container, []).append(c)
     modules: list[_Module] = []
@@ -1660,7 +1852,7 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
     _pe_references(view, image, ranges, {w.slot for w in wrappers}, set(starts),
                    req.same_size)
     offsets = {s.name: s.offset for s in reversed(image.sections)}  # the first of a name
-    hidden, left = (_hidden_modules(view, offsets, len(modules), req)
+    hidden, left = (_hidden_modules(view, offsets, len(modules), req, src.path)
                     if req.everywhere and kind is _CUDA else ([], []))
     if not modules and not hidden and not left:
         raise FormatError(f"{src.name}: no device code to slim (no .nv_fatb, and the deep "
@@ -1679,14 +1871,15 @@ def _slim_pe(src: _Input, out: _Output, req: _Request) -> SlimReport:
     writes = [(w.slot_offset, _U64.pack(moves[w.target])) for w in wrappers
               if w.target in moves]
     rewritten = [m for m in hidden if m.new is not m.old]
-    writes += [(offsets[m.section] + m.old_offset, m.data + bytes(m.zeroed)) for m in rewritten]
+    writes += [(offsets[m.section] + m.old_offset, bytes(m.data) + bytes(m.zeroed))
+               for m in rewritten]
     data = pe.shrink(view, image, whole, writes, strip_signature=req.strip_signature)
     _verify_pe(data, image, by_section,
                [(w.slot, moves.get(w.target, w.target)) for w in wrappers])
     after = {s.name: s.offset for s in reversed(pe.read(data).sections)}
     for m in rewritten:  # each where it was in its section, its freed tail zeros
         at = after[m.section] + m.old_offset
-        if data[at : at + len(m.data) + m.zeroed] != m.data + bytes(m.zeroed):
+        if data[at : at + len(m.data) + m.zeroed] != bytes(m.data) + bytes(m.zeroed):
             raise FormatError(f"{m.label}: the output does not hold the planned bytes")
     out.write(data)
     report = kind.report(len(view), len(data), modules + hidden, req, reports, None,
@@ -1782,7 +1975,7 @@ def _rdc(sections: Sequence[elf.Section]) -> bool:
 
 
 def _fat_sections(name: str, view: memoryview, sections: Sequence[elf.Section], kind: _Kind,
-                  req: _Request, alloc: bool
+                  req: _Request, alloc: bool, fd: int | None = None
                   ) -> tuple[list[elf.Section], list[_Module], dict[int, list[_Module]]]:
     fat = [s for s in sections if s.name in kind.sections and s.header.type != elf.SHT_NOBITS
            and s.header.size]
@@ -1792,7 +1985,7 @@ def _fat_sections(name: str, view: memoryview, sections: Sequence[elf.Section], 
         if alloc and not s.header.flags & elf.SHF_ALLOC:
             raise UnsupportedError(f"section {s.name} is not loaded (not SHF_ALLOC)")
         found = kind.modules_of(view, s.header.offset, s.header.size, s.name, len(modules),
-                                req.budget)
+                                req.budget, fd)
         by_section[s.index] = found
         modules += found
     return fat, modules, by_section
@@ -1804,7 +1997,8 @@ def _slim_object(src: _Input, head: elf.FileHeader, out: _Output, req: _Request)
     same_size, view = req.same_size, src.view
     sections = elf.sections(view, head)
     kind = _kind(src.name, req, _present(sections), _rdc(sections))
-    fat, modules, by_section = _fat_sections(src.name, view, sections, kind, req, alloc=False)
+    fat, modules, by_section = _fat_sections(src.name, view, sections, kind, req, alloc=False,
+                                             fd=src.fd)
     fat_index = {s.index for s in fat}
     starts = {(s.index, m.old_offset) for s in fat for m in by_section[s.index]}
     wrapper = next((s for s in sections if s.name == kind.wrapper_section), None)
@@ -1889,8 +2083,18 @@ def _verify_object(path: os.PathLike[str], modules: Sequence[_Module]) -> None:
         sections = {s.name: s for s in elf.sections(src)}
         for m in modules:
             at = sections[m.section].header.offset + m.new_offset
-            if src.read(at, len(m.data)) != m.data:
+            if not _holds(src, at, m.data):
                 raise FormatError(f"{m.label}: the output does not hold the planned bytes")
+
+
+def _holds(src: elf.FileSource, at: int, want: bytes | memoryview) -> bool:
+    """Whether the file holds ``want`` at ``at``: compared 1 MiB at a time, as bytes (a
+    memoryview compares a few times slower), neither held whole."""
+    for i in range(0, len(want), _STEP):
+        part = bytes(want[i : i + _STEP])
+        if src.read(at + i, len(part)) != part:
+            return False
+    return True
 
 
 def _pack(fat: Sequence[tuple[int, str, int]], by_section: dict[int, list[_Module]],
@@ -1904,7 +2108,7 @@ def _pack(fat: Sequence[tuple[int, str, int]], by_section: dict[int, list[_Modul
     contents: dict[int, elf_edit.Pieces] = {}
     moved: dict[int, dict[int, int]] = {}
     for key, name, size in fat:
-        parts: list[tuple[int, bytes]] = []  # the modules' own bytes, never joined
+        parts: list[tuple[int, bytes | memoryview]] = []  # the modules' own bytes, never joined
         end = 0
         moved[key] = {}
         for m in by_section[key]:
@@ -1958,14 +2162,19 @@ def _verify(path: os.PathLike[str], modules: Sequence[_Module], pointers: Sequen
         sections = elf.sections(src, head)
         by_name = {s.name: s for s in sections}
         phdrs = elf.program_headers(src, head)
+        read = 0
         for m in modules:
             s = by_name[m.section].header
             want = m.data
             at = s.offset + m.new_offset
             if elf_edit.vaddr_offset(phdrs, s.addr + m.new_offset, len(want)) != at or \
-                    src.read(at, len(want)) != want:
+                    not _holds(src, at, want):
                 raise FormatError(f"{m.label}: the output does not hold the planned bytes "
                                   "where the loader maps them")
+            read += len(want)
+            if read >= _SPILL_HELD:
+                _give_back(want)
+                read = 0
             if m.zeroed and src.read(at + len(want), m.zeroed) != bytes(m.zeroed):
                 raise FormatError(f"{m.label}: its freed tail is not zero-filled in the output")
         size = elf.Rela.FORMAT.size

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import mmap
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ PAGE_SIZE = {elf.EM_X86_64: 0x1000, elf.EM_AARCH64: 0x10000}
 _PHDR = elf.ProgramHeader.FORMAT.size
 _SHDR = elf.SectionHeader.FORMAT.size
 _COPY_CHUNK = 1 << 24
+#: the bytes of mapped patches written between two give-backs of their pages (:func:`_emit`)
+_MAPPED_HELD = 4 << 20
 _Patch = tuple[int, bytes | bytearray | memoryview]  # an offset, and the bytes that go there
 
 
@@ -237,7 +240,7 @@ def _place_table(head: elf.FileHeader, holes: list[_Hole], page: int,
 
 
 def rewrite(source: os.PathLike[str], output: os.PathLike[str], resizes: Sequence[Resize],
-            writes: Sequence[tuple[int, bytes]] = (), *, shrink: bool = True) -> Layout:
+            writes: Sequence[_Patch] = (), *, shrink: bool = True) -> Layout:
     """Write ``source`` to ``output`` with ``resizes`` applied and ``writes`` (input file offset,
     bytes) patched in; with ``shrink``, the freed tail of each resized section is cut out of the
     file (else it is zero-filled and the layout stays as it was)."""
@@ -347,7 +350,7 @@ def _mover(cuts: Sequence[_Hole]) -> Callable[[int], int]:
 
 
 def _patches(holes: Sequence[_Hole], resizes: Sequence[Resize],
-             writes: Sequence[tuple[int, bytes]]) -> list[Iterable[_Patch]]:
+             writes: Sequence[_Patch]) -> list[Iterable[_Patch]]:
     """What is written over the copied bytes (at input offsets): zeros over each freed range
     that stays, each section's new contents (:class:`Pieces` one by one), and ``writes``, none
     of which may land in the bytes a resize frees."""
@@ -382,8 +385,15 @@ def _emit(fd: int, total: int, output: os.PathLike[str], cuts: Sequence[_Hole],
             _copy(fd, ofd, pos, x.resume - x.size - pos)
             pos = x.resume
         _copy(fd, ofd, pos, total - pos)
+        mapped = 0
         for at, data in itertools.chain.from_iterable(patches):
             os.pwrite(ofd, data, moved(at))
+            source = data.obj if isinstance(data, memoryview) else None
+            if isinstance(source, mmap.mmap):  # a caller's bytes spilled to a mapped file
+                mapped += len(data)
+                if mapped >= _MAPPED_HELD and hasattr(mmap, "MADV_DONTNEED"):
+                    source.madvise(mmap.MADV_DONTNEED)  # they leave this process's memory
+                    mapped = 0
         return os.fstat(ofd).st_size
 
 
