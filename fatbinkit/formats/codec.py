@@ -161,7 +161,7 @@ def decompress(codec: str, src: Buffer, expected: int, offset: int) -> bytes:
         return inflated
     import zstandard
 
-    data = bytes(src)
+    data = src  # read where it lies (zstandard takes any buffer): no copy of the payload
     if zstandard.frame_content_size(data) == expected:
         whole: bytes = zstandard.ZstdDecompressor().decompress(data)
         return whole
