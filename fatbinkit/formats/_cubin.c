@@ -70,9 +70,9 @@ static int read_attribute(unsigned a) { /* cubin.py's _READ */
 }
 
 typedef struct {
-    uint32_t type, link, info;
+    uint32_t name_at, type, link, info;
     uint64_t off, size;
-    const char *name;
+    const char *name; /* in the section-name table, NUL-terminated */
     size_t nlen;
 } Sec;
 
@@ -268,7 +268,7 @@ static int table(Walk *w, unsigned *abi, uint32_t *flags, uint32_t *version) {
     for (size_t i = 0; i < shnum; i++) {
         const uint8_t *h = d + shoff + 64 * i;
         Sec *s = &w->sec[i];
-        s->name = (const char *)(uintptr_t)rd32(h); /* the index, resolved below */
+        s->name_at = rd32(h);
         s->type = rd32(h + 4);
         s->off = rd64(h + 24);
         s->size = rd64(h + 32);
@@ -284,7 +284,7 @@ static int table(Walk *w, unsigned *abi, uint32_t *flags, uint32_t *version) {
     uint64_t inner = 0;
     for (size_t i = 0; i < shnum; i++) {
         Sec *s = &w->sec[i];
-        size_t at = (size_t)(uintptr_t)s->name;
+        size_t at = s->name_at;
         if (at >= nsize) return -1;
         const char *end = memchr(names + at, 0, nsize - at);
         if (end == NULL) return -1;
