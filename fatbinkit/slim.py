@@ -85,9 +85,7 @@ from .formats.codec import ZSTD_MAGIC
 from .formats.cubin import cubin_toolkit
 from .formats.fatbin import (
     CONTAINER_HEADER_SIZE,
-    FATBIN_MAGIC,
     MAX_DATA_SIZE,
-    ContainerHeader,
     DecompressionBudget,
     EntryFlags,
     EntryKind,
@@ -507,7 +505,7 @@ def _inflated_head(entry: FatbinEntry) -> bytes:
                 n = reader.readinto(buffer[: min(_STEP, expected + 1 - total)])
                 if not n:
                     break
-                head += bytes(buffer[: 4 - len(head)])
+                head += bytes(buffer[: min(n, 4 - len(head))])
                 total += n
     except zstandard.ZstdError as e:
         raise DecompressionError(f"corrupt zstd payload: {e}", offset=entry.offset) from e
@@ -774,16 +772,11 @@ class _Spill:
     def add(self, m: _Module, new: FatbinContainer) -> None:
         """Write ``new`` (``m``'s planned container) at the end of the file, as
         :meth:`FatbinContainer.to_bytes` makes it, without joining its entries."""
-        size = len(new)
-        head = ContainerHeader(FATBIN_MAGIC, new.version, new.header_size,
-                               size - new.header_size)
-        parts: list[Any] = [head.pack(), new.header_extra]
-        for e in new.entries:
-            parts += [e.header.pack(), e.extra, e.stored]
-        parts.append(new.tail)
+        size = 0
         fd = self._file.fileno()
-        for part in parts:
+        for part in new.parts():
             view = memoryview(part).cast("B")
+            size += len(view)
             while view:
                 view = view[os.write(fd, view):]
         # the entries recoded anew are not kept: they are read back from the file

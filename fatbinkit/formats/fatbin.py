@@ -518,9 +518,18 @@ class FatbinContainer:
                 + (f" ({_names(self.entries)})" if n else ""))
 
     def to_bytes(self) -> bytes:
-        body = b"".join(e.to_bytes() for e in self.entries) + self.tail
-        head = ContainerHeader(FATBIN_MAGIC, self.version, self.header_size, len(body))
-        return head.pack() + self.header_extra + body
+        return b"".join(self.parts())
+
+    def parts(self) -> list[Buffer]:
+        """The pieces :meth:`to_bytes` joins, in order: the header, then each entry's header,
+        extra bytes and stored payload as it holds them (not copied), then the tail. A writer
+        that streams a container (prune's spill file) writes these."""
+        body: list[Buffer] = [p for e in self.entries for p in (e.header.pack(), e.extra,
+                                                                  e.stored)]
+        body.append(self.tail)
+        size = sum(memoryview(p).nbytes for p in body)
+        head = ContainerHeader(FATBIN_MAGIC, self.version, self.header_size, size)
+        return [head.pack(), self.header_extra, *body]
 
     @classmethod
     def parse(
