@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_MEMBER", "Member", "TotalCheck", "alternatives", "binaries", "check",
            "cuda_build", "extract", "member_key", "members", "min_driver",
-           "named"]
+           "named", "total_check"]
 
 MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not inflated
 # ... and one that would inflate to more than this ratio of its compressed size (plus a floor), the
@@ -365,7 +365,6 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
     from .binary import KernelFilter
     from .formats.codec import DecompressionBudget
     from .parallel import as_jobs
-    from .verdict import TotalVerdict
 
     if isinstance(archs, (str, int)) or not isinstance(archs, Iterable):
         archs = [archs]
@@ -392,6 +391,15 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
         what = "no kernel matches " + str(kf) if kf is not None else \
             "does not contain device code the driver loads (no SASS or PTX)"
         raise FormatError(f"{os.fspath(source)}: {what}")
+    return total_check(os.fspath(source), checks)
+
+
+def total_check(file: str, checks: Sequence[Check]) -> TotalCheck:
+    """The :class:`TotalCheck` of libraries checked for the same archs and driver (``file``:
+    the wheel or folder), each :class:`~fatbinkit.binary.Check` named by its path inside: what
+    :func:`check` makes of them."""
+    from .verdict import TotalVerdict
+
     first = checks[0]
     groups = tuple(alternatives(c.file for c in checks))
     owners = [{m.vendor for m, _ in c.rows} for c in checks]
@@ -408,7 +416,7 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
         names = {n for n, _ in counted}
         return TotalVerdict.of(counted, [g for g in groups if set(g[1]) <= names])
 
-    return TotalCheck(os.fspath(source), first.archs, first.driver, tuple(checks),
+    return TotalCheck(file, first.archs, first.driver, tuple(checks),
                       tuple(total(i) for i in range(len(first.archs))), groups)
 
 

@@ -381,6 +381,18 @@ def _resources(lib: Library) -> Iterator[tuple[str, str, int | None, int | None,
                 yield row[0], arch, None, None, None
 
 
+def images_read(lib: Library) -> list[tuple[str, int, bool, list[tuple[Any, ...]]]]:
+    """Each image :func:`read_library` read, in the order of the binary's loadable images
+    (:meth:`~fatbinkit.binary.Binary.select`): ``(arch, module, native, rows)``, ``rows`` as
+    :meth:`fatbinkit.vendors.Vendor.profile` gives them (a native function's SASS size last).
+    Only a library read here has them (not one from :meth:`Library.from_dict`)."""
+    rows: _Rows | None = lib.__dict__.get("_rows")
+    if rows is None:
+        raise InvalidArgumentError(f"{lib.name}: its images were not read here (a library "
+                                   "from a snapshot file has its kernels, not its images)")
+    return rows.images
+
+
 def _count_kernels(lib: Library) -> int:
     """``len(lib.kernels)``, without making them."""
     rows = lib.__dict__.get("_rows")

@@ -1,0 +1,409 @@
+"""The HTML page of :class:`fatbinkit.report.Report`: one file, Plotly's JavaScript inside.
+
+The document goes in as JSON (``<script id="fatbinkit-report" type="application/json">``) and
+the page's script draws every view from it with Plotly (the copy of plotly.js that Plotly's
+Python package ships: the ``report`` extra), so that what a reader sees and what a script reads
+are one thing. Each figure a view shows is also in a table cell with its exact value in
+``data-value`` (tests/test_report_browser.py reads them from the page's DOM).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import UnsupportedError
+
+
+def page(doc: Mapping[str, Any]) -> str:
+    """The whole page for the report document ``doc``."""
+    try:
+        from plotly.offline import get_plotlyjs
+    except ImportError:
+        raise UnsupportedError("fatbinkit report writes its page with Plotly: pip install "
+                               "'fatbinkit[report]' (the JSON document needs nothing more: "
+                               "--json)") from None
+    data = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    # inside <script>: no "</script>", no "<!--" (a kernel name may hold "<")
+    data = data.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029",
+                                                                           "\\u2029")
+    title = f"fatbinkit report: {doc['source']}"
+    return (_HEAD.replace("$TITLE", html.escape(title))
+            + f'<script>{get_plotlyjs()}</script>\n'
+            + f'<script id="fatbinkit-report" type="application/json">{data}</script>\n'
+            + f"<script>{_SCRIPT}</script>\n</body>\n</html>\n")
+
+
+_HEAD = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>$TITLE</title>
+<style>
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0;
+       color: #1d2430; background: #fafbfc; }
+header { padding: 14px 24px; background: #1d2430; color: #fff; }
+header h1 { font-size: 18px; margin: 0 0 4px; word-break: break-all; }
+header p { margin: 0; color: #c9d1dc; }
+nav { position: sticky; top: 0; z-index: 5; background: #fff; border-bottom: 1px solid #dde2e8;
+      padding: 6px 24px; }
+nav a { margin-right: 18px; color: #1f5fbf; text-decoration: none; font-weight: 600; }
+section { padding: 10px 24px 24px; border-bottom: 1px solid #e4e8ee; }
+h2 { font-size: 17px; margin: 14px 0 4px; }
+p.help { margin: 2px 0 10px; color: #4a5566; max-width: 70em; }
+.chart { width: 100%; min-height: 200px; }
+.bar { margin: 6px 0; }
+.bar button { font: inherit; padding: 3px 10px; border: 1px solid #aab4c3; background: #fff;
+              border-radius: 4px; cursor: pointer; }
+.bar button.on { background: #1f5fbf; color: #fff; border-color: #1f5fbf; }
+#bytes-detail { margin: 6px 0; padding: 6px 10px; background: #eef3fb; border-radius: 4px;
+                word-break: break-all; }
+table { border-collapse: collapse; margin: 8px 0; font-size: 13px; }
+th, td { border: 1px solid #dde2e8; padding: 3px 8px; text-align: right; }
+th { background: #f0f3f7; }
+td.name, th.name { text-align: left; max-width: 48em; overflow-wrap: anywhere; }
+td.native { background: #cfead3; } td.jit { background: #f3e7b3; }
+td.mixed { background: #dcebc0; } td.none { background: #eceef1; color: #7b8594; }
+td.fails { background: #f5c6c6; }
+details { margin: 8px 0; } summary { cursor: pointer; color: #1f5fbf; }
+.empty { color: #7b8594; font-style: italic; }
+</style>
+</head>
+<body>
+"""
+
+_SCRIPT = r"""
+(function () {
+"use strict";
+const doc = JSON.parse(document.getElementById("fatbinkit-report").textContent);
+const body = document.body;
+const STATUS = ["none", "jit", "mixed", "native", "fails"];
+const COLORS = {none: "#eceef1", jit: "#e9cf5f", mixed: "#a9d18e", native: "#3c9a50",
+                fails: "#d9534f"};
+const WORDS = {none: "no image", jit: "PTX JIT", mixed: "SASS + PTX JIT",
+               native: "native SASS", fails: "fails"};
+
+function size(n) {
+  if (n === null || n === undefined) return "-";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = n, u = 0;
+  while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u += 1; }
+  return (u ? v.toFixed(v >= 100 ? 0 : 1) : String(v)) + " " + units[u];
+}
+function el(tag, attrs, text) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== null && v !== undefined) e.setAttribute(k, v);
+  }
+  if (text !== undefined && text !== null) e.textContent = text;
+  return e;
+}
+function cell(key, value, shown) {
+  return el("td", {"data-key": key, "data-value": value === null ? "" : String(value)},
+            shown === undefined ? size(value) : shown);
+}
+function section(id, title, help) {
+  const s = el("section", {id: id});
+  s.appendChild(el("h2", {}, title));
+  s.appendChild(el("p", {class: "help"}, help));
+  body.appendChild(s);
+  return s;
+}
+function table(id, heads) {
+  const t = el("table", {id: id});
+  const tr = el("tr");
+  heads.forEach((h, i) => tr.appendChild(el("th", i === 0 ? {class: "name"} : {}, h)));
+  t.appendChild(tr);
+  return t;
+}
+function nameCell(text) { return el("td", {class: "name"}, text); }
+
+// -- header and navigation -------------------------------------------------------------------
+const libs = doc.libraries;
+const fileBytes = libs.reduce((a, l) => a + l.size, 0);
+const devBytes = libs.reduce((a, l) => a + l.stored, 0);
+const header = el("header");
+header.appendChild(el("h1", {}, "fatbinkit report: " + doc.source));
+header.appendChild(el("p", {id: "headline"},
+  libs.length + (libs.length === 1 ? " library" : " libraries") + " with device code, " +
+  size(fileBytes) + " (" + size(devBytes) + " of it device code, " +
+  size(libs.reduce((a, l) => a + l.uncompressed, 0)) + " once inflated)" +
+  (doc.other_files ? "; " + size(doc.other_files) + " in other files" : "") +
+  (doc.old ? "; compared with " + doc.old : "") + ". " + doc.tool + "."));
+body.appendChild(header);
+const nav = el("nav");
+[["bytes", "Bytes"], ["coverage", "Coverage"], ["what-if", "What-if"]]
+  .concat(doc.comparison ? [["comparison", "Comparison"]] : [])
+  .forEach(([id, t]) => { const a = el("a", {href: "#" + id}, t); nav.appendChild(a); });
+body.appendChild(nav);
+const drawn = [];
+
+// -- 1. bytes --------------------------------------------------------------------------------
+(function () {
+  const s = section("bytes", "Where the bytes go",
+    "Each library's file, split into its host code and its device code per arch, module " +
+    "(fatbin container) and kernel. Click a block to open it, the bar above to go back. " +
+    "Stored: bytes in the file (a kernel: its share of its compressed image); uncompressed: " +
+    "with every image inflated (a kernel: its SASS code). Modules marked (xN) are stored N " +
+    "times in this input.");
+  const bar = el("div", {class: "bar"});
+  const bStored = el("button", {id: "bytes-stored", class: "on"}, "stored");
+  const bUnc = el("button", {id: "bytes-uncompressed"}, "uncompressed");
+  bar.appendChild(bStored); bar.appendChild(bUnc);
+  s.appendChild(bar);
+  const detail = el("div", {id: "bytes-detail"});
+  s.appendChild(detail);
+  const div = el("div", {id: "bytes-chart", class: "chart", style: "height:640px"});
+  s.appendChild(div);
+  const t = doc.bytes;
+  const palette = {input: "#ffffff", library: "#5b8def", host: "#b8c0cc", other: "#d9dde3",
+                   sass: "#3c9a50", ptx: "#e9cf5f", module: "#8fc79a", kernel: "#b9dfc0",
+                   rest: "#e4efe6"};
+  const colors = t.kind.map((k, i) => t.copies[i] > 1 ? "#f0a04b" : (palette[k] || "#9fb7e3"));
+  let mode = "stored";
+  function show(i) {
+    const full = t.name[i] || t.labels[i];
+    detail.setAttribute("data-node", t.ids[i]);
+    detail.setAttribute("data-name", full);
+    detail.setAttribute("data-stored", t.stored[i]);
+    detail.setAttribute("data-uncompressed", t.uncompressed[i]);
+    detail.textContent = full + ": " + size(t.stored[i]) + " stored, " +
+      size(t.uncompressed[i]) + " uncompressed" +
+      (t.copies[i] > 1 ? " (stored " + t.copies[i] + " times in this input)" : "");
+  }
+  show(0);
+  const trace = {type: "treemap", ids: t.ids, labels: t.labels, parents: t.parents,
+    values: t.stored, branchvalues: "total", maxdepth: 3, sort: true,
+    marker: {colors: colors, line: {width: 0.5, color: "#ffffff"}},
+    customdata: t.uncompressed, textinfo: "label+value+percent parent",
+    texttemplate: "%{label}<br>%{value:.3s}B",
+    hovertemplate: "%{label}<br>%{value:,} bytes (%{percentParent:.1%} of %{parent})" +
+                   "<extra></extra>",
+    pathbar: {visible: true}};
+  drawn.push(Plotly.newPlot(div, [trace], {margin: {t: 30, l: 4, r: 4, b: 4}},
+                            {responsive: true, displaylogo: false}).then(function () {
+    div.on("plotly_treemapclick", function (ev) {
+      const p = ev.points && ev.points[0];
+      if (p) show(Number(p.id));
+      return true;
+    });
+  }));
+  function mode_(m) {
+    mode = m;
+    bStored.classList.toggle("on", m === "stored");
+    bUnc.classList.toggle("on", m === "uncompressed");
+    Plotly.restyle(div, {values: [m === "stored" ? t.stored : t.uncompressed]});
+  }
+  bStored.addEventListener("click", () => mode_("stored"));
+  bUnc.addEventListener("click", () => mode_("uncompressed"));
+  const tab = table("bytes-table", ["library", "file", "device code stored",
+                                    "device code uncompressed", "host code and data",
+                                    "stored more than once"]);
+  libs.forEach((l) => {
+    const tr = el("tr", {"data-library": l.name});
+    tr.appendChild(nameCell(l.name));
+    tr.appendChild(cell("size", l.size));
+    tr.appendChild(cell("stored", l.stored));
+    tr.appendChild(cell("uncompressed", l.uncompressed));
+    tr.appendChild(cell("host", l.size - l.stored - l.other_images));
+    tr.appendChild(cell("duplicated", l.duplicated));
+    tab.appendChild(tr);
+  });
+  s.appendChild(tab);
+})();
+
+// -- 2. coverage -----------------------------------------------------------------------------
+(function () {
+  const s = section("coverage", "Which GPUs each library runs on",
+    "Per library and GPU: native SASS, PTX JIT (the driver compiles it at first load), both " +
+    "(some modules each way), no image, or fails (the driver picks an image it cannot load" +
+    (doc.driver ? " with driver " + doc.driver : "") + "). The number in a cell is the " +
+    "minimum driver (CUDA version) that GPU needs for that library; the bottom row is the " +
+    "whole input, as `fatbinkit check --min-driver` says it.");
+  const devices = doc.devices;
+  const rows = libs.map((l) => l.name.split("/").pop());
+  const z = [], text = [], hover = [];
+  libs.forEach((l) => {
+    const zr = [], tr = [], hr = [];
+    devices.forEach((d) => {
+      const c = l.coverage[d];
+      zr.push(c ? STATUS.indexOf(c.status) : null);
+      tr.push(c && c.min_driver && c.status !== "none" ? c.min_driver : "");
+      hr.push(c ? l.name + " on " + d + ": " + WORDS[c.status] + " (" + c.reason + ")" +
+        (c.min_driver ? "; needs a CUDA " + c.min_driver + " driver" : "") : "");
+    });
+    z.push(zr); text.push(tr); hover.push(hr);
+  });
+  const tot = doc.total_coverage;
+  rows.push("whole input");
+  z.push(devices.map((d) => tot[d] ? (tot[d].verdict === "works" ? 3 :
+                                      tot[d].verdict === "partial" ? 2 :
+                                      tot[d].min_driver ? 4 : 0) : null));
+  text.push(devices.map((d) => tot[d] && tot[d].min_driver ? tot[d].min_driver : ""));
+  hover.push(devices.map((d) => tot[d] ? d + ": " + tot[d].verdict + " (" + tot[d].reason +
+                                          ")" : ""));
+  const scale = [];
+  STATUS.forEach((st, i) => { scale.push([i / STATUS.length, COLORS[st]]);
+                              scale.push([(i + 1) / STATUS.length, COLORS[st]]); });
+  const div = el("div", {id: "coverage-chart", class: "chart",
+                         style: "height:" + (140 + 28 * rows.length) + "px"});
+  s.appendChild(div);
+  drawn.push(Plotly.newPlot(div, [{type: "heatmap", x: devices, y: rows, z: z, text: text,
+    texttemplate: "%{text}", customdata: hover, hovertemplate: "%{customdata}<extra></extra>",
+    colorscale: scale, zmin: 0, zmax: STATUS.length, xgap: 2, ygap: 2, showscale: false}],
+    {margin: {t: 10, l: 200, r: 10, b: 60}, yaxis: {autorange: "reversed"},
+     xaxis: {type: "category", tickangle: -45}},
+    {responsive: true, displaylogo: false}));
+  const legend = el("p", {class: "help"});
+  STATUS.forEach((st) => { const sp = el("span", {style: "background:" + COLORS[st] +
+    ";padding:1px 8px;margin-right:8px;border-radius:3px"}, WORDS[st]); legend.appendChild(sp); });
+  s.appendChild(legend);
+  const det = el("details");
+  det.appendChild(el("summary", {}, "the table"));
+  const tab = table("coverage-table", ["library"].concat(devices));
+  libs.forEach((l) => {
+    const tr = el("tr", {"data-library": l.name});
+    tr.appendChild(nameCell(l.name));
+    devices.forEach((d) => {
+      const c = l.coverage[d] || {status: "none", min_driver: null};
+      tr.appendChild(el("td", {class: c.status, "data-device": d, "data-status": c.status,
+                               "data-verdict": c.verdict, "data-min-driver": c.min_driver || ""},
+                        WORDS[c.status] + (c.min_driver && c.status !== "none" ?
+                                           " (" + c.min_driver + ")" : "")));
+    });
+    tab.appendChild(tr);
+  });
+  const tr = el("tr", {"data-total": "1"});
+  tr.appendChild(nameCell("whole input: minimum driver"));
+  devices.forEach((d) => {
+    const c = tot[d] || {};
+    tr.appendChild(el("td", {"data-device": d, "data-verdict": c.verdict || "",
+                             "data-min-driver": c.min_driver || ""}, c.min_driver || "-"));
+  });
+  tab.appendChild(tr);
+  det.appendChild(tab);
+  s.appendChild(det);
+})();
+
+// -- 3. what-if ------------------------------------------------------------------------------
+(function () {
+  const s = section("what-if", "What pruning would keep",
+    "For each set of GPUs: the device code `fatbinkit prune --for` those GPUs would keep " +
+    "(what each of them loads, and every PTX: --ptx keep) and drop, per library; nothing is " +
+    "written. Host code is not counted.");
+  const sets = doc.what_if;
+  if (!sets.length) { s.appendChild(el("p", {class: "empty"}, "no GPU set to show")); return; }
+  const labels = sets.map((w) => w.gpus.join(" + "));
+  const div = el("div", {id: "what-if-chart", class: "chart",
+                         style: "height:" + (160 + 34 * sets.length) + "px"});
+  s.appendChild(div);
+  drawn.push(Plotly.newPlot(div, [
+    {type: "bar", orientation: "h", name: "kept", y: labels, x: sets.map((w) => w.kept),
+     marker: {color: "#3c9a50"}, hovertemplate: "%{y}: keeps %{x:,} bytes<extra></extra>"},
+    {type: "bar", orientation: "h", name: "dropped", y: labels, x: sets.map((w) => w.dropped),
+     marker: {color: "#c8ccd3"}, hovertemplate: "%{y}: drops %{x:,} bytes<extra></extra>"}],
+    {barmode: "stack", margin: {t: 10, l: 160, r: 10, b: 40},
+     xaxis: {title: {text: "device code, bytes stored"}}, yaxis: {autorange: "reversed"}},
+    {responsive: true, displaylogo: false}));
+  const tab = table("what-if-table", ["GPUs", "library", "kept", "dropped", "saved"]);
+  sets.forEach((w) => {
+    const rows = libs.map((l) => [l.name, l.what_if.find((x) => x.gpus.join() === w.gpus.join())])
+      .concat([["all libraries", w]]);
+    rows.forEach(([name, x]) => {
+      if (!x) return;
+      const tr = el("tr", {"data-gpus": w.gpus.join(","), "data-library":
+                           name === "all libraries" ? "" : name});
+      tr.appendChild(nameCell(w.gpus.join(" + ")));
+      tr.appendChild(nameCell(name));
+      tr.appendChild(cell("kept", x.kept));
+      tr.appendChild(cell("dropped", x.dropped));
+      const total = x.kept + x.dropped;
+      tr.appendChild(el("td", {}, total ? (100 * x.dropped / total).toFixed(1) + " %" : "-"));
+      tab.appendChild(tr);
+    });
+  });
+  s.appendChild(tab);
+})();
+
+// -- 4. comparison ---------------------------------------------------------------------------
+(function () {
+  const c = doc.comparison;
+  if (!c) return;
+  const s = section("comparison", "What changed from " + doc.old,
+    "What `fatbinkit diff OLD NEW` reports: kernels added, removed and changed per arch, " +
+    "archs and PTX lost or gained, minimum drivers raised, the worst register, spill and " +
+    "stack growth; and each library's bytes on both sides.");
+  const sum = table("comparison-table", ["kernel images", "added", "removed", "changed",
+                                         "unchanged", "regressions"]);
+  const tr = el("tr");
+  tr.appendChild(nameCell("all libraries"));
+  ["added", "removed", "changed", "unchanged", "regressions"].forEach((k) =>
+    tr.appendChild(cell(k, c.summary[k], String(c.summary[k]))));
+  sum.appendChild(tr);
+  s.appendChild(sum);
+  const names = c.sizes.map((x) => x.library.split("/").pop());
+  const div = el("div", {id: "comparison-chart", class: "chart",
+                         style: "height:" + (160 + 40 * names.length) + "px"});
+  s.appendChild(div);
+  drawn.push(Plotly.newPlot(div, [
+    {type: "bar", orientation: "h", name: "old", y: names,
+     x: c.sizes.map((x) => x.old ? x.old.size : 0), marker: {color: "#9aa5b4"}},
+    {type: "bar", orientation: "h", name: "new", y: names,
+     x: c.sizes.map((x) => x.new ? x.new.size : 0), marker: {color: "#5b8def"}}],
+    {barmode: "group", margin: {t: 10, l: 200, r: 10, b: 40},
+     xaxis: {title: {text: "file bytes"}}, yaxis: {autorange: "reversed"}},
+    {responsive: true, displaylogo: false}));
+  const sizes = table("comparison-sizes", ["library", "old", "new", "device code old",
+                                           "device code new"]);
+  c.sizes.forEach((x) => {
+    const r = el("tr", {"data-library": x.library});
+    r.appendChild(nameCell(x.library));
+    r.appendChild(cell("old", x.old ? x.old.size : null));
+    r.appendChild(cell("new", x.new ? x.new.size : null));
+    r.appendChild(cell("old_stored", x.old ? x.old.stored : null));
+    r.appendChild(cell("new_stored", x.new ? x.new.stored : null));
+    sizes.appendChild(r);
+  });
+  s.appendChild(sizes);
+  const lost = c.coverage.concat(c.archs.filter((a) => a.field === "min_driver"));
+  s.appendChild(el("h2", {}, "Archs and drivers"));
+  if (!lost.length) s.appendChild(el("p", {class: "empty"}, "no arch lost or gained"));
+  else {
+    const t = table("comparison-archs", ["library", "kind", "arch", "change"]);
+    lost.forEach((x) => {
+      const r = el("tr", {"data-library": x.library, "data-arch": x.arch,
+                          "data-regression": String(x.regression)});
+      r.appendChild(nameCell(x.library)); r.appendChild(el("td", {}, x.kind));
+      r.appendChild(el("td", {}, x.arch));
+      r.appendChild(el("td", {class: x.regression ? "fails" : ""}, x.change ? x.change :
+        "minimum driver " + x.old + " -> " + x.new));
+      t.appendChild(r);
+    });
+    s.appendChild(t);
+  }
+  s.appendChild(el("h2", {}, "Worst register, spill and stack growth"));
+  if (!c.worst.length) s.appendChild(el("p", {class: "empty"}, "none"));
+  else {
+    const t = table("comparison-worst", ["kernel", "arch", "field", "old", "new", "delta"]);
+    c.worst.forEach((x) => {
+      const r = el("tr", {"data-kernel": x.kernel, "data-arch": x.arch, "data-field": x.field});
+      r.appendChild(nameCell(x.demangled)); r.appendChild(el("td", {}, x.arch));
+      r.appendChild(el("td", {}, x.field));
+      r.appendChild(cell("old", x.old, String(x.old)));
+      r.appendChild(cell("new", x.new, String(x.new)));
+      r.appendChild(cell("delta", x.delta, "+" + x.delta));
+      t.appendChild(r);
+    });
+    s.appendChild(t);
+  }
+})();
+
+Promise.all(drawn).then(function () {
+  window.fatbinkitReady = true;
+  document.body.setAttribute("data-ready", "1");
+});
+})();
+"""

@@ -1,0 +1,469 @@
+"""A picture of where the bytes go: ``fatbinkit report INPUT [OLD] -o report.html``.
+
+:func:`report` reads a library, a wheel or a folder (:mod:`fatbinkit.collection`) once, every
+image on every core (:func:`fatbinkit.diff.read_library`, as ``diff`` reads it), and makes a
+:class:`Report`: one JSON document (:meth:`Report.to_dict`) and one self-contained HTML page
+(:meth:`Report.html`: Plotly's JavaScript inside, no network) with four views:
+
+1. **bytes**: a treemap input -> library -> arch -> module -> kernel, stored or uncompressed, the
+   host code of each library its own block so that a library adds up to its file size; images
+   stored more than once in the input marked;
+2. **coverage**: library x GPU, what each GPU loads (native code, PTX JIT, nothing, or fails with
+   the driver given) and the minimum driver per GPU;
+3. **what-if**: for sets of GPUs, what ``prune --for`` would keep and drop (nothing written);
+4. **comparison** (with ``OLD``): what ``diff OLD INPUT`` reports, in short.
+
+The figures are the commands' own: ``summary`` holds ``ls --summary --json``'s documents,
+``coverage`` each library's verdicts as ``check --arch ... --json`` gives them and the
+minimum drivers of ``check --min-driver --json``, ``comparison`` the counts and changes of
+``diff --json``. Plotly (the ``report`` extra) is needed for :meth:`Report.html` only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from . import __version__, vendors
+from .binary import Binary, Summary, demangle
+from .collection import Member, TotalCheck, binaries, members, named, total_check
+from .diff import Diff, Snapshot, diff, images_read, read_library
+from .errors import FatbinkitError, InvalidArgumentError
+from .formats.codec import DecompressionBudget
+from .outfile import atomic_path
+from .parallel import as_jobs
+from .progress import Progress
+
+__all__ = ["FORMAT", "KERNEL_NODES", "Report", "report"]
+
+#: what :meth:`Report.to_dict` says it is
+FORMAT = "fatbinkit-report/1"
+#: kernels drawn in the treemap, largest first over the whole input; the others of a module are
+#: one block ("412 more kernels"): torch has 10^5 and the page stays under 10 MB
+KERNEL_NODES = 12_000
+_KERNELS_PER_IMAGE = 24  # at most this many kernels of one image drawn
+_LABEL = 72  # characters of a demangled kernel name shown
+
+
+@dataclass(frozen=True)
+class Report:
+    """What :func:`report` found: ``data`` is the JSON document (:meth:`to_dict`)."""
+
+    source: str
+    old: str | None
+    data: Mapping[str, Any] = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+    def html(self) -> str:
+        """The page: the document inside (``<script id="fatbinkit-report"
+        type="application/json">``), Plotly's JavaScript inline (the ``report`` extra)."""
+        from ._report_page import page
+
+        return page(self.data)
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Write :meth:`html` to ``path`` (whole or not at all)."""
+        text = self.html()
+        with atomic_path(path) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+
+    def __str__(self) -> str:
+        libs = self.data["libraries"]
+        stored = sum(lib["size"] for lib in libs)
+        against = f" against {self.old}" if self.old else ""
+        return (f"report of {self.source}{against}: {len(libs)} "
+                f"librar{'y' if len(libs) == 1 else 'ies'}, {stored} bytes")
+
+
+def report(source: str | os.PathLike[str], old: str | os.PathLike[str] | None = None, *,
+           driver: Any = None, keep: Iterable[Iterable[str]] | None = None,
+           everywhere: bool = False, jobs: int | None = None, progress: Progress = None,
+           max_decompressed: int | DecompressionBudget | None = None,
+           skipped: Callable[[Member, FatbinkitError], None] | None = None) -> Report:
+    """Read ``source`` (and ``old``, to compare) and make a :class:`Report`.
+
+    ``driver``: the driver the coverage view judges with (``"12.8"``, ``"570.124.06"``; None:
+    driver floors are reported as minimum drivers, not applied). ``keep``: the GPU sets of the
+    what-if view (each a list of archs, ``[["sm_90"], ["sm_90", "sm_120"]]``); None: each base
+    SASS arch the input has, alone. ``everywhere``, ``jobs``, ``progress``,
+    ``max_decompressed``, ``skipped`` as :func:`fatbinkit.diff.snapshot` takes them."""
+    as_jobs(jobs)
+    DecompressionBudget.of(max_decompressed, 0)
+    runtime_devices = _gpu_sets(keep)
+    if driver is not None:
+        vendors.runtime([vendors.device("sm_90", "GPU arch")], driver)  # refused before reading
+    read = _Reader(driver, runtime_devices, everywhere, jobs, progress, max_decompressed,
+                   skipped)
+    new = read(source, None)
+    doc: dict[str, Any] = {
+        "format": FORMAT, "tool": f"fatbinkit {__version__}", "source": os.fspath(source),
+        "old": None if old is None else os.fspath(old), "driver": new.driver,
+        **new.doc, "comparison": None}
+    if old is not None:
+        before = read(old, new.snapshot)
+        doc["comparison"] = _comparison(diff(before.snapshot, new.snapshot), before.doc, new.doc)
+    return Report(os.fspath(source), None if old is None else os.fspath(old), doc)
+
+
+@dataclass(frozen=True)
+class _Read:
+    snapshot: Snapshot
+    doc: dict[str, Any]
+    driver: str | None
+
+
+def _gpu_sets(keep: Iterable[Iterable[str]] | None) -> list[list[str]] | None:
+    if keep is None:
+        return None
+    if isinstance(keep, str):
+        raise InvalidArgumentError("keep is a list of GPU sets, e.g. [['sm_90', 'sm_120']], "
+                                   f"not the string {keep!r}")
+    sets = []
+    for s in keep:
+        if isinstance(s, str):
+            raise InvalidArgumentError(f"each set of keep is a list of archs, not {s!r}")
+        archs = [str(vendors.device(a, "GPU arch")[1]) for a in s]
+        if not archs:
+            raise InvalidArgumentError("a GPU set of keep names no arch")
+        sets.append(list(dict.fromkeys(archs)))
+    if not sets:
+        raise InvalidArgumentError("keep names no GPU set")
+    return sets
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """How :func:`report` reads each of its inputs."""
+
+    driver: Any
+    keep: list[list[str]] | None
+    everywhere: bool
+    jobs: int | None
+    progress: Progress
+    max_decompressed: int | DecompressionBudget | None
+    skipped: Callable[[Member, FatbinkitError], None] | None
+
+    def __call__(self, source: str | os.PathLike[str], like: Snapshot | None) -> _Read:
+        return _read(source, self, like)
+
+
+def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -> _Read:
+    """One input read once: each library's summary, images, verdicts and what-if."""
+    driver, keep, jobs = how.driver, how.keep, how.jobs
+    known = {} if like is None else {d: o for lib in like.libraries for d, o in lib.read.items()}
+    libraries = []
+    summaries: list[Summary] = []
+    checks = []
+    floors = []
+    libs = []
+    every_image: list[list[dict[str, Any]]] = []
+    found = members(source)
+    for m, binary in binaries(source, how.progress, how.skipped, jobs=jobs,
+                              everywhere=how.everywhere):
+        with named(m):
+            lib = read_library(binary, m.name, how.max_decompressed, known, jobs=jobs)
+            summary = replace(binary.summary(), file=m.name)
+            devices = [d.device for d in summary.devices]
+            judged = binary.check(devices, driver, sets=lib.sets)
+            least = judged if driver is None else binary.check(devices, None, sets=lib.sets)
+        libs.append(lib)
+        summaries.append(summary)
+        if judged.rows:
+            checks.append(replace(judged, file=m.name))
+            floors.append(replace(least, file=m.name))
+        entry, images = _library(m, binary, lib, summary, judged, least, keep)
+        libraries.append(entry)
+        every_image.append(images)
+    total = Summary.combined(f"{os.fspath(source)} (total of {len(summaries)} files)",
+                             summaries) if len(found) > 1 or found[0].path is None else None
+    verdicts = total_check(os.fspath(source), checks) if checks else None
+    least_total = total_check(os.fspath(source), floors) if floors else None
+    copies = _copies(every_image)
+    for entry, images in zip(libraries, every_image, strict=True):  # the copies after the first
+        entry["duplicated"] = _duplicated(images, copies)
+    other_files = max(0, _input_size(source, found) - sum(lib["size"] for lib in libraries))
+    doc = {
+        "summary": {"files": [s.to_dict() for s in summaries],
+                    "total": None if total is None else total.to_dict()},
+        "libraries": libraries,
+        "other_files": other_files,
+        "bytes": _tree(os.fspath(source), libraries, every_image, copies, other_files),
+        "devices": list(dict.fromkeys(d for lib in libraries for d in lib["coverage"])),
+        "total_coverage": _total_coverage(verdicts, least_total),
+        "what_if": _what_if_total(libraries),
+    }
+    return _Read(Snapshot(os.fspath(source), tuple(libs)), doc,
+                 None if verdicts is None or verdicts.driver is None else
+                 ".".join(map(str, verdicts.driver)))
+
+
+def _input_size(source: str | os.PathLike[str], found: Sequence[Member]) -> int:
+    """The bytes of every file of the input: a wheel's members unpacked, a folder's files, or
+    the file."""
+    if found[0].path is None:  # a wheel (or .pt2): every member, binaries or not
+        with zipfile.ZipFile(found[0].origin) as zf:
+            return sum(i.file_size for i in zf.infolist() if not i.is_dir())
+    path = Path(source)
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and
+                   not p.is_symlink())
+    return path.stat().st_size
+
+
+def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
+             least: Any, keep: list[list[str]] | None,
+             ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One library's part of the document, and its images as the treemap draws them."""
+    items = [it for it in binary.select() if it.kind in vendors.of(it.code).loadable]
+    read = images_read(lib)
+    assert len(read) == len(items), "read_library reads the loadable images in select() order"
+    images = []
+    for it, (arch, module, native, rows) in zip(items, read, strict=True):
+        c = it.code
+        kernels = sorted(((r[0], r[-1] if native else 0) for r in rows if not native or r[1]),
+                         key=lambda k: (-k[1], k[0]))
+        images.append({"kind": c.kind, "arch": arch, "module": module, "stored": c.stored,
+                       "uncompressed": c.uncompressed, "hidden": c.hidden,
+                       "kernels": [[n, s] for n, s in kernels],
+                       "digest": hashlib.blake2b(c.view, digest_size=12).hexdigest()})
+    other = [it.code for it in binary.select() if it.kind not in vendors.of(it.code).loadable]
+    coverage = {}
+    for v, f in zip(judged.verdicts, least.verdicts, strict=True):
+        coverage[str(v.device)] = {**_cell(v), "min_driver": _dotted(f.min_driver),
+                                   "min_driver_known": f.min_driver_known}
+    return {
+        "name": m.name, "size": binary.size,
+        "stored": summary.stored, "uncompressed": summary.uncompressed,
+        "other_images": sum(c.stored for c in other),
+        "other_images_uncompressed": sum(c.uncompressed for c in other),
+        "duplicated": 0,
+        "coverage": coverage,
+        "what_if": _what_if(binary, lib, keep, summary),
+    }, images
+
+
+def _dotted(v: Any) -> str | None:
+    return None if v is None else ".".join(map(str, v))
+
+
+def _cell(v: Any) -> dict[str, Any]:
+    """What one GPU does with one library: ``fails`` (the driver picks an image it cannot
+    load, for a module or more), ``none`` (no module has an image it loads), ``native`` (every
+    module that loads has native code for it), ``jit`` (every one by PTX JIT), ``mixed``; with
+    the verdict's counts as ``check --json`` gives them."""
+    d = v.to_dict()
+    if d["cannot"]:
+        status = "fails"
+    elif not d["sass"] and not d["jit"]:
+        status = "none"
+    elif not d["jit"]:
+        status = "native"
+    else:
+        status = "jit" if not d["sass"] else "mixed"
+    return {"status": status, "verdict": d["status"], "sass": d["sass"], "jit": d["jit"],
+            "cannot": d["cannot"], "other_gpus": d["other_gpus"], "reason": d["reason"]}
+
+
+def _total_coverage(verdicts: TotalCheck | None, least: TotalCheck | None,
+                    ) -> dict[str, Any]:
+    if verdicts is None or least is None:
+        return {}
+    return {str(v.device): {"verdict": v.status, "reason": v.to_dict()["reason"],
+                            "min_driver": _dotted(f.min_driver)}
+            for v, f in zip(verdicts.verdicts, least.verdicts, strict=True)}
+
+
+def _duplicated(images: Sequence[dict[str, Any]], copies: Mapping[str, int]) -> int:
+    """A library's stored bytes that repeat an image stored earlier in the input (its own or
+    another library's: the input's first copy of each is not counted)."""
+    return sum(img["stored"] for img in images if copies[img["digest"]] > 1
+               and not img.get("first"))
+
+
+def _copies(libraries: Sequence[Sequence[dict[str, Any]]]) -> dict[str, int]:
+    """How many images of the input have each image's stored bytes (its ``digest``)."""
+    seen: dict[str, int] = {}
+    for images in libraries:
+        for img in images:
+            img["first"] = img["digest"] not in seen
+            seen[img["digest"]] = seen.get(img["digest"], 0) + 1
+    return seen
+
+
+# -- what-if: what prune would keep ------------------------------------------------------------
+
+def _what_if(binary: Binary, lib: Any, keep: list[list[str]] | None,
+             summary: Summary) -> list[dict[str, Any]]:
+    """Per GPU set, the stored bytes of device code ``prune --for`` each arch of it keeps
+    (``--ptx keep``, its default) and drops, by the rules of :func:`fatbinkit.slim.slim`
+    (``_kept``, ``_keep_empty``, ``_keep_for_kernels``): per module, the image each GPU picks,
+    every PTX, every image of a kind no GPU loads; a module left no image that holds no kernel
+    and no variable keeps its smallest; a module whose kept images lack kernels that dropped
+    ones hold keeps the smallest dropped ones that have them. Modules of another vendor than
+    the set's GPUs are kept. tests/test_report.py holds these figures to what ``prune``
+    writes."""
+    sets = keep if keep is not None else [[a.arch] for a in summary.archs
+                                          if a.kind == "sass" and a.arch.startswith("sm_")
+                                          and a.arch[-1].isdigit()]
+    codes = [it.code for it in binary.select()]
+    # the modules in read_library's order (its ImageSets: those with a loadable image, then
+    # the containers with no entry)
+    modules: dict[tuple[str, str, int, int], list[int]] = {}
+    for i, c in enumerate(codes):
+        modules.setdefault((c.member, c.source, c.container, i if c.container < 0 else -1),
+                           []).append(i)
+    sets_read = iter(lib.sets)
+    units = []
+    for idx in modules.values():
+        vendor = vendors.of(codes[idx[0]])
+        loadable = [i for i in idx if codes[i].kind in vendor.loadable]
+        images = next(sets_read).images if loadable else ()
+        assert len(images) == len(loadable)
+        units.append((vendor, idx, loadable, images))
+    total = sum(c.stored for c in codes)
+    out = []
+    for gpus in sets:
+        kept = sum(codes[i].stored for unit in units for i in _kept_of(codes, *unit, gpus))
+        out.append({"gpus": gpus, "kept": kept, "dropped": total - kept})
+    return out
+
+
+def _kept_of(codes: Sequence[Any], vendor: Any, idx: list[int], loadable: list[int],
+             images: Sequence[Any], gpus: Sequence[str]) -> set[int]:
+    """The indexes (into ``codes``) of one module's images that pruning for ``gpus`` keeps."""
+    devices = [d for v, d in (vendors.device(g, "GPU arch") for g in gpus) if v is vendor]
+    if not devices:
+        return set(idx)
+    headers = [vendor.header_image(codes[i]) for i in loadable]
+    kept = {i for i in idx if codes[i].kind not in vendor.loadable or
+            codes[i].kind not in vendor.function_kinds}  # other kinds, and PTX (--ptx keep)
+    for d in devices:
+        pick = vendor.decide(headers, d).image
+        kept |= {i for i, h in zip(loadable, headers, strict=True) if h is pick}
+    names = {i: img.kernels or frozenset() for i, img in zip(loadable, images, strict=True)}
+    size = {i: (codes[i].stored, i) for i in loadable}
+    if loadable and kept.isdisjoint(loadable):
+        if all(img.kernels is not None and not img.kernels and not img.variables
+               for img in images):
+            kept.add(min(loadable, key=size.__getitem__))
+    elif loadable:
+        have = set().union(*(names[i] for i in loadable if i in kept))
+        want = set().union(*names.values())
+        for i in sorted((i for i in loadable if i not in kept), key=size.__getitem__):
+            if want <= have:
+                break
+            if names[i] - have:
+                kept.add(i)
+                have |= names[i]
+    return kept
+
+
+def _what_if_total(libraries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    sets: dict[tuple[str, ...], list[int]] = {}
+    for lib in libraries:
+        for w in lib["what_if"]:
+            t = sets.setdefault(tuple(w["gpus"]), [0, 0])
+            t[0] += w["kept"]
+            t[1] += w["dropped"]
+    return [{"gpus": list(g), "kept": k, "dropped": d} for g, (k, d) in sets.items()]
+
+
+# -- comparison --------------------------------------------------------------------------------
+
+def _comparison(d: Diff, old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``diff --json`` says, in short: its summary, every coverage, arch and device
+    change, and the worst register/spill/stack changes; per library the bytes on each side."""
+    doc = d.to_dict()
+    worst = sorted((c for c in doc["changed"] if c["regression"]),
+                   key=lambda c: (-(c["delta"] or 0), c["field"], c["kernel"], c["arch"]))[:50]
+    sizes = {}
+    for side, part in (("old", old), ("new", new)):
+        for lib in part["libraries"]:
+            sizes.setdefault(lib["name"], {"old": None, "new": None})[side] = {
+                "size": lib["size"], "stored": lib["stored"],
+                "uncompressed": lib["uncompressed"]}
+    return {"libraries": doc["libraries"], "summary": doc["summary"],
+            "coverage": doc["coverage"], "archs": doc["archs"],
+            "devices": [c for c in doc["devices"] if c["regression"]],
+            "modules": doc["modules"][:200],
+            "worst": [{**c, "demangled": demangle(c["kernel"])} for c in worst],
+            "sizes": [{"library": name, **s} for name, s in sizes.items()]}
+
+
+def _short_name(name: str) -> str:
+    text = demangle(name)
+    return text if len(text) <= _LABEL else text[:_LABEL - 1] + "…"
+
+
+def _tree(source: str, libraries: Sequence[dict[str, Any]],
+          images: Sequence[Sequence[dict[str, Any]]], copies: Mapping[str, int],
+          other_files: int) -> dict[str, list[Any]]:
+    """The treemap's nodes, as parallel lists (``ids``, ``labels``, ``parents``, ``stored``,
+    ``uncompressed``, ``kind``, ``copies``, ``name``): input -> library -> its host code and
+    archs -> modules -> kernels. The largest :data:`KERNEL_NODES` kernels of the input are drawn
+    (a kernel: its SASS bytes uncompressed; stored, its share of its image's stored bytes), the
+    others of an image are one block with the image's other sections. Every node's values are
+    its children's sums; a library's stored value is its file size."""
+    nodes: dict[str, list[Any]] = {k: [] for k in ("ids", "labels", "parents", "stored",
+                                                   "uncompressed", "kind", "copies", "name")}
+
+    def add(label: str, parent: str, s: int, u: int, kind: str, n: int = 1,
+            name: str = "") -> int:
+        nodes["ids"].append(str(len(nodes["ids"])))
+        for key, value in (("labels", label), ("parents", parent), ("stored", s),
+                           ("uncompressed", u), ("kind", kind), ("copies", n),
+                           ("name", name)):
+            nodes[key].append(value)
+        return len(nodes["ids"]) - 1
+
+    sizes = sorted((k[1] for imgs in images for img in imgs
+                    for k in img["kernels"][:_KERNELS_PER_IMAGE] if k[1]), reverse=True)
+    cut = sizes[KERNEL_NODES - 1] if len(sizes) >= KERNEL_NODES else 1
+    stored, unc = nodes["stored"], nodes["uncompressed"]
+    root = add(os.path.basename(source.rstrip("/")) or source, "", 0, 0, "input")
+    for lib, imgs in zip(libraries, images, strict=True):
+        host = lib["size"] - lib["stored"] - lib["other_images"]
+        lid = add(lib["name"].rpartition("/")[2], str(root), lib["size"],
+                  host + lib["uncompressed"] + lib["other_images_uncompressed"], "library",
+                  name=lib["name"])
+        add("host code and data", str(lid), host, host, "host")
+        if lib["other_images"]:
+            add("other device code (LTO-IR...)", str(lid), lib["other_images"],
+                lib["other_images_uncompressed"], "other")
+        archs: dict[str, int] = {}
+        for img in imgs:
+            if img["arch"] not in archs:
+                archs[img["arch"]] = add(img["arch"], str(lid), 0, 0, img["kind"])
+            aid = archs[img["arch"]]
+            n = copies[img["digest"]]
+            mid = add(("hidden " if img["hidden"] else "") + f"module {img['module']}"
+                      + (f" (x{n})" if n > 1 else ""), str(aid), img["stored"],
+                      img["uncompressed"], "module", n)
+            stored[aid] += img["stored"]
+            unc[aid] += img["uncompressed"]
+            drawn = [k for k in img["kernels"][:_KERNELS_PER_IMAGE] if k[1] >= cut]
+            if not drawn:
+                continue
+            rest_s, rest_u = img["stored"], img["uncompressed"]
+            for name, size in drawn:
+                share = img["stored"] * size // max(1, img["uncompressed"])
+                add(_short_name(name), str(mid), share, size, "kernel", name=name)
+                rest_s -= share
+                rest_u -= size
+            more = len(img["kernels"]) - len(drawn)
+            add(f"{more} more kernel{'s' if more != 1 else ''} and data" if more else
+                "data (constants, symbols)", str(mid), max(0, rest_s), max(0, rest_u), "rest")
+        stored[root] += lib["size"]
+        unc[root] += unc[lid]
+    if other_files:
+        add("other files", str(root), other_files, other_files, "other")
+        stored[root] += other_files
+        unc[root] += other_files
+    return nodes
