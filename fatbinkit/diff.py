@@ -58,6 +58,7 @@ __all__ = [
     "ModuleChange",
     "Snapshot",
     "diff",
+    "images_read",
     "read_library",
     "snapshot",
 ]

@@ -71,7 +71,7 @@ class Report:
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`html` to ``path`` (whole or not at all)."""
         text = self.html()
-        with atomic_path(path) as tmp:
+        with atomic_path(Path(path)) as tmp:
             tmp.write_text(text, encoding="utf-8")
 
     def __str__(self) -> str:
@@ -169,7 +169,9 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
                               everywhere=how.everywhere):
         with named(m):
             lib = read_library(binary, m.name, how.max_decompressed, known, jobs=jobs)
-            summary = replace(binary.summary(), file=m.name)
+            summary = binary.summary()  # named as ls names it: a file given by its path,
+            if m.path != m.origin:  # a wheel's or folder's library by its path inside
+                summary = replace(summary, file=m.name)
             devices = [d.device for d in summary.devices]
             judged = binary.check(devices, driver, sets=lib.sets)
             least = judged if driver is None else binary.check(devices, None, sets=lib.sets)
@@ -383,7 +385,7 @@ def _comparison(d: Diff, old: Mapping[str, Any], new: Mapping[str, Any]) -> dict
     doc = d.to_dict()
     worst = sorted((c for c in doc["changed"] if c["regression"]),
                    key=lambda c: (-(c["delta"] or 0), c["field"], c["kernel"], c["arch"]))[:50]
-    sizes = {}
+    sizes: dict[str, dict[str, Any]] = {}
     for side, part in (("old", old), ("new", new)):
         for lib in part["libraries"]:
             sizes.setdefault(lib["name"], {"old": None, "new": None})[side] = {

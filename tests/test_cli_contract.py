@@ -270,9 +270,11 @@ FILE_COMMANDS: dict[str, Callable[[str, str], list[str]]] = {
     "diff OLD": lambda f, o: ["diff", f, f],
     "diff NEW": lambda f, o: ["diff", str(_fatbin(Path(o).parent.parent)), f],
     "gate": lambda f, o: ["gate", f, "--no-spills"],
+    "report": lambda f, o: ["report", f, "-o", o],
+    "report OLD": lambda f, o: ["report", str(_fatbin(Path(o).parent.parent)), f, "-o", o],
 }
 # a folder is an input: an empty one holds none
-FOLDER_COMMANDS = ("check", "diff", "extract", "gate", "ls")
+FOLDER_COMMANDS = ("check", "diff", "extract", "gate", "ls", "report")
 
 
 def test_every_file_command_is_covered() -> None:
