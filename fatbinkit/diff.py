@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from . import vendors
-from .binary import ArchFilter, Binary, DeviceSummary, KernelFilter, _size, demangle
+from .binary import ArchFilter, Binary, DeviceSummary, KernelFilter, Summary, _size, demangle
 from .collection import Member, binaries, member_key, named
 from .decision import dotted, version_numbers
 from .errors import FatbinkitError, FormatError, InvalidArgumentError
@@ -207,6 +207,8 @@ class Library:
     read: Mapping[bytes, _Read] = field(default_factory=dict, compare=False, repr=False)
     # the modules as the driver sees them (fatbinkit.compat): for gate --require-arch; ditto
     sets: tuple[ImageSet, ...] = field(default=(), compare=False, repr=False)
+    # the binary's summary as read_library made it (headers only): for fatbinkit.report; ditto
+    summary: Summary | None = field(default=None, compare=False, repr=False)
 
     def coverage(self, kind: str) -> frozenset[str]:
         return frozenset(a.arch for a in self.archs if a.kind == kind)
@@ -621,7 +623,7 @@ def read_library(binary: Binary, name: str,
                    (*(ImageSet(module_label(src, c, member), tuple(found), raw=c < 0,
                                    source=src, container=c if c >= 0 else None, vendor=vendor)
                       for (member, src, c, _), (*_, vendor, found) in modules.items()),
-                    *(ImageSet.of_entryless(c) for c in binary.entryless)))
+                    *(ImageSet.of_entryless(c) for c in binary.entryless)), summary)
 
 
 _HEAD = 16  # the bytes of a digest that hash the vendor's record of the image (its header)

@@ -31,7 +31,7 @@ from typing import Any
 
 from . import __version__, vendors
 from .binary import Binary, Summary, demangle
-from .collection import Member, TotalCheck, binaries, members, named, total_check
+from .collection import Member, TotalCheck, binaries, named, total_check
 from .diff import Diff, Snapshot, diff, images_read, read_library
 from .errors import FatbinkitError, InvalidArgumentError
 from .formats.codec import DecompressionBudget
@@ -164,12 +164,14 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
     floors = []
     libs = []
     every_image: list[list[dict[str, Any]]] = []
-    found = members(source)
+    first: Member | None = None
     for m, binary in binaries(source, how.progress, how.skipped, jobs=jobs,
                               everywhere=how.everywhere):
+        first = first or m
         with named(m):
             lib = read_library(binary, m.name, how.max_decompressed, known, jobs=jobs)
-            summary = binary.summary()  # named as ls names it: a file given by its path,
+            assert lib.summary is not None  # read_library's, headers only
+            summary = lib.summary  # named as ls names it: a file given by its path,
             if m.path != m.origin:  # a wheel's or folder's library by its path inside
                 summary = replace(summary, file=m.name)
             devices = [d.device for d in summary.devices]
@@ -184,13 +186,15 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
         libraries.append(entry)
         every_image.append(images)
     total = Summary.combined(f"{os.fspath(source)} (total of {len(summaries)} files)",
-                             summaries) if len(found) > 1 or found[0].path is None else None
+                             summaries) if len(summaries) > 1 or first is None or \
+        first.path != first.origin else None
     verdicts = total_check(os.fspath(source), checks) if checks else None
     least_total = total_check(os.fspath(source), floors) if floors else None
     copies = _copies(every_image)
     for entry, images in zip(libraries, every_image, strict=True):  # the copies after the first
         entry["duplicated"] = _duplicated(images, copies)
-    other_files = max(0, _input_size(source, found) - sum(lib["size"] for lib in libraries))
+    assert first is not None  # binaries() yields one at least, or raises
+    other_files = max(0, _input_size(first) - sum(lib["size"] for lib in libraries))
     doc = {
         "summary": {"files": [s.to_dict() for s in summaries],
                     "total": None if total is None else total.to_dict()},
@@ -206,17 +210,16 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
                  ".".join(map(str, verdicts.driver)))
 
 
-def _input_size(source: str | os.PathLike[str], found: Sequence[Member]) -> int:
-    """The bytes of every file of the input: a wheel's members unpacked, a folder's files, or
-    the file."""
-    if found[0].path is None:  # a wheel (or .pt2): every member, binaries or not
-        with zipfile.ZipFile(found[0].origin) as zf:
+def _input_size(first: Member) -> int:
+    """The bytes of every file of the input ``first`` is a library of: a wheel's members
+    unpacked, a folder's files, or the file."""
+    if first.path is None:  # a wheel (or .pt2): every member, binaries or not
+        with zipfile.ZipFile(first.origin) as zf:
             return sum(i.file_size for i in zf.infolist() if not i.is_dir())
-    path = Path(source)
-    if path.is_dir():
-        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and
+    if first.origin.is_dir():
+        return sum(p.stat().st_size for p in first.origin.rglob("*") if p.is_file() and
                    not p.is_symlink())
-    return path.stat().st_size
+    return first.origin.stat().st_size
 
 
 def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
@@ -412,7 +415,9 @@ def _tree(source: str, libraries: Sequence[dict[str, Any]],
     archs -> modules -> kernels. The largest :data:`KERNEL_NODES` kernels of the input are drawn
     (a kernel: its SASS bytes uncompressed; stored, its share of its image's stored bytes), the
     others of an image are one block with the image's other sections. Every node's values are
-    its children's sums; a library's stored value is its file size."""
+    its children's sums; a library's stored value is its file size. ``name``: a library's
+    path inside the input (a kernel's label is its demangled name, shortened: torch's 12,000
+    full names would double the page)."""
     nodes: dict[str, list[Any]] = {k: [] for k in ("ids", "labels", "parents", "stored",
                                                    "uncompressed", "kind", "copies", "name")}
 
@@ -456,7 +461,7 @@ def _tree(source: str, libraries: Sequence[dict[str, Any]],
             rest_s, rest_u = img["stored"], img["uncompressed"]
             for name, size in drawn:
                 share = img["stored"] * size // max(1, img["uncompressed"])
-                add(_short_name(name), str(mid), share, size, "kernel", name=name)
+                add(_short_name(name), str(mid), share, size, "kernel")
                 rest_s -= share
                 rest_u -= size
             more = len(img["kernels"]) - len(drawn)
