@@ -22,6 +22,7 @@ minimum drivers of ``check --min-driver --json``, ``comparison`` the counts and 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import os
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -226,19 +227,21 @@ def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
              least: Any, keep: list[list[str]] | None,
              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One library's part of the document, and its images as the treemap draws them."""
-    items = [it for it in binary.select() if it.kind in vendors.of(it.code).loadable]
+    listed = binary.select()
+    items = [it for it in listed if it.kind in vendors.of(it.code).loadable]
     read = images_read(lib)
     assert len(read) == len(items), "read_library reads the loadable images in select() order"
     images = []
     for it, (arch, module, native, rows) in zip(items, read, strict=True):
         c = it.code
-        kernels = sorted(((r[0], r[-1] if native else 0) for r in rows if not native or r[1]),
-                         key=lambda k: (-k[1], k[0]))
+        kernels = [(r[0], r[-1] if native else 0) for r in rows if not native or r[1]]
         images.append({"kind": c.kind, "arch": arch, "module": module, "stored": c.stored,
                        "uncompressed": c.uncompressed, "hidden": c.hidden,
-                       "kernels": [[n, s] for n, s in kernels],
+                       "kernels": len(kernels),
+                       "largest": heapq.nsmallest(_KERNELS_PER_IMAGE, kernels,
+                                                  key=lambda k: (-k[1], k[0])),
                        "digest": hashlib.blake2b(c.view, digest_size=12).hexdigest()})
-    other = [it.code for it in binary.select() if it.kind not in vendors.of(it.code).loadable]
+    other = [it.code for it in listed if it.kind not in vendors.of(it.code).loadable]
     coverage = {}
     for v, f in zip(judged.verdicts, least.verdicts, strict=True):
         coverage[str(v.device)] = {**_cell(v), "min_driver": _dotted(f.min_driver),
@@ -250,7 +253,7 @@ def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
         "other_images_uncompressed": sum(c.uncompressed for c in other),
         "duplicated": 0,
         "coverage": coverage,
-        "what_if": _what_if(binary, lib, keep, summary),
+        "what_if": _what_if([it.code for it in listed], lib, keep, summary),
     }, images
 
 
@@ -304,7 +307,7 @@ def _copies(libraries: Sequence[Sequence[dict[str, Any]]]) -> dict[str, int]:
 
 # -- what-if: what prune would keep ------------------------------------------------------------
 
-def _what_if(binary: Binary, lib: Any, keep: list[list[str]] | None,
+def _what_if(codes: Sequence[Any], lib: Any, keep: list[list[str]] | None,
              summary: Summary) -> list[dict[str, Any]]:
     """Per GPU set, the stored bytes of device code ``prune --for`` each arch of it keeps
     (``--ptx keep``, its default) and drops, by the rules of :func:`fatbinkit.slim.slim`
@@ -317,7 +320,6 @@ def _what_if(binary: Binary, lib: Any, keep: list[list[str]] | None,
     sets = keep if keep is not None else [[a.arch] for a in summary.archs
                                           if a.kind == "sass" and a.arch.startswith("sm_")
                                           and a.arch[-1].isdigit()]
-    codes = [it.code for it in binary.select()]
     # the modules in read_library's order (its ImageSets: those with a loadable image, then
     # the containers with no entry)
     modules: dict[tuple[str, str, int, int], list[int]] = {}
@@ -331,7 +333,8 @@ def _what_if(binary: Binary, lib: Any, keep: list[list[str]] | None,
         loadable = [i for i in idx if codes[i].kind in vendor.loadable]
         images = next(sets_read).images if loadable else ()
         assert len(images) == len(loadable)
-        units.append((vendor, idx, loadable, images))
+        units.append((vendor, idx, loadable, images,
+                      [vendor.header_image(codes[i]) for i in loadable]))
     total = sum(c.stored for c in codes)
     out = []
     for gpus in sets:
@@ -341,12 +344,12 @@ def _what_if(binary: Binary, lib: Any, keep: list[list[str]] | None,
 
 
 def _kept_of(codes: Sequence[Any], vendor: Any, idx: list[int], loadable: list[int],
-             images: Sequence[Any], gpus: Sequence[str]) -> set[int]:
-    """The indexes (into ``codes``) of one module's images that pruning for ``gpus`` keeps."""
+             images: Sequence[Any], headers: Sequence[Any], gpus: Sequence[str]) -> set[int]:
+    """The indexes (into ``codes``) of one module's images that pruning for ``gpus`` keeps
+    (``images`` as read, ``headers`` as the entry headers say: what slim's picks go by)."""
     devices = [d for v, d in (vendors.device(g, "GPU arch") for g in gpus) if v is vendor]
     if not devices:
         return set(idx)
-    headers = [vendor.header_image(codes[i]) for i in loadable]
     kept = {i for i in idx if codes[i].kind not in vendor.loadable or
             codes[i].kind not in vendor.function_kinds}  # other kinds, and PTX (--ptx keep)
     for d in devices:
@@ -430,8 +433,8 @@ def _tree(source: str, libraries: Sequence[dict[str, Any]],
             nodes[key].append(value)
         return len(nodes["ids"]) - 1
 
-    sizes = sorted((k[1] for imgs in images for img in imgs
-                    for k in img["kernels"][:_KERNELS_PER_IMAGE] if k[1]), reverse=True)
+    sizes = sorted((k[1] for imgs in images for img in imgs for k in img["largest"] if k[1]),
+                   reverse=True)
     cut = sizes[KERNEL_NODES - 1] if len(sizes) >= KERNEL_NODES else 1
     stored, unc = nodes["stored"], nodes["uncompressed"]
     root = add(os.path.basename(source.rstrip("/")) or source, "", 0, 0, "input")
@@ -455,7 +458,7 @@ def _tree(source: str, libraries: Sequence[dict[str, Any]],
                       img["uncompressed"], "module", n)
             stored[aid] += img["stored"]
             unc[aid] += img["uncompressed"]
-            drawn = [k for k in img["kernels"][:_KERNELS_PER_IMAGE] if k[1] >= cut]
+            drawn = [k for k in img["largest"] if k[1] >= cut]
             if not drawn:
                 continue
             rest_s, rest_u = img["stored"], img["uncompressed"]
@@ -464,7 +467,7 @@ def _tree(source: str, libraries: Sequence[dict[str, Any]],
                 add(_short_name(name), str(mid), share, size, "kernel")
                 rest_s -= share
                 rest_u -= size
-            more = len(img["kernels"]) - len(drawn)
+            more = img["kernels"] - len(drawn)
             add(f"{more} more kernel{'s' if more != 1 else ''} and data" if more else
                 "data (constants, symbols)", str(mid), max(0, rest_s), max(0, rest_u), "rest")
         stored[root] += lib["size"]
