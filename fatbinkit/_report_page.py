@@ -293,7 +293,8 @@ const drawn = [];
   const s = section("what-if", "What pruning would keep",
     "For each set of GPUs: the device code `fatbinkit prune --for` those GPUs would keep " +
     "(what each of them loads, and every PTX: --ptx keep) and drop, per library; nothing is " +
-    "written. Host code is not counted.");
+    "written. Host code is not counted. A figure marked ~ is an estimate: AMD's compressed " +
+    "bundles (CCOB) are compressed anew by prune, and their images' sizes are shares.");
   const sets = doc.what_if;
   if (!sets.length) { s.appendChild(el("p", {class: "empty"}, "no GPU set to show")); return; }
   const labels = sets.map((w) => w.gpus.join(" + "));
@@ -318,8 +319,9 @@ const drawn = [];
                            name === "all libraries" ? "" : name});
       tr.appendChild(nameCell(w.gpus.join(" + ")));
       tr.appendChild(nameCell(name));
-      tr.appendChild(cell("kept", x.kept));
-      tr.appendChild(cell("dropped", x.dropped));
+      const about = x.exact ? "" : "~";  // a compressed AMD bundle: prune compresses anew
+      tr.appendChild(cell("kept", x.kept, about + size(x.kept)));
+      tr.appendChild(cell("dropped", x.dropped, about + size(x.dropped)));
       const total = x.kept + x.dropped;
       tr.appendChild(el("td", {}, total ? (100 * x.dropped / total).toFixed(1) + " %" : "-"));
       tab.appendChild(tr);

@@ -234,7 +234,7 @@ def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
     images = []
     for it, (arch, module, native, rows) in zip(items, read, strict=True):
         c = it.code
-        kernels = [(r[0], r[-1] if native else 0) for r in rows if not native or r[1]]
+        kernels = [(r[0], (r[-1] or 0) if native else 0) for r in rows if not native or r[1]]
         images.append({"kind": c.kind, "arch": arch, "module": module, "stored": c.stored,
                        "uncompressed": c.uncompressed, "hidden": c.hidden,
                        "kernels": len(kernels),
@@ -267,15 +267,16 @@ def _cell(v: Any) -> dict[str, Any]:
     module that loads has native code for it), ``jit`` (every one by PTX JIT), ``mixed``; with
     the verdict's counts as ``check --json`` gives them."""
     d = v.to_dict()
+    native = d[vendors.VENDORS[v.vendor].words["native_key"]]  # CUDA's "sass"
     if d["cannot"]:
         status = "fails"
-    elif not d["sass"] and not d["jit"]:
+    elif not native and not d["jit"]:
         status = "none"
     elif not d["jit"]:
         status = "native"
     else:
-        status = "jit" if not d["sass"] else "mixed"
-    return {"status": status, "verdict": d["status"], "sass": d["sass"], "jit": d["jit"],
+        status = "jit" if not native else "mixed"
+    return {"status": status, "verdict": d["status"], "native": native, "jit": d["jit"],
             "cannot": d["cannot"], "other_gpus": d["other_gpus"], "reason": d["reason"]}
 
 
@@ -315,8 +316,10 @@ def _what_if(codes: Sequence[Any], lib: Any, keep: list[list[str]] | None,
     every PTX, every image of a kind no GPU loads; a module left no image that holds no kernel
     and no variable keeps its smallest; a module whose kept images lack kernels that dropped
     ones hold keeps the smallest dropped ones that have them. Modules of another vendor than
-    the set's GPUs are kept. tests/test_report.py holds these figures to what ``prune``
-    writes."""
+    the set's GPUs are kept. ``exact``: the kept bytes are what ``prune`` writes
+    (tests/test_report.py holds them to it); False where a container compressed whole (AMD's
+    CCOB) loses images: prune compresses what it keeps anew, and the figure is the kept
+    images' shares of the bundle as it is."""
     sets = keep if keep is not None else [[a.arch] for a in summary.archs
                                           if a.kind == "sass" and a.arch.startswith("sm_")
                                           and a.arch[-1].isdigit()]
@@ -338,8 +341,16 @@ def _what_if(codes: Sequence[Any], lib: Any, keep: list[list[str]] | None,
     total = sum(c.stored for c in codes)
     out = []
     for gpus in sets:
-        kept = sum(codes[i].stored for unit in units for i in _kept_of(codes, *unit, gpus))
-        out.append({"gpus": gpus, "kept": kept, "dropped": total - kept})
+        kept = dropped = 0
+        exact = True
+        for unit in units:
+            chosen = _kept_of(codes, *unit, gpus)
+            kept += sum(codes[i].stored for i in chosen)
+            if len(chosen) < len(unit[1]) and not unit[0].compressed_apart and any(
+                    codes[i].compression for i in unit[1]):
+                exact = False  # a container compressed whole: the rewrite compresses anew
+        dropped = total - kept
+        out.append({"gpus": gpus, "kept": kept, "dropped": dropped, "exact": exact})
     return out
 
 
@@ -377,10 +388,12 @@ def _what_if_total(libraries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     sets: dict[tuple[str, ...], list[int]] = {}
     for lib in libraries:
         for w in lib["what_if"]:
-            t = sets.setdefault(tuple(w["gpus"]), [0, 0])
+            t = sets.setdefault(tuple(w["gpus"]), [0, 0, 1])
             t[0] += w["kept"]
             t[1] += w["dropped"]
-    return [{"gpus": list(g), "kept": k, "dropped": d} for g, (k, d) in sets.items()]
+            t[2] &= w["exact"]
+    return [{"gpus": list(g), "kept": k, "dropped": d, "exact": bool(e)}
+            for g, (k, d, e) in sets.items()]
 
 
 # -- comparison --------------------------------------------------------------------------------

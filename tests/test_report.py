@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from thirdparty import CACHE, CUPY13_RANDOM, CURAND13, CURAND130, fetch
+from thirdparty import (
+    CACHE,
+    CUPY13_RANDOM,
+    CUPY_ROCM7_RANDOM,
+    CURAND13,
+    CURAND130,
+    JAX_ROCM7_PRNG,
+    fetch,
+)
 
 from fatbinkit import report as report_module
 from fatbinkit.errors import FatbinkitError, InvalidArgumentError, UnsupportedError
@@ -78,7 +86,7 @@ def test_verdicts_are_check_with_the_driver(compared: dict[str, Any],
         for d in devices:
             want = files["verdicts"][d]
             got = lib["coverage"][d]
-            assert (got["verdict"], got["sass"], got["jit"], got["cannot"], got["other_gpus"],
+            assert (got["verdict"], got["native"], got["jit"], got["cannot"], got["other_gpus"],
                     got["reason"]) == (want["status"], want["sass"], want["jit"],
                                        want["cannot"], want["other_gpus"], want["reason"]), d
     assert compared["libraries"][0]["coverage"]["sm_90"]["status"] == "fails"
@@ -165,7 +173,7 @@ def test_what_if_is_what_prune_writes(compared: dict[str, Any], gpus: list[str],
     assert proc.returncode == 0, proc.stderr
     pruned = _cli("ls", out, "--summary", "--json")
     (w,) = [w for w in compared["libraries"][0]["what_if"] if w["gpus"] == gpus]
-    assert w["kept"] == pruned["stored"]
+    assert w["exact"] and w["kept"] == pruned["stored"]
     assert w["kept"] + w["dropped"] == compared["libraries"][0]["stored"]
     (total,) = [x for x in compared["what_if"] if x["gpus"] == gpus]
     assert total == w
@@ -275,3 +283,20 @@ def test_without_plotly(monkeypatch: pytest.MonkeyPatch) -> None:
     made = Report("x", None, {"source": "x"})
     with pytest.raises(UnsupportedError, match=r"fatbinkit\[report\]"):
         made.html()
+
+
+@pytest.mark.parametrize("gpus", [["gfx942"], ["gfx90a", "gfx1100"]])
+def test_what_if_of_amd_bundles(gpus: list[str], tmp_path: Path) -> None:
+    """AMD: CuPy's ROCm build (plain offload bundles) keeps exactly what `prune --for` writes;
+    JAX's ROCm plugin (a compressed bundle, CCOB) is flagged not exact: prune compresses the
+    code objects it keeps anew, so the kept images' shares of the old bundle are not its
+    size."""
+    for item, exact in ((CUPY_ROCM7_RANDOM, True), (JAX_ROCM7_PRNG, False)):
+        lib = fetch(item)
+        (w,) = report(lib, keep=[gpus]).to_dict()["libraries"][0]["what_if"]
+        assert w["exact"] is exact
+        out = tmp_path / "pruned.so"
+        subprocess.run([sys.executable, "-m", "fatbinkit", "prune", str(lib), "-o", str(out),
+                        *(a for g in gpus for a in ("--for", g))], check=True,
+                       capture_output=True)
+        assert (w["kept"] == _cli("ls", out, "--summary", "--json")["stored"]) is exact

@@ -64,6 +64,13 @@ class Vendor(Protocol):
         ...
 
     @property
+    def compressed_apart(self) -> bool:
+        """Each image is compressed on its own, so its stored bytes are its own (CUDA's fatbin
+        entries); False where a container is compressed whole (AMD's compressed offload
+        bundles), whose images' stored bytes are shares of it, which a rewrite changes."""
+        ...
+
+    @property
     def machines(self) -> frozenset[int]:
         """The ELF ``e_machine`` values of the vendor's device code (CUDA: 190, a cubin): an
         ELF file of one is device code, not a host library to search."""

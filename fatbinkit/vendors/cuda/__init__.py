@@ -101,6 +101,7 @@ class CudaVendor:
     kinds: tuple[str, ...] = ("sass", "ptx", "ltoir")
     loadable: frozenset[str] = frozenset({"sass", "ptx"})
     function_kinds: frozenset[str] = frozenset({"sass"})
+    compressed_apart: bool = True  # each fatbin entry is compressed alone
     machines: frozenset[int] = frozenset({EM_CUDA})
     not_found: str = "CUDA_ERROR_NOT_FOUND"
     runtime_label: str = "CUDA"

@@ -81,6 +81,7 @@ class HipVendor:
     kinds: tuple[str, ...] = (HSACO, SPIRV, BITCODE)
     loadable: frozenset[str] = frozenset({HSACO, SPIRV})
     function_kinds: frozenset[str] = frozenset({HSACO})
+    compressed_apart: bool = False  # a CCOB bundle is compressed whole
     machines: frozenset[int] = frozenset({EM_AMDGPU})
     not_found: str = NOT_FOUND
     runtime_label: str = "ROCm"

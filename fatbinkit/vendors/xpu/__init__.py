@@ -95,6 +95,7 @@ class XpuVendor:
     kinds: tuple[str, ...] = (ZEBIN, SPIRV, OPENCL_ELF)
     loadable: frozenset[str] = frozenset({ZEBIN, SPIRV, OPENCL_ELF})
     function_kinds: frozenset[str] = frozenset({ZEBIN})
+    compressed_apart: bool = True  # images are stored plainly
     machines: frozenset[int] = frozenset({EM_INTELGT})
     not_found: str = NOT_FOUND
     runtime_label: str = "Level Zero"
