@@ -239,9 +239,7 @@ const drawn = [];
   });
   const tot = doc.total_coverage;
   rows.push("whole input");
-  z.push(devices.map((d) => tot[d] ? (tot[d].verdict === "works" ? 3 :
-                                      tot[d].verdict === "partial" ? 2 :
-                                      tot[d].min_driver ? 4 : 0) : null));
+  z.push(devices.map((d) => tot[d] ? STATUS.indexOf(tot[d].status) : null));
   text.push(devices.map((d) => tot[d] && tot[d].min_driver ? tot[d].min_driver : ""));
   hover.push(devices.map((d) => tot[d] ? d + ": " + tot[d].verdict + " (" + tot[d].reason +
                                           ")" : ""));
@@ -280,7 +278,8 @@ const drawn = [];
   tr.appendChild(nameCell("whole input: minimum driver"));
   devices.forEach((d) => {
     const c = tot[d] || {};
-    tr.appendChild(el("td", {"data-device": d, "data-verdict": c.verdict || "",
+    tr.appendChild(el("td", {class: c.status || "", "data-device": d,
+                             "data-status": c.status || "", "data-verdict": c.verdict || "",
                              "data-min-driver": c.min_driver || ""}, c.min_driver || "-"));
   });
   tab.appendChild(tr);

@@ -203,7 +203,7 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
         "other_files": other_files,
         "bytes": _tree(os.fspath(source), libraries, every_image, copies, other_files),
         "devices": list(dict.fromkeys(d for lib in libraries for d in lib["coverage"])),
-        "total_coverage": _total_coverage(verdicts, least_total),
+        "total_coverage": _total_coverage(verdicts, least_total, libraries),
         "what_if": _what_if_total(libraries),
     }
     return _Read(Snapshot(os.fspath(source), tuple(libs)), doc,
@@ -262,16 +262,17 @@ def _dotted(v: Any) -> str | None:
 
 
 def _cell(v: Any) -> dict[str, Any]:
-    """What one GPU does with one library: ``fails`` (the driver picks an image it cannot
-    load, for a module or more), ``none`` (no module has an image it loads), ``native`` (every
-    module that loads has native code for it), ``jit`` (every one by PTX JIT), ``mixed``; with
-    the verdict's counts as ``check --json`` gives them."""
+    """What one GPU does with one library: ``none`` (no module has an image it loads),
+    ``fails`` (the verdict fails: the driver picks an image it cannot load, or no driver for
+    that GPU is new enough), ``native`` (every module that loads has native code for it),
+    ``jit`` (every one by PTX JIT), ``mixed``; with the verdict's counts as ``check --json``
+    gives them."""
     d = v.to_dict()
     native = d[vendors.VENDORS[v.vendor].words["native_key"]]  # CUDA's "sass"
-    if d["cannot"]:
-        status = "fails"
-    elif not native and not d["jit"]:
+    if not native and not d["jit"] and not d["cannot"]:
         status = "none"
+    elif d["status"] == "fails":  # a module the driver cannot load, or no driver drives it
+        status = "fails"
     elif not d["jit"]:
         status = "native"
     else:
@@ -281,12 +282,22 @@ def _cell(v: Any) -> dict[str, Any]:
 
 
 def _total_coverage(verdicts: TotalCheck | None, least: TotalCheck | None,
-                    ) -> dict[str, Any]:
+                    libraries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per GPU, the whole input's verdict and minimum driver (``check --min-driver``'s), and
+    its cell: ``fails`` when the verdict does, else what its libraries' cells say together
+    (``none`` where none has an image, one status where all that have agree, ``mixed``)."""
     if verdicts is None or least is None:
         return {}
-    return {str(v.device): {"verdict": v.status, "reason": v.to_dict()["reason"],
-                            "min_driver": _dotted(f.min_driver)}
-            for v, f in zip(verdicts.verdicts, least.verdicts, strict=True)}
+    out = {}
+    for v, f in zip(verdicts.verdicts, least.verdicts, strict=True):
+        d = str(v.device)
+        seen = {lib["coverage"][d]["status"] for lib in libraries if d in lib["coverage"]}
+        seen.discard("none")
+        status = "fails" if v.status == "fails" and seen else \
+            "none" if not seen else seen.pop() if len(seen) == 1 else "mixed"
+        out[d] = {"status": status, "verdict": v.status, "reason": v.to_dict()["reason"],
+                  "min_driver": _dotted(f.min_driver)}
+    return out
 
 
 def _duplicated(images: Sequence[dict[str, Any]], copies: Mapping[str, int]) -> int:
@@ -404,18 +415,22 @@ def _comparison(d: Diff, old: Mapping[str, Any], new: Mapping[str, Any]) -> dict
     doc = d.to_dict()
     worst = sorted((c for c in doc["changed"] if c["regression"]),
                    key=lambda c: (-(c["delta"] or 0), c["field"], c["kernel"], c["arch"]))[:50]
-    sizes: dict[str, dict[str, Any]] = {}
-    for side, part in (("old", old), ("new", new)):
-        for lib in part["libraries"]:
-            sizes.setdefault(lib["name"], {"old": None, "new": None})[side] = {
-                "size": lib["size"], "stored": lib["stored"],
+    def figures(part: Mapping[str, Any], name: str) -> dict[str, int]:
+        lib = next(lib for lib in part["libraries"] if lib["name"] == name)
+        return {"size": lib["size"], "stored": lib["stored"],
                 "uncompressed": lib["uncompressed"]}
+
+    pairs = doc["libraries"]
+    sizes = [{"library": p["new"], "old": figures(old, p["old"]), "new": figures(new, p["new"])}
+             for p in pairs["compared"]]
+    sizes += [{"library": n, "old": None, "new": figures(new, n)} for n in pairs["added"]]
+    sizes += [{"library": n, "old": figures(old, n), "new": None} for n in pairs["removed"]]
     return {"libraries": doc["libraries"], "summary": doc["summary"],
             "coverage": doc["coverage"], "archs": doc["archs"],
             "devices": [c for c in doc["devices"] if c["regression"]],
             "modules": doc["modules"][:200],
             "worst": [{**c, "demangled": demangle(c["kernel"])} for c in worst],
-            "sizes": [{"library": name, **s} for name, s in sizes.items()]}
+            "sizes": sizes}
 
 
 def _short_name(name: str) -> str:

@@ -20,6 +20,7 @@ Everything lands in the output folder (``out/demo`` by default).
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 import shlex
 import shutil
@@ -182,6 +183,17 @@ def run(out: Path, *, torch_model: bool = True) -> int:
         _torch_model(demo, device is not None)
     else:
         print("   (skipped: --no-torch)")
+
+    _step("9. One page to look at: where the bytes go, which GPU loads what, what pruning "
+          "for a GPU set would keep, and what pruning changed")
+    if importlib.util.find_spec("plotly") is None:
+        print("   (no Plotly here: pip install 'fatbinkit[report]' for fatbinkit report)")
+    elif (out / "libslim.sm_90.so").exists():
+        demo.fatbinkit("report", out / "libslim.sm_90.so", cuda_lib, "-o", out / "report.html",
+                       "--keep", "sm_90", "--keep", "sm_80,sm_90")
+    else:
+        demo.fatbinkit("report", fat, "-o", out / "report.html", "--keep", "sm_90",
+                       "--keep", "sm_80,sm_90")
     print(f"\nDone: files in {demo.shown(out)}/")
     return 0
 
