@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from thirdparty import (
     CACHE,
@@ -214,9 +215,14 @@ def test_a_file_alone(tmp_path: Path) -> None:
 
 
 def test_the_document_is_the_cli_json(tmp_path: Path) -> None:
-    """`report --json` prints the document the page holds."""
+    """`report --json` prints the document the page holds, as docs/json-schema.json says it
+    (the comparison's too)."""
     lib = fetch(CUPY13_RANDOM)
     doc = _cli("report", lib, "--json")
+    schema = json.loads((Path(__file__).parent.parent / "docs" / "json-schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    jsonschema.validate(_cli("report", lib, lib, "--json"),
+                        {"$defs": schema["$defs"], "$ref": "#/$defs/report"})
     page = tmp_path / "p.html"
     subprocess.run([sys.executable, "-m", "fatbinkit", "report", str(lib), "-o", str(page)],
                    check=True, capture_output=True)
