@@ -7,7 +7,7 @@ loads a ``file://`` page and waits, polling, until the page says it is drawn
 (``window.fatbinkitReady``); :meth:`Browser.log` is the browser's console as Chromium reports it
 (``goog:loggingPrefs``), every entry since the session began. Every HTTP(S) request goes to a
 proxy that does not exist, so a page that needs the network fails to load something, and says
-so in the log.
+so in the log. ``FATBINKIT_CHROMIUM`` and ``FATBINKIT_CHROMEDRIVER`` name other binaries.
 """
 
 from __future__ import annotations
