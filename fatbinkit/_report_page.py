@@ -162,40 +162,80 @@ const drawn = [];
   const palette = {input: "#ffffff", library: "#5b8def", host: "#b8c0cc", other: "#d9dde3",
                    sass: "#3c9a50", ptx: "#e9cf5f", module: "#8fc79a", kernel: "#b9dfc0",
                    rest: "#e4efe6"};
+  const legend = el("p", {class: "help"});
+  [["library", "a library"], ["host", "host code and data"], ["sass", "native code (SASS)"],
+   ["ptx", "PTX"], ["module", "a module"], ["kernel", "a kernel"],
+   ["other", "other files or device code"], ["dup", "a module stored more than once"]]
+    .forEach(([k, w]) => legend.appendChild(el("span", {style: "background:" +
+      (k === "dup" ? "#f0a04b" : palette[k]) + ";padding:1px 8px;margin-right:8px;" +
+      "border-radius:3px;border:1px solid #ccd"}, w)));
+  s.insertBefore(legend, div);
   const colors = t.kind.map((k, i) => t.copies[i] > 1 ? "#f0a04b" : (palette[k] || "#9fb7e3"));
-  let mode = "stored";
+  const index = new Map(t.ids.map((id, i) => [id, i]));
+  const kids = t.ids.map(() => []);
+  t.parents.forEach((p, i) => { if (p !== "") kids[index.get(p)].push(i); });
+  let mode = "stored", root = 0;
   function show(i) {
     const full = t.name[i] || t.labels[i];
     detail.setAttribute("data-node", t.ids[i]);
     detail.setAttribute("data-name", full);
     detail.setAttribute("data-stored", t.stored[i]);
     detail.setAttribute("data-uncompressed", t.uncompressed[i]);
-    detail.textContent = full + ": " + size(t.stored[i]) + " stored, " +
-      size(t.uncompressed[i]) + " uncompressed" +
+    detail.textContent = full + ": " + size(t.stored[i]) + (i === 0 && doc.summary.total ?
+      " unpacked" : " stored") + ", " + size(t.uncompressed[i]) + " with its images inflated" +
       (t.copies[i] > 1 ? " (stored " + t.copies[i] + " times in this input)" : "");
   }
+  // Only what a view shows is drawn (torch: 16,000 nodes drawn at once freeze the page for
+  // seconds): the view's root, its children, and their children when they are few; the
+  // root's ancestors give the path bar. A click draws the view of the block clicked.
+  const GRANDCHILDREN = 1500;
+  function nodes(r) {
+    const chain = [];
+    for (let a = r; a !== undefined; a = index.get(t.parents[a])) chain.unshift(a);
+    const shown = chain.concat(kids[r]);
+    const grand = kids[r].reduce((n, c) => n + kids[c].length, 0);
+    if (grand <= GRANDCHILDREN) kids[r].forEach((c) => shown.push(...kids[c]));
+    return shown;
+  }
+  function trace(r) {
+    const n = nodes(r);
+    const values = mode === "stored" ? t.stored : t.uncompressed;
+    return {type: "treemap", ids: n.map((i) => t.ids[i]), labels: n.map((i) => t.labels[i]),
+      parents: n.map((i) => t.parents[i]), values: n.map((i) => values[i]),
+      level: t.ids[r], branchvalues: "total", maxdepth: 3, sort: true,
+      marker: {colors: n.map((i) => colors[i]), line: {width: 0.5, color: "#ffffff"}},
+      textinfo: "label+value+percent parent", texttemplate: "%{label}<br>%{value:.3s}B",
+      hovertemplate: "%{label}<br>%{value:,} bytes (%{percentParent:.1%} of %{parent})" +
+                     "<extra></extra>",
+      pathbar: {visible: true}};
+  }
+  function layout() {
+    return {margin: {t: 50, l: 4, r: 4, b: 4}, title: {text: (mode === "stored" ?
+      "bytes as stored" : "bytes with every image inflated") + " (click a block to open it)",
+      font: {size: 13}, x: 0.01}};
+  }
+  const config = {responsive: true, displaylogo: false, displayModeBar: false};
+  function draw(r) {
+    root = r;
+    return Plotly.react(div, [trace(r)], layout(), config);
+  }
   show(0);
-  const trace = {type: "treemap", ids: t.ids, labels: t.labels, parents: t.parents,
-    values: t.stored, branchvalues: "total", maxdepth: 3, sort: true,
-    marker: {colors: colors, line: {width: 0.5, color: "#ffffff"}},
-    customdata: t.uncompressed, textinfo: "label+value+percent parent",
-    texttemplate: "%{label}<br>%{value:.3s}B",
-    hovertemplate: "%{label}<br>%{value:,} bytes (%{percentParent:.1%} of %{parent})" +
-                   "<extra></extra>",
-    pathbar: {visible: true}};
-  drawn.push(Plotly.newPlot(div, [trace], {margin: {t: 30, l: 4, r: 4, b: 4}},
-                            {responsive: true, displaylogo: false}).then(function () {
+  drawn.push(Plotly.newPlot(div, [trace(0)], layout(), config).then(function () {
     div.on("plotly_treemapclick", function (ev) {
       const p = ev.points && ev.points[0];
-      if (p) show(Number(p.id));
-      return true;
+      if (!p) return false;
+      const i = index.get(p.id);
+      show(i);
+      if (i !== root && kids[i].length) draw(i);
+      else if (i === root && i !== 0) draw(index.get(t.parents[i]));  // the root: back up
+      return false;  // drawn here, not by Plotly's own zoom
     });
   }));
   function mode_(m) {
     mode = m;
     bStored.classList.toggle("on", m === "stored");
     bUnc.classList.toggle("on", m === "uncompressed");
-    Plotly.restyle(div, {values: [m === "stored" ? t.stored : t.uncompressed]});
+    draw(root);
   }
   bStored.addEventListener("click", () => mode_("stored"));
   bUnc.addEventListener("click", () => mode_("uncompressed"));

@@ -165,6 +165,7 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
     floors = []
     libs = []
     every_image: list[list[dict[str, Any]]] = []
+    every_unit: list[list[_Unit]] = []
     first: Member | None = None
     for m, binary in binaries(source, how.progress, how.skipped, jobs=jobs,
                               everywhere=how.everywhere):
@@ -183,9 +184,13 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
         if judged.rows:
             checks.append(replace(judged, file=m.name))
             floors.append(replace(least, file=m.name))
-        entry, images = _library(m, binary, lib, summary, judged, least, keep)
+        entry, images, units = _library(m, binary, lib, summary, judged, least)
         libraries.append(entry)
         every_image.append(images)
+        every_unit.append(units)
+    sets = keep if keep is not None else _default_sets(summaries)
+    for entry, units in zip(libraries, every_unit, strict=True):
+        entry["what_if"] = [_what_if(units, gpus) for gpus in sets]
     total = Summary.combined(f"{os.fspath(source)} (total of {len(summaries)} files)",
                              summaries) if len(summaries) > 1 or first is None or \
         first.path != first.origin else None
@@ -224,9 +229,9 @@ def _input_size(first: Member) -> int:
 
 
 def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
-             least: Any, keep: list[list[str]] | None,
-             ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One library's part of the document, and its images as the treemap draws them."""
+             least: Any) -> tuple[dict[str, Any], list[dict[str, Any]], list[_Unit]]:
+    """One library's part of the document, its images as the treemap draws them, and its
+    modules as the what-if weighs them."""
     listed = binary.select()
     items = [it for it in listed if it.kind in vendors.of(it.code).loadable]
     read = images_read(lib)
@@ -253,8 +258,8 @@ def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
         "other_images_uncompressed": sum(c.uncompressed for c in other),
         "duplicated": 0,
         "coverage": coverage,
-        "what_if": _what_if([it.code for it in listed], lib, keep, summary),
-    }, images
+        "what_if": [],  # for every library's GPU sets once all are read: _what_if
+    }, images, _units([it.code for it in listed], lib)
 
 
 def _dotted(v: Any) -> str | None:
@@ -319,23 +324,24 @@ def _copies(libraries: Sequence[Sequence[dict[str, Any]]]) -> dict[str, int]:
 
 # -- what-if: what prune would keep ------------------------------------------------------------
 
-def _what_if(codes: Sequence[Any], lib: Any, keep: list[list[str]] | None,
-             summary: Summary) -> list[dict[str, Any]]:
-    """Per GPU set, the stored bytes of device code ``prune --for`` each arch of it keeps
-    (``--ptx keep``, its default) and drops, by the rules of :func:`fatbinkit.slim.slim`
-    (``_kept``, ``_keep_empty``, ``_keep_for_kernels``): per module, the image each GPU picks,
-    every PTX, every image of a kind no GPU loads; a module left no image that holds no kernel
-    and no variable keeps its smallest; a module whose kept images lack kernels that dropped
-    ones hold keeps the smallest dropped ones that have them. Modules of another vendor than
-    the set's GPUs are kept. ``exact``: the kept bytes are what ``prune`` writes
-    (tests/test_report.py holds them to it); False where a container compressed whole (AMD's
-    CCOB) loses images: prune compresses what it keeps anew, and the figure is the kept
-    images' shares of the bundle as it is."""
-    sets = keep if keep is not None else [[a.arch] for a in summary.archs
-                                          if a.kind == "sass" and a.arch.startswith("sm_")
-                                          and a.arch[-1].isdigit()]
-    # the modules in read_library's order (its ImageSets: those with a loadable image, then
-    # the containers with no entry)
+@dataclass(frozen=True)
+class _Unit:
+    """One module as the what-if weighs it: its images' stored bytes and kinds (in container
+    order), which are loadable, each loadable one as read (kernels) and as its entry header
+    says (what prune's picks go by)."""
+
+    vendor: Any
+    stored: tuple[int, ...]
+    kinds: tuple[str, ...]
+    compressed: bool
+    loadable: tuple[int, ...]
+    images: tuple[Any, ...]
+    headers: tuple[Any, ...]
+
+
+def _units(codes: Sequence[Any], lib: Any) -> list[_Unit]:
+    """The modules of one library, from its images in listing order and ``lib.sets``
+    (:func:`fatbinkit.diff.read_library`'s: the modules with a loadable image, in order)."""
     modules: dict[tuple[str, str, int, int], list[int]] = {}
     for i, c in enumerate(codes):
         modules.setdefault((c.member, c.source, c.container, i if c.container < 0 else -1),
@@ -344,54 +350,80 @@ def _what_if(codes: Sequence[Any], lib: Any, keep: list[list[str]] | None,
     units = []
     for idx in modules.values():
         vendor = vendors.of(codes[idx[0]])
-        loadable = [i for i in idx if codes[i].kind in vendor.loadable]
+        loadable = tuple(j for j, i in enumerate(idx) if codes[i].kind in vendor.loadable)
         images = next(sets_read).images if loadable else ()
         assert len(images) == len(loadable)
-        units.append((vendor, idx, loadable, images,
-                      [vendor.header_image(codes[i]) for i in loadable]))
-    total = sum(c.stored for c in codes)
-    out = []
-    for gpus in sets:
-        kept = dropped = 0
-        exact = True
-        for unit in units:
-            chosen = _kept_of(codes, *unit, gpus)
-            kept += sum(codes[i].stored for i in chosen)
-            if len(chosen) < len(unit[1]) and not unit[0].compressed_apart and any(
-                    codes[i].compression for i in unit[1]):
-                exact = False  # a container compressed whole: the rewrite compresses anew
-        dropped = total - kept
-        out.append({"gpus": gpus, "kept": kept, "dropped": dropped, "exact": exact})
-    return out
+        units.append(_Unit(vendor, tuple(codes[i].stored for i in idx),
+                           tuple(codes[i].kind for i in idx),
+                           any(codes[i].compression for i in idx), loadable, tuple(images),
+                           tuple(vendor.header_image(codes[idx[j]]) for j in loadable)))
+    return units
 
 
-def _kept_of(codes: Sequence[Any], vendor: Any, idx: list[int], loadable: list[int],
-             images: Sequence[Any], headers: Sequence[Any], gpus: Sequence[str]) -> set[int]:
-    """The indexes (into ``codes``) of one module's images that pruning for ``gpus`` keeps
-    (``images`` as read, ``headers`` as the entry headers say: what slim's picks go by)."""
+def _default_sets(summaries: Sequence[Summary]) -> list[list[str]]:
+    """Each GPU the input has native code for, alone (``sm_90a`` SASS: ``sm_90``), in the
+    vendors' order: the same sets for every library."""
+    found = {}
+    for s in summaries:
+        for a in s.archs:
+            vendor, device = vendors.device(a.arch, "GPU arch") if \
+                a.kind in vendors.of_target(a.arch).function_kinds else (None, None)
+            if vendor is not None:
+                found[str(device)] = vendor
+    return [[d] for d in sorted(found, key=vendors.target_key)]
+
+
+def _what_if(units: Sequence[_Unit], gpus: list[str]) -> dict[str, Any]:
+    """The stored bytes of device code ``prune --for`` each of ``gpus`` keeps (``--ptx
+    keep``, its default) and drops in one library, by the rules of
+    :func:`fatbinkit.slim.slim` (``_kept``, ``_keep_empty``, ``_keep_for_kernels``): per
+    module, the image each GPU picks, every PTX, every image of a kind no GPU loads; a module
+    left no image that holds no kernel and no variable keeps its smallest; a module whose kept
+    images lack kernels that dropped ones hold keeps the smallest dropped ones that have them.
+    Modules of another vendor than the GPUs' are kept. ``exact``: the kept bytes are what
+    ``prune`` writes (tests/test_report.py holds them to it); False where a container
+    compressed whole (AMD's CCOB) loses images: prune compresses what it keeps anew, and the
+    figure is the kept images' shares of the bundle as it is."""
+    kept = total = 0
+    exact = True
+    for unit in units:
+        chosen = _kept_of(unit, gpus)
+        kept += sum(unit.stored[j] for j in chosen)
+        total += sum(unit.stored)
+        if len(chosen) < len(unit.stored) and unit.compressed and not \
+                unit.vendor.compressed_apart:
+            exact = False
+    return {"gpus": gpus, "kept": kept, "dropped": total - kept, "exact": exact}
+
+
+def _kept_of(unit: _Unit, gpus: Sequence[str]) -> set[int]:
+    """The positions of one module's images that pruning for ``gpus`` keeps."""
+    vendor = unit.vendor
+    everything = set(range(len(unit.stored)))
     devices = [d for v, d in (vendors.device(g, "GPU arch") for g in gpus) if v is vendor]
     if not devices:
-        return set(idx)
-    kept = {i for i in idx if codes[i].kind not in vendor.loadable or
-            codes[i].kind not in vendor.function_kinds}  # other kinds, and PTX (--ptx keep)
+        return everything
+    kept = {j for j in everything if unit.kinds[j] not in vendor.loadable or
+            unit.kinds[j] not in vendor.function_kinds}  # other kinds, and PTX (--ptx keep)
     for d in devices:
-        pick = vendor.decide(headers, d).image
-        kept |= {i for i, h in zip(loadable, headers, strict=True) if h is pick}
-    names = {i: img.kernels or frozenset() for i, img in zip(loadable, images, strict=True)}
-    size = {i: (codes[i].stored, i) for i in loadable}
-    if loadable and kept.isdisjoint(loadable):
+        pick = vendor.decide(unit.headers, d).image
+        kept |= {j for j, h in zip(unit.loadable, unit.headers, strict=True) if h is pick}
+    names = {j: img.kernels or frozenset()
+             for j, img in zip(unit.loadable, unit.images, strict=True)}
+    size = {j: (unit.stored[j], j) for j in unit.loadable}
+    if unit.loadable and kept.isdisjoint(unit.loadable):
         if all(img.kernels is not None and not img.kernels and not img.variables
-               for img in images):
-            kept.add(min(loadable, key=size.__getitem__))
-    elif loadable:
-        have = set().union(*(names[i] for i in loadable if i in kept))
+               for img in unit.images):
+            kept.add(min(unit.loadable, key=size.__getitem__))
+    elif unit.loadable:
+        have = set().union(*(names[j] for j in unit.loadable if j in kept))
         want = set().union(*names.values())
-        for i in sorted((i for i in loadable if i not in kept), key=size.__getitem__):
+        for j in sorted((j for j in unit.loadable if j not in kept), key=size.__getitem__):
             if want <= have:
                 break
-            if names[i] - have:
-                kept.add(i)
-                have |= names[i]
+            if names[j] - have:
+                kept.add(j)
+                have |= names[j]
     return kept
 
 

@@ -14,6 +14,7 @@ The page in a real browser: tests/test_report_browser.py.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -306,3 +307,26 @@ def test_what_if_of_amd_bundles(gpus: list[str], tmp_path: Path) -> None:
                         *(a for g in gpus for a in ("--for", g))], check=True,
                        capture_output=True)
         assert (w["kept"] == _cli("ls", out, "--summary", "--json")["stored"]) is exact
+
+
+def test_every_library_is_weighed_for_the_same_gpus(tmp_path: Path) -> None:
+    """A folder of two libraries built for different GPUs (cuRAND 13 and CuPy's CUDA 13
+    module): the default GPU sets are every GPU either has native code for, each library is
+    weighed for each set (the total of a set adds them all: kept + dropped is the device code
+    of both), and each set's total is the sum of its libraries' figures."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    for item in (CURAND13, CUPY13_RANDOM):
+        shutil.copy(fetch(item), folder / fetch(item).name)
+    doc = report(folder).to_dict()
+    libs = doc["libraries"]
+    assert len(libs) == 2
+    device = sum(lib["stored"] for lib in libs)
+    gpus = [w["gpus"] for w in doc["what_if"]]
+    archs = {a["arch"].rstrip("af") for f in doc["summary"]["files"] for a in f["archs"]
+             if a["kind"] == "sass"}
+    assert sorted(g for (g,) in gpus) == sorted(archs)
+    for i, w in enumerate(doc["what_if"]):
+        assert w["kept"] + w["dropped"] == device
+        assert [lib["what_if"][i]["gpus"] for lib in libs] == [w["gpus"]] * 2
+        assert w["kept"] == sum(lib["what_if"][i]["kept"] for lib in libs)
