@@ -64,7 +64,8 @@ p.help { margin: 2px 0 10px; color: #4a5566; max-width: 70em; }
 table { border-collapse: collapse; margin: 8px 0; font-size: 13px; }
 th, td { border: 1px solid #dde2e8; padding: 3px 8px; text-align: right; }
 th { background: #f0f3f7; }
-td.name, th.name { text-align: left; max-width: 48em; overflow-wrap: anywhere; }
+td.name, th.name { text-align: left; min-width: 14em; max-width: 48em; overflow-wrap: anywhere; }
+div.scroll { overflow-x: auto; max-width: 100%; }
 td.native { background: #cfead3; } td.jit { background: #f3e7b3; }
 td.mixed { background: #dcebc0; } td.none { background: #eceef1; color: #7b8594; }
 td.fails { background: #f5c6c6; }
@@ -88,9 +89,9 @@ const WORDS = {none: "no image", jit: "PTX JIT", mixed: "SASS + PTX JIT",
 
 function size(n) {
   if (n === null || n === undefined) return "-";
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  const units = ["B", "kB", "MB", "GB", "TB"];  // decimal, as the charts' axes and labels
   let v = n, u = 0;
-  while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u += 1; }
+  while (Math.abs(v) >= 1000 && u < units.length - 1) { v /= 1000; u += 1; }
   return (u ? v.toFixed(v >= 100 ? 0 : 1) : String(v)) + " " + units[u];
 }
 function el(tag, attrs, text) {
@@ -111,6 +112,11 @@ function section(id, title, help) {
   s.appendChild(el("p", {class: "help"}, help));
   body.appendChild(s);
   return s;
+}
+function scroll(t) {  // a wide table scrolls inside its section
+  const d = el("div", {class: "scroll"});
+  d.appendChild(t);
+  return d;
 }
 function table(id, heads) {
   const t = el("table", {id: id});
@@ -252,7 +258,7 @@ const drawn = [];
     tr.appendChild(cell("duplicated", l.duplicated));
     tab.appendChild(tr);
   });
-  s.appendChild(tab);
+  s.appendChild(scroll(tab));
 })();
 
 // -- 2. coverage -----------------------------------------------------------------------------
@@ -271,7 +277,8 @@ const drawn = [];
     devices.forEach((d) => {
       const c = l.coverage[d];
       zr.push(c ? STATUS.indexOf(c.status) : null);
-      tr.push(c && c.min_driver && c.status !== "none" ? c.min_driver : "");
+      tr.push(c && c.min_driver && c.status !== "none" ?
+              (c.status === "fails" ? "✗ " : "") + c.min_driver : "");
       hr.push(c ? l.name + " on " + d + ": " + WORDS[c.status] + " (" + c.reason + ")" +
         (c.min_driver ? "; needs a CUDA " + c.min_driver + " driver" : "") : "");
     });
@@ -280,7 +287,8 @@ const drawn = [];
   const tot = doc.total_coverage;
   rows.push("whole input");
   z.push(devices.map((d) => tot[d] ? STATUS.indexOf(tot[d].status) : null));
-  text.push(devices.map((d) => tot[d] && tot[d].min_driver ? tot[d].min_driver : ""));
+  text.push(devices.map((d) => tot[d] && tot[d].min_driver ?
+                              (tot[d].status === "fails" ? "✗ " : "") + tot[d].min_driver : ""));
   hover.push(devices.map((d) => tot[d] ? d + ": " + tot[d].verdict + " (" + tot[d].reason +
                                           ")" : ""));
   const scale = [];
@@ -294,7 +302,7 @@ const drawn = [];
     colorscale: scale, zmin: 0, zmax: STATUS.length, xgap: 2, ygap: 2, showscale: false}],
     {margin: {t: 10, l: 200, r: 10, b: 60}, yaxis: {autorange: "reversed"},
      xaxis: {type: "category", tickangle: -45}},
-    {responsive: true, displaylogo: false}));
+    {responsive: true, displaylogo: false, displayModeBar: false}));
   const legend = el("p", {class: "help"});
   STATUS.forEach((st) => { const sp = el("span", {style: "background:" + COLORS[st] +
     ";padding:1px 8px;margin-right:8px;border-radius:3px"}, WORDS[st]); legend.appendChild(sp); });
@@ -323,7 +331,7 @@ const drawn = [];
                              "data-min-driver": c.min_driver || ""}, c.min_driver || "-"));
   });
   tab.appendChild(tr);
-  det.appendChild(tab);
+  det.appendChild(scroll(tab));
   s.appendChild(det);
 })();
 
@@ -332,8 +340,9 @@ const drawn = [];
   const s = section("what-if", "What pruning would keep",
     "For each set of GPUs: the device code `fatbinkit prune --for` those GPUs would keep " +
     "(what each of them loads, and every PTX: --ptx keep) and drop, per library; nothing is " +
-    "written. Host code is not counted. A figure marked ~ is an estimate: AMD's compressed " +
-    "bundles (CCOB) are compressed anew by prune, and their images' sizes are shares.");
+    "written. Host code is not counted." + (doc.what_if.some((w) => !w.exact) ?
+    " A figure marked ~ is an estimate: AMD's compressed bundles (CCOB) are compressed anew " +
+    "by prune, and their images' sizes are shares." : ""));
   const sets = doc.what_if;
   if (!sets.length) { s.appendChild(el("p", {class: "empty"}, "no GPU set to show")); return; }
   const labels = sets.map((w) => w.gpus.join(" + "));
@@ -347,7 +356,7 @@ const drawn = [];
      marker: {color: "#c8ccd3"}, hovertemplate: "%{y}: drops %{x:,} bytes<extra></extra>"}],
     {barmode: "stack", margin: {t: 10, l: 160, r: 10, b: 40},
      xaxis: {title: {text: "device code, bytes stored"}}, yaxis: {autorange: "reversed"}},
-    {responsive: true, displaylogo: false}));
+    {responsive: true, displaylogo: false, displayModeBar: false}));
   const tab = table("what-if-table", ["GPUs", "library", "kept", "dropped", "saved"]);
   sets.forEach((w) => {
     const rows = libs.map((l) => [l.name, l.what_if.find((x) => x.gpus.join() === w.gpus.join())])
@@ -366,14 +375,14 @@ const drawn = [];
       tab.appendChild(tr);
     });
   });
-  s.appendChild(tab);
+  s.appendChild(scroll(tab));
 })();
 
 // -- 4. comparison ---------------------------------------------------------------------------
 (function () {
   const c = doc.comparison;
   if (!c) return;
-  const s = section("comparison", "What changed from " + doc.old,
+  const s = section("comparison", "What changed from " + doc.old.split("/").pop(),
     "What `fatbinkit diff OLD NEW` reports: kernels added, removed and changed per arch, " +
     "archs and PTX lost or gained, minimum drivers raised, the worst register, spill and " +
     "stack growth; and each library's bytes on both sides.");
@@ -384,7 +393,7 @@ const drawn = [];
   ["added", "removed", "changed", "unchanged", "regressions"].forEach((k) =>
     tr.appendChild(cell(k, c.summary[k], String(c.summary[k]))));
   sum.appendChild(tr);
-  s.appendChild(sum);
+  s.appendChild(scroll(sum));
   const names = c.sizes.map((x) => x.library.split("/").pop());
   const div = el("div", {id: "comparison-chart", class: "chart",
                          style: "height:" + (160 + 40 * names.length) + "px"});
@@ -396,7 +405,7 @@ const drawn = [];
      x: c.sizes.map((x) => x.new ? x.new.size : 0), marker: {color: "#5b8def"}}],
     {barmode: "group", margin: {t: 10, l: 200, r: 10, b: 40},
      xaxis: {title: {text: "file bytes"}}, yaxis: {autorange: "reversed"}},
-    {responsive: true, displaylogo: false}));
+    {responsive: true, displaylogo: false, displayModeBar: false}));
   const sizes = table("comparison-sizes", ["library", "old", "new", "device code old",
                                            "device code new"]);
   c.sizes.forEach((x) => {
@@ -408,7 +417,7 @@ const drawn = [];
     r.appendChild(cell("new_stored", x.new ? x.new.stored : null));
     sizes.appendChild(r);
   });
-  s.appendChild(sizes);
+  s.appendChild(scroll(sizes));
   const lost = c.coverage.concat(c.archs.filter((a) => a.field === "min_driver"));
   s.appendChild(el("h2", {}, "Archs and drivers"));
   if (!lost.length) s.appendChild(el("p", {class: "empty"}, "no arch lost or gained"));
@@ -423,22 +432,26 @@ const drawn = [];
         "minimum driver " + x.old + " -> " + x.new));
       t.appendChild(r);
     });
-    s.appendChild(t);
+    s.appendChild(scroll(t));
   }
-  s.appendChild(el("h2", {}, "Worst register, spill and stack growth"));
+  s.appendChild(el("h2", {}, "Worst register, spill and stack growth" + (c.worst.length ?
+    " (the " + c.worst.length + " largest of " + c.summary.regressions + " regressions)" : "")));
   if (!c.worst.length) s.appendChild(el("p", {class: "empty"}, "none"));
   else {
     const t = table("comparison-worst", ["kernel", "arch", "field", "old", "new", "delta"]);
     c.worst.forEach((x) => {
       const r = el("tr", {"data-kernel": x.kernel, "data-arch": x.arch, "data-field": x.field});
-      r.appendChild(nameCell(x.demangled)); r.appendChild(el("td", {}, x.arch));
+      const name = nameCell(x.demangled.length > 110 ? x.demangled.slice(0, 109) + "…" :
+                            x.demangled);
+      name.setAttribute("title", x.demangled);
+      r.appendChild(name); r.appendChild(el("td", {}, x.arch));
       r.appendChild(el("td", {}, x.field));
       r.appendChild(cell("old", x.old, String(x.old)));
       r.appendChild(cell("new", x.new, String(x.new)));
       r.appendChild(cell("delta", x.delta, "+" + x.delta));
       t.appendChild(r);
     });
-    s.appendChild(t);
+    s.appendChild(scroll(t));
   }
 })();
 

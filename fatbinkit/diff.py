@@ -286,17 +286,19 @@ class _Rows:
     native, rows)``. ``Library.kernels`` makes the :class:`KernelImage` objects from them on
     first use (10^5 of them take a second); :func:`diff` reads them in place (:meth:`keyed`)."""
 
-    __slots__ = ("count", "images")
+    __slots__ = ("count", "digests", "images")
 
-    def __init__(self, images: list[tuple[str, int, bool, list[_Row]]]) -> None:
+    def __init__(self, images: list[tuple[str, int, bool, list[_Row]]],
+                 digests: list[bytes]) -> None:
         self.images = images
+        self.digests = digests  # each image's (_digest), in the same order
         self.count = sum(len(rows) for *_, rows in images)
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return self.images, self.count
+        return self.images, self.digests, self.count
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.images, self.count = state
+        self.images, self.digests, self.count = state
 
     def keyed(self) -> _Keyed:
         """Every kernel by (name, arch, instance), in file order: ``instance`` counts the
@@ -384,16 +386,18 @@ def _resources(lib: Library) -> Iterator[tuple[str, str, int | None, int | None,
                 yield row[0], arch, None, None, None
 
 
-def images_read(lib: Library) -> list[tuple[str, int, bool, list[tuple[Any, ...]]]]:
+def images_read(lib: Library) -> list[tuple[str, int, bool, list[tuple[Any, ...]], bytes]]:
     """Each image :func:`read_library` read, in the order of the binary's loadable images
-    (:meth:`~fatbinkit.binary.Binary.select`): ``(arch, module, native, rows)``, ``rows`` as
-    :meth:`fatbinkit.vendors.Vendor.profile` gives them (a native function's SASS size last).
-    Only a library read here has them (not one from :meth:`Library.from_dict`)."""
+    (:meth:`~fatbinkit.binary.Binary.select`): ``(arch, module, native, rows, digest)``,
+    ``rows`` as :meth:`fatbinkit.vendors.Vendor.profile` gives them (a native function's SASS
+    size last), ``digest`` what tells images apart (the entry header's and the stored
+    payload's BLAKE2b). Only a library read here has them (not one from
+    :meth:`Library.from_dict`)."""
     rows: _Rows | None = lib.__dict__.get("_rows")
     if rows is None:
         raise InvalidArgumentError(f"{lib.name}: its images were not read here (a library "
                                    "from a snapshot file has its kernels, not its images)")
-    return rows.images
+    return [(*image, digest) for image, digest in zip(rows.images, rows.digests, strict=True)]
 
 
 def _count_kernels(lib: Library) -> int:
@@ -578,6 +582,7 @@ def read_library(binary: Binary, name: str,
     modules: dict[tuple[str, str, int, int],
                   tuple[int, set[str], set[str], set[str], str, list[ImageInfo]]] = {}
     images: list[tuple[str, int, bool, list[_Row]]] = []
+    digests_read: list[bytes] = []
     toolkits: dict[tuple[str, str], set[tuple[int, int]]] = {}
     owner: dict[tuple[str, str], vendors.Vendor] = {}
     needs: dict[tuple[str, str], list[tuple[int, int] | None]] = {}
@@ -599,6 +604,7 @@ def read_library(binary: Binary, name: str,
         (sass if native else ptx).add(arch)
         names |= entries
         images.append((arch, module, native, rows))
+        digests_read.append(one[0])
         owner[it.kind, it.arch] = vendors.of(c)
         if image.toolkit is not None:
             toolkits.setdefault((it.kind, it.arch), set()).add(image.toolkit)
@@ -616,7 +622,7 @@ def read_library(binary: Binary, name: str,
             tuple(owner[s.kind, s.arch].toolkit_name(tk)
                   for tk in sorted(toolkits.get((s.kind, s.arch), ()))),
             None if top is None or top == (0, 0) else f"{top[0]}.{top[1]}"))
-    return Library(name, _Rows(images), tuple(archs),  # type: ignore[arg-type]
+    return Library(name, _Rows(images, digests_read), tuple(archs),  # type: ignore[arg-type]
                    tuple(ModuleArchs(i, tuple(sorted(n)), tuple(sorted(s)), tuple(sorted(p)))
                          for i, n, s, p, _, _ in modules.values()),
                    summary.devices, got,

@@ -21,7 +21,6 @@ minimum drivers of ``check --min-driver --json``, ``comparison`` the counts and 
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import os
 import zipfile
@@ -49,6 +48,7 @@ FORMAT = "fatbinkit-report/1"
 KERNEL_NODES = 12_000
 _KERNELS_PER_IMAGE = 24  # at most this many kernels of one image drawn
 _LABEL = 72  # characters of a demangled kernel name shown
+_OTHER_FILES = 12  # files without device code drawn apart in the treemap (the largest)
 
 
 @dataclass(frozen=True)
@@ -200,13 +200,15 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
     for entry, images in zip(libraries, every_image, strict=True):  # the copies after the first
         entry["duplicated"] = _duplicated(images, copies)
     assert first is not None  # binaries() yields one at least, or raises
-    other_files = max(0, _input_size(first) - sum(lib["size"] for lib in libraries))
+    names = {lib["name"] for lib in libraries}
+    others = [(n, size) for n, size in _input_files(first) if n not in names]
+    other_files = sum(size for _, size in others)
     doc = {
         "summary": {"files": [s.to_dict() for s in summaries],
                     "total": None if total is None else total.to_dict()},
         "libraries": libraries,
         "other_files": other_files,
-        "bytes": _tree(os.fspath(source), libraries, every_image, copies, other_files),
+        "bytes": _tree(os.fspath(source), libraries, every_image, copies, others),
         "devices": list(dict.fromkeys(d for lib in libraries for d in lib["coverage"])),
         "total_coverage": _total_coverage(verdicts, least_total, libraries),
         "what_if": _what_if_total(libraries),
@@ -216,16 +218,17 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
                  ".".join(map(str, verdicts.driver)))
 
 
-def _input_size(first: Member) -> int:
-    """The bytes of every file of the input ``first`` is a library of: a wheel's members
-    unpacked, a folder's files, or the file."""
+def _input_files(first: Member) -> list[tuple[str, int]]:
+    """Every file of the input ``first`` is a library of, with its size: a wheel's members
+    (unpacked), a folder's files (by their paths inside), or the file (by ``first``'s
+    name)."""
     if first.path is None:  # a wheel (or .pt2): every member, binaries or not
         with zipfile.ZipFile(first.origin) as zf:
-            return sum(i.file_size for i in zf.infolist() if not i.is_dir())
+            return [(i.filename, i.file_size) for i in zf.infolist() if not i.is_dir()]
     if first.origin.is_dir():
-        return sum(p.stat().st_size for p in first.origin.rglob("*") if p.is_file() and
-                   not p.is_symlink())
-    return first.origin.stat().st_size
+        return sorted((p.relative_to(first.origin).as_posix(), p.stat().st_size)
+                      for p in first.origin.rglob("*") if p.is_file() and not p.is_symlink())
+    return [(first.name, first.origin.stat().st_size)]
 
 
 def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
@@ -237,7 +240,7 @@ def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
     read = images_read(lib)
     assert len(read) == len(items), "read_library reads the loadable images in select() order"
     images = []
-    for it, (arch, module, native, rows) in zip(items, read, strict=True):
+    for it, (arch, module, native, rows, digest) in zip(items, read, strict=True):
         c = it.code
         kernels = [(r[0], (r[-1] or 0) if native else 0) for r in rows if not native or r[1]]
         images.append({"kind": c.kind, "arch": arch, "module": module, "stored": c.stored,
@@ -245,7 +248,7 @@ def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
                        "kernels": len(kernels),
                        "largest": heapq.nsmallest(_KERNELS_PER_IMAGE, kernels,
                                                   key=lambda k: (-k[1], k[0])),
-                       "digest": hashlib.blake2b(c.view, digest_size=12).hexdigest()})
+                       "digest": digest})
     other = [it.code for it in listed if it.kind not in vendors.of(it.code).loadable]
     coverage = {}
     for v, f in zip(judged.verdicts, least.verdicts, strict=True):
@@ -305,16 +308,17 @@ def _total_coverage(verdicts: TotalCheck | None, least: TotalCheck | None,
     return out
 
 
-def _duplicated(images: Sequence[dict[str, Any]], copies: Mapping[str, int]) -> int:
+def _duplicated(images: Sequence[dict[str, Any]], copies: Mapping[bytes, int]) -> int:
     """A library's stored bytes that repeat an image stored earlier in the input (its own or
     another library's: the input's first copy of each is not counted)."""
     return sum(img["stored"] for img in images if copies[img["digest"]] > 1
                and not img.get("first"))
 
 
-def _copies(libraries: Sequence[Sequence[dict[str, Any]]]) -> dict[str, int]:
-    """How many images of the input have each image's stored bytes (its ``digest``)."""
-    seen: dict[str, int] = {}
+def _copies(libraries: Sequence[Sequence[dict[str, Any]]]) -> dict[bytes, int]:
+    """How many images of the input have each image's entry header and stored bytes (its
+    ``digest``, as :func:`fatbinkit.diff.read_library` takes it)."""
+    seen: dict[bytes, int] = {}
     for images in libraries:
         for img in images:
             img["first"] = img["digest"] not in seen
@@ -465,14 +469,15 @@ def _comparison(d: Diff, old: Mapping[str, Any], new: Mapping[str, Any]) -> dict
             "sizes": sizes}
 
 
-def _short_name(name: str) -> str:
+def _short_name(name: str, most: int = _LABEL) -> str:
+    """A kernel's demangled name, cut to ``most`` characters."""
     text = demangle(name)
-    return text if len(text) <= _LABEL else text[:_LABEL - 1] + "…"
+    return text if len(text) <= most else text[:most - 1] + "…"
 
 
 def _tree(source: str, libraries: Sequence[dict[str, Any]],
-          images: Sequence[Sequence[dict[str, Any]]], copies: Mapping[str, int],
-          other_files: int) -> dict[str, list[Any]]:
+          images: Sequence[Sequence[dict[str, Any]]], copies: Mapping[bytes, int],
+          others: Sequence[tuple[str, int]]) -> dict[str, list[Any]]:
     """The treemap's nodes, as parallel lists (``ids``, ``labels``, ``parents``, ``stored``,
     ``uncompressed``, ``kind``, ``copies``, ``name``): input -> library -> its host code and
     archs -> modules -> kernels. The largest :data:`KERNEL_NODES` kernels of the input are drawn
@@ -513,8 +518,9 @@ def _tree(source: str, libraries: Sequence[dict[str, Any]],
                 archs[img["arch"]] = add(img["arch"], str(lid), 0, 0, img["kind"])
             aid = archs[img["arch"]]
             n = copies[img["digest"]]
+            largest = f": {_short_name(img['largest'][0][0], 40)}" if img["largest"] else ""
             mid = add(("hidden " if img["hidden"] else "") + f"module {img['module']}"
-                      + (f" (x{n})" if n > 1 else ""), str(aid), img["stored"],
+                      + (f" (x{n})" if n > 1 else "") + largest, str(aid), img["stored"],
                       img["uncompressed"], "module", n)
             stored[aid] += img["stored"]
             unc[aid] += img["uncompressed"]
@@ -532,8 +538,13 @@ def _tree(source: str, libraries: Sequence[dict[str, Any]],
                 "data (constants, symbols)", str(mid), max(0, rest_s), max(0, rest_u), "rest")
         stored[root] += lib["size"]
         unc[root] += unc[lid]
-    if other_files:
-        add("other files", str(root), other_files, other_files, "other")
-        stored[root] += other_files
-        unc[root] += other_files
+    others = sorted(others, key=lambda f: (-f[1], f[0]))
+    for name, size in others[:_OTHER_FILES]:  # the largest files with no device code
+        add(name.rpartition("/")[2], str(root), size, size, "other", name=name)
+    rest = others[_OTHER_FILES:]
+    if rest:
+        n = sum(size for _, size in rest)
+        add(f"{len(rest)} other files", str(root), n, n, "other")
+    stored[root] += sum(size for _, size in others)
+    unc[root] += sum(size for _, size in others)
     return nodes
