@@ -172,7 +172,8 @@ const drawn = [];
   [["library", "a library"], ["host", "host code and data"], ["sass", "native code (SASS)"],
    ["ptx", "PTX"], ["module", "a module"], ["kernel", "a kernel"],
    ["other", "other files or device code"], ["dup", "a module stored more than once"]]
-    .forEach(([k, w]) => legend.appendChild(el("span", {style: "background:" +
+    .forEach(([k, w]) => legend.appendChild(el("span", {style: "display:inline-block;" +
+      "margin-bottom:3px;background:" +
       (k === "dup" ? "#f0a04b" : palette[k]) + ";padding:1px 8px;margin-right:8px;" +
       "border-radius:3px;border:1px solid #ccd"}, w)));
   s.insertBefore(legend, div);
@@ -340,7 +341,8 @@ const drawn = [];
   const s = section("what-if", "What pruning would keep",
     "For each set of GPUs: the device code `fatbinkit prune --for` those GPUs would keep " +
     "(what each of them loads, and every PTX: --ptx keep) and drop, per library; nothing is " +
-    "written. Host code is not counted." + (doc.what_if.some((w) => !w.exact) ?
+    "written. Host code is not counted; prune refuses to leave a library no device code for " +
+    "the GPUs named (marked)." + (doc.what_if.some((w) => !w.exact) ?
     " A figure marked ~ is an estimate: AMD's compressed bundles (CCOB) are compressed anew " +
     "by prune, and their images' sizes are shares." : ""));
   const sets = doc.what_if;
@@ -371,7 +373,9 @@ const drawn = [];
       tr.appendChild(cell("kept", x.kept, about + size(x.kept)));
       tr.appendChild(cell("dropped", x.dropped, about + size(x.dropped)));
       const total = x.kept + x.dropped;
-      tr.appendChild(el("td", {}, total ? (100 * x.dropped / total).toFixed(1) + " %" : "-"));
+      tr.appendChild(el("td", x.refused ? {class: "fails", "data-refused": "1"} : {},
+        x.refused ? "prune refuses: nothing for these GPUs" :
+        total ? (100 * x.dropped / total).toFixed(1) + " %" : "-"));
       tab.appendChild(tr);
     });
   });

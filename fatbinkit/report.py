@@ -387,30 +387,38 @@ def _what_if(units: Sequence[_Unit], gpus: list[str]) -> dict[str, Any]:
     Modules of another vendor than the GPUs' are kept. ``exact``: the kept bytes are what
     ``prune`` writes (tests/test_report.py holds them to it); False where a container
     compressed whole (AMD's CCOB) loses images: prune compresses what it keeps anew, and the
-    figure is the kept images' shares of the bundle as it is."""
+    figure is the kept images' shares of the bundle as it is. ``refused``: none of the GPUs
+    loads an image of any module, which ``prune`` refuses (EmptiedError) rather than write a
+    library with no device code for them."""
     kept = total = 0
     exact = True
+    loads = False
     for unit in units:
-        chosen = _kept_of(unit, gpus)
+        chosen, picked = _kept_of(unit, gpus)
+        loads |= picked
         kept += sum(unit.stored[j] for j in chosen)
         total += sum(unit.stored)
         if len(chosen) < len(unit.stored) and unit.compressed and not \
                 unit.vendor.compressed_apart:
             exact = False
-    return {"gpus": gpus, "kept": kept, "dropped": total - kept, "exact": exact}
+    return {"gpus": gpus, "kept": kept, "dropped": total - kept, "exact": exact,
+            "refused": bool(units) and not loads}
 
 
-def _kept_of(unit: _Unit, gpus: Sequence[str]) -> set[int]:
-    """The positions of one module's images that pruning for ``gpus`` keeps."""
+def _kept_of(unit: _Unit, gpus: Sequence[str]) -> tuple[set[int], bool]:
+    """The positions of one module's images that pruning for ``gpus`` keeps, and whether one
+    of the GPUs loads one of them."""
     vendor = unit.vendor
     everything = set(range(len(unit.stored)))
     devices = [d for v, d in (vendors.device(g, "GPU arch") for g in gpus) if v is vendor]
     if not devices:
-        return everything
+        return everything, False
     kept = {j for j in everything if unit.kinds[j] not in vendor.loadable or
             unit.kinds[j] not in vendor.function_kinds}  # other kinds, and PTX (--ptx keep)
+    picked = False
     for d in devices:
         pick = vendor.decide(unit.headers, d).image
+        picked |= pick is not None
         kept |= {j for j, h in zip(unit.loadable, unit.headers, strict=True) if h is pick}
     names = {j: img.kernels or frozenset()
              for j, img in zip(unit.loadable, unit.images, strict=True)}
@@ -428,19 +436,20 @@ def _kept_of(unit: _Unit, gpus: Sequence[str]) -> set[int]:
             if names[j] - have:
                 kept.add(j)
                 have |= names[j]
-    return kept
+    return kept, picked
 
 
 def _what_if_total(libraries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     sets: dict[tuple[str, ...], list[int]] = {}
     for lib in libraries:
         for w in lib["what_if"]:
-            t = sets.setdefault(tuple(w["gpus"]), [0, 0, 1])
+            t = sets.setdefault(tuple(w["gpus"]), [0, 0, 1, 1])
             t[0] += w["kept"]
             t[1] += w["dropped"]
             t[2] &= w["exact"]
-    return [{"gpus": list(g), "kept": k, "dropped": d, "exact": bool(e)}
-            for g, (k, d, e) in sets.items()]
+            t[3] &= w["refused"]
+    return [{"gpus": list(g), "kept": k, "dropped": d, "exact": bool(e), "refused": bool(r)}
+            for g, (k, d, e, r) in sets.items()]
 
 
 # -- comparison --------------------------------------------------------------------------------

@@ -330,3 +330,14 @@ def test_every_library_is_weighed_for_the_same_gpus(tmp_path: Path) -> None:
         assert w["kept"] + w["dropped"] == device
         assert [lib["what_if"][i]["gpus"] for lib in libs] == [w["gpus"]] * 2
         assert w["kept"] == sum(lib["what_if"][i]["kept"] for lib in libs)
+    # CuPy's module has no sm_110 SASS and no PTX sm_110 JITs: prune refuses to empty it
+    (cupy,) = [lib for lib in libs if lib["name"].startswith("_generator_api")]
+    refused = {w["gpus"][0]: w["refused"] for w in cupy["what_if"]}
+    assert refused["sm_110"] and not refused["sm_90"]
+    for gpu, code in (("sm_110", 3), ("sm_90", 0)):
+        proc = subprocess.run([sys.executable, "-m", "fatbinkit", "prune",
+                               str(folder / cupy["name"]), "-o", str(tmp_path / f"{gpu}.so"),
+                               "--for", gpu, "--allow-newer-driver"],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == code, proc.stderr
+        assert ("pruning would keep only images none of them loads" in proc.stderr) == (code == 3)
