@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/amd.py --write docs/benchmarks-amd.md
 	$(PY) benchmarks/hidden.py --write docs/benchmarks-hidden.md
 	$(PY) benchmarks/speed.py --write docs/benchmarks-speed.md
+	$(PY) benchmarks/report.py --write docs/benchmarks-report.md --screenshots docs/report
 
 # Every fuzz target for FUZZ_SECONDS each, two at a time; reproducers and the report in out/fuzz.
 FUZZ_SECONDS ?= 600

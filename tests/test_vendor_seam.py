@@ -32,6 +32,7 @@ from fatbinkit.device_code import DeviceCode, EntrylessContainer, Place
 from fatbinkit.diff import diff, snapshot
 from fatbinkit.errors import InvalidArgumentError
 from fatbinkit.imagesets import ImageSet
+from fatbinkit.report import report
 
 MAGIC = b"TOYGPU1\n"
 _TARGET = re.compile(r"toy([1-4])")
@@ -111,6 +112,7 @@ class ToyVendor:
     name: str = "toy"
     kinds: tuple[str, ...] = ("toyk",)
     function_kinds: frozenset[str] = frozenset()
+    compressed_apart: bool = True
     loadable: frozenset[str] = frozenset({"toyk"})
     machines: frozenset[int] = frozenset()
     not_found: str = "TOY_ERROR_NOT_FOUND"
@@ -334,6 +336,29 @@ def test_diff_of_two_toy_builds(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["diff", str(old), str(new), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [k["kernel"] for k in doc["removed"]] == ["mul"]
+
+
+def test_a_report_of_toy_builds(tmp_path: Path) -> None:
+    """`fatbinkit report` on a toy library, against an older one, with no change to the
+    report: its coverage cells are check's verdicts, its what-if weighs the toy GPUs asked
+    for, the comparison is diff's, the page is written."""
+    pytest.importorskip("plotly", reason="the page needs the report extra (plotly)")
+    old = _object(tmp_path, "old", {"k": toy_image("toy2", "add", "mul")})
+    new = _object(tmp_path, "new", {"a": toy_image("toy1", "add"),
+                                    "b": toy_image("toy3", "add", "mul")})
+    made = report(new, old, keep=[["toy1"], ["toy3"]])
+    doc = made.to_dict()
+    (lib,) = doc["libraries"]
+    check = fatbinkit.open(new).check(doc["devices"])
+    assert {d: c["verdict"] for d, c in lib["coverage"].items()} == {
+        str(v.device): v.status for v in check.verdicts}
+    device_code = sum(i.stored for i in fatbinkit.open(new).select())
+    assert [w["gpus"] for w in lib["what_if"]] == [["toy1"], ["toy3"]]
+    assert all(w["kept"] + w["dropped"] == device_code for w in lib["what_if"])
+    assert doc["comparison"]["summary"] == diff(snapshot(old), snapshot(new)).to_dict()["summary"]
+    page = tmp_path / "r.html"
+    made.write(page)
+    assert 'id="fatbinkit-report"' in page.read_text()
 
 
 def test_a_cuda_gpu_and_a_toy_module_do_not_mix(tmp_path: Path) -> None:
