@@ -167,13 +167,14 @@ const drawn = [];
   const t = doc.bytes;
   const palette = {input: "#ffffff", library: "#5b8def", host: "#b8c0cc", other: "#d9dde3",
                    sass: "#3c9a50", ptx: "#e9cf5f", module: "#8fc79a", kernel: "#b9dfc0",
-                   rest: "#e4efe6"};
+                   rest: "#eef1f4"};
   const legend = el("p", {class: "help"});
   [["library", "a library"], ["host", "host code and data"], ["sass", "native code (SASS)"],
    ["ptx", "PTX"], ["module", "a module"], ["kernel", "a kernel"],
-   ["other", "other files or device code"], ["dup", "a module stored more than once"]]
+   ["rest", "the rest of an image"], ["other", "files without device code"],
+   ["dup", "a module stored more than once"]]
     .forEach(([k, w]) => legend.appendChild(el("span", {style: "display:inline-block;" +
-      "margin-bottom:3px;background:" +
+      (["library", "sass"].includes(k) ? "color:#fff;" : "") + "margin-bottom:3px;background:" +
       (k === "dup" ? "#f0a04b" : palette[k]) + ";padding:1px 8px;margin-right:8px;" +
       "border-radius:3px;border:1px solid #ccd"}, w)));
   s.insertBefore(legend, div);
@@ -182,14 +183,19 @@ const drawn = [];
   const kids = t.ids.map(() => []);
   t.parents.forEach((p, i) => { if (p !== "") kids[index.get(p)].push(i); });
   let mode = "stored", root = 0;
+  const byName = new Map(libs.map((l) => [l.name, l]));
   function show(i) {
     const full = t.name[i] || t.labels[i];
     detail.setAttribute("data-node", t.ids[i]);
     detail.setAttribute("data-name", full);
     detail.setAttribute("data-stored", t.stored[i]);
     detail.setAttribute("data-uncompressed", t.uncompressed[i]);
-    detail.textContent = full + ": " + size(t.stored[i]) + (i === 0 && doc.summary.total ?
-      " unpacked" : " stored") + ", " + size(t.uncompressed[i]) + " with its images inflated" +
+    const l = t.kind[i] === "library" ? byName.get(full) : null;
+    detail.textContent = full + ": " + (l ? size(l.size) + " file: " +
+      size(l.size - l.stored - l.other_images) + " host code and data, " + size(l.stored) +
+      " device code (" + size(l.uncompressed) + " inflated)" :
+      size(t.stored[i]) + (i === 0 && doc.summary.total ? " unpacked" : " stored") + ", " +
+      size(t.uncompressed[i]) + " with its images inflated") +
       (t.copies[i] > 1 ? " (stored " + t.copies[i] + " times in this input)" : "");
   }
   // Only what a view shows is drawn (torch: 16,000 nodes drawn at once freeze the page for
@@ -304,6 +310,13 @@ const drawn = [];
     {margin: {t: 10, l: 200, r: 10, b: 60}, yaxis: {autorange: "reversed"},
      xaxis: {type: "category", tickangle: -45}},
     {responsive: true, displaylogo: false, displayModeBar: false}));
+  const failing = devices.filter((d) => tot[d] && tot[d].status === "fails");
+  if (failing.length) {
+    const notes = el("ul", {id: "coverage-notes", class: "help"});
+    failing.forEach((d) => notes.appendChild(el("li", {"data-device": d},
+      d + " fails: " + tot[d].reason)));
+    s.appendChild(notes);
+  }
   const legend = el("p", {class: "help"});
   STATUS.forEach((st) => { const sp = el("span", {style: "background:" + COLORS[st] +
     ";padding:1px 8px;margin-right:8px;border-radius:3px"}, WORDS[st]); legend.appendChild(sp); });
@@ -347,7 +360,7 @@ const drawn = [];
     "by prune, and their images' sizes are shares." : ""));
   const sets = doc.what_if;
   if (!sets.length) { s.appendChild(el("p", {class: "empty"}, "no GPU set to show")); return; }
-  const labels = sets.map((w) => w.gpus.join(" + "));
+  const labels = sets.map((w) => w.gpus.join(" + ") + (w.refused ? " ⚠ prune refuses" : ""));
   const div = el("div", {id: "what-if-chart", class: "chart",
                          style: "height:" + (160 + 34 * sets.length) + "px"});
   s.appendChild(div);
@@ -356,8 +369,9 @@ const drawn = [];
      marker: {color: "#3c9a50"}, hovertemplate: "%{y}: keeps %{x:,} bytes<extra></extra>"},
     {type: "bar", orientation: "h", name: "dropped", y: labels, x: sets.map((w) => w.dropped),
      marker: {color: "#c8ccd3"}, hovertemplate: "%{y}: drops %{x:,} bytes<extra></extra>"}],
-    {barmode: "stack", margin: {t: 10, l: 160, r: 10, b: 40},
-     xaxis: {title: {text: "device code, bytes stored"}}, yaxis: {autorange: "reversed"}},
+    {barmode: "stack", margin: {t: 10, l: 200, r: 10, b: 40}, legend: {traceorder: "normal"},
+     xaxis: {title: {text: "device code, bytes stored"}, ticksuffix: "B"},
+     yaxis: {autorange: "reversed"}},
     {responsive: true, displaylogo: false, displayModeBar: false}));
   const tab = table("what-if-table", ["GPUs", "library", "kept", "dropped", "saved"]);
   sets.forEach((w) => {
@@ -423,7 +437,7 @@ const drawn = [];
   });
   s.appendChild(scroll(sizes));
   const lost = c.coverage.concat(c.archs.filter((a) => a.field === "min_driver"));
-  s.appendChild(el("h2", {}, "Archs and drivers"));
+  s.appendChild(el("h3", {}, "Archs and drivers"));
   if (!lost.length) s.appendChild(el("p", {class: "empty"}, "no arch lost or gained"));
   else {
     const t = table("comparison-archs", ["library", "kind", "arch", "change"]);
@@ -438,7 +452,7 @@ const drawn = [];
     });
     s.appendChild(scroll(t));
   }
-  s.appendChild(el("h2", {}, "Worst register, spill and stack growth" + (c.worst.length ?
+  s.appendChild(el("h3", {}, "Worst register, spill and stack growth" + (c.worst.length ?
     " (the " + c.worst.length + " largest of " + c.summary.regressions + " regressions)" : "")));
   if (!c.worst.length) s.appendChild(el("p", {class: "empty"}, "none"));
   else {

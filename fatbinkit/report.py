@@ -440,14 +440,16 @@ def _kept_of(unit: _Unit, gpus: Sequence[str]) -> tuple[set[int], bool]:
 
 
 def _what_if_total(libraries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each GPU set over every library: refused when one library is (prune refuses a wheel
+    one of whose libraries it would leave no device code for those GPUs)."""
     sets: dict[tuple[str, ...], list[int]] = {}
     for lib in libraries:
         for w in lib["what_if"]:
-            t = sets.setdefault(tuple(w["gpus"]), [0, 0, 1, 1])
+            t = sets.setdefault(tuple(w["gpus"]), [0, 0, 1, 0])
             t[0] += w["kept"]
             t[1] += w["dropped"]
             t[2] &= w["exact"]
-            t[3] &= w["refused"]
+            t[3] |= w["refused"]
     return [{"gpus": list(g), "kept": k, "dropped": d, "exact": bool(e), "refused": bool(r)}
             for g, (k, d, e, r) in sets.items()]
 
@@ -476,6 +478,23 @@ def _comparison(d: Diff, old: Mapping[str, Any], new: Mapping[str, Any]) -> dict
             "modules": doc["modules"][:200],
             "worst": [{**c, "demangled": demangle(c["kernel"])} for c in worst],
             "sizes": sizes}
+
+
+def _base_name(name: str, most: int = 48) -> str:
+    """A kernel's demangled name without its return type, template arguments and parameters
+    (``pytorch_flash::flash_bwd_kernel``), cut to ``most`` characters: what names a module."""
+    text = demangle(name)
+    depth = 0
+    out = []
+    for ch in text:  # drop what is inside <...> and (...)
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    base = "".join(out).strip().rpartition(" ")[2] or text
+    return base if len(base) <= most else "…" + base[-(most - 1):]
 
 
 def _short_name(name: str, most: int = _LABEL) -> str:
@@ -527,7 +546,7 @@ def _tree(source: str, libraries: Sequence[dict[str, Any]],
                 archs[img["arch"]] = add(img["arch"], str(lid), 0, 0, img["kind"])
             aid = archs[img["arch"]]
             n = copies[img["digest"]]
-            largest = f": {_short_name(img['largest'][0][0], 40)}" if img["largest"] else ""
+            largest = f": {_base_name(img['largest'][0][0])}" if img["largest"] else ""
             mid = add(("hidden " if img["hidden"] else "") + f"module {img['module']}"
                       + (f" (x{n})" if n > 1 else "") + largest, str(aid), img["stored"],
                       img["uncompressed"], "module", n)

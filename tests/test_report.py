@@ -334,6 +334,8 @@ def test_every_library_is_weighed_for_the_same_gpus(tmp_path: Path) -> None:
     (cupy,) = [lib for lib in libs if lib["name"].startswith("_generator_api")]
     refused = {w["gpus"][0]: w["refused"] for w in cupy["what_if"]}
     assert refused["sm_110"] and not refused["sm_90"]
+    total = {w["gpus"][0]: w["refused"] for w in doc["what_if"]}
+    assert total["sm_110"] and not total["sm_90"]  # prune refuses a wheel one library empties
     for gpu, code in (("sm_110", 3), ("sm_90", 0)):
         proc = subprocess.run([sys.executable, "-m", "fatbinkit", "prune",
                                str(folder / cupy["name"]), "-o", str(tmp_path / f"{gpu}.so"),
