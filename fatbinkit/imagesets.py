@@ -135,9 +135,6 @@ class ImageSet:
         """One decision per kernel (one for the whole set when it names no kernels)."""
         kernels: list[str | None] = list(self.kernels) or [None]
         module = self._decide(device, driver)  # one pick per module
-        img = module.image
-        if img is None or img.kernels is None or img.kernels.issuperset(kernels):
-            return [(k, module) for k in kernels]  # each kernel's is the module's decision
         return [(k, self._for_kernel(module, k)) for k in kernels]
 
 

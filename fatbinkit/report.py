@@ -32,12 +32,14 @@ from typing import Any
 from . import __version__, vendors
 from .binary import Binary, Summary, demangle
 from .collection import Member, TotalCheck, binaries, named, total_check
+from .decision import dotted
 from .diff import Diff, Snapshot, diff, images_read, read_library
 from .errors import FatbinkitError, InvalidArgumentError
 from .formats.codec import DecompressionBudget
 from .outfile import atomic_path
 from .parallel import as_jobs
 from .progress import Progress
+from .slim import _for_kernels
 
 __all__ = ["FORMAT", "KERNEL_NODES", "Report", "report"]
 
@@ -77,10 +79,10 @@ class Report:
 
     def __str__(self) -> str:
         libs = self.data["libraries"]
-        stored = sum(lib["size"] for lib in libs)
+        size = sum(lib["size"] for lib in libs)
         against = f" against {self.old}" if self.old else ""
         return (f"report of {self.source}{against}: {len(libs)} "
-                f"librar{'y' if len(libs) == 1 else 'ies'}, {stored} bytes")
+                f"librar{'y' if len(libs) == 1 else 'ies'}, {size} bytes")
 
 
 def report(source: str | os.PathLike[str], old: str | os.PathLike[str] | None = None, *,
@@ -97,18 +99,16 @@ def report(source: str | os.PathLike[str], old: str | os.PathLike[str] | None = 
     ``max_decompressed``, ``skipped`` as :func:`fatbinkit.diff.snapshot` takes them."""
     as_jobs(jobs)
     DecompressionBudget.of(max_decompressed, 0)
-    runtime_devices = _gpu_sets(keep)
-    if driver is not None:
-        vendors.runtime([vendors.device("sm_90", "GPU arch")], driver)  # refused before reading
-    read = _Reader(driver, runtime_devices, everywhere, jobs, progress, max_decompressed,
-                   skipped)
-    new = read(source, None)
+    runtime = vendors.runtime((), driver)  # refused before anything is read
+    how = _Reader(driver, _gpu_sets(keep), everywhere, jobs, progress, max_decompressed,
+                  skipped)
+    new = _read(source, how, None)
     doc: dict[str, Any] = {
         "format": FORMAT, "tool": f"fatbinkit {__version__}", "source": os.fspath(source),
-        "old": None if old is None else os.fspath(old), "driver": new.driver,
-        **new.doc, "comparison": None}
+        "old": None if old is None else os.fspath(old),
+        "driver": None if runtime is None else dotted(runtime), **new.doc, "comparison": None}
     if old is not None:
-        before = read(old, new.snapshot)
+        before = _read(old, how, new.snapshot)
         doc["comparison"] = _comparison(diff(before.snapshot, new.snapshot), before.doc, new.doc)
     return Report(os.fspath(source), None if old is None else os.fspath(old), doc)
 
@@ -117,7 +117,6 @@ def report(source: str | os.PathLike[str], old: str | os.PathLike[str] | None = 
 class _Read:
     snapshot: Snapshot
     doc: dict[str, Any]
-    driver: str | None
 
 
 def _gpu_sets(keep: Iterable[Iterable[str]] | None) -> list[list[str]] | None:
@@ -150,9 +149,6 @@ class _Reader:
     progress: Progress
     max_decompressed: int | DecompressionBudget | None
     skipped: Callable[[Member, FatbinkitError], None] | None
-
-    def __call__(self, source: str | os.PathLike[str], like: Snapshot | None) -> _Read:
-        return _read(source, self, like)
 
 
 def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -> _Read:
@@ -213,9 +209,7 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
         "total_coverage": _total_coverage(verdicts, least_total, libraries),
         "what_if": _what_if_total(libraries),
     }
-    return _Read(Snapshot(os.fspath(source), tuple(libs)), doc,
-                 None if verdicts is None or verdicts.driver is None else
-                 ".".join(map(str, verdicts.driver)))
+    return _Read(Snapshot(os.fspath(source), tuple(libs)), doc)
 
 
 def _input_files(first: Member) -> list[tuple[str, int]]:
@@ -266,7 +260,7 @@ def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
 
 
 def _dotted(v: Any) -> str | None:
-    return None if v is None else ".".join(map(str, v))
+    return None if v is None else dotted(v)
 
 
 def _cell(v: Any) -> dict[str, Any]:
@@ -428,14 +422,7 @@ def _kept_of(unit: _Unit, gpus: Sequence[str]) -> tuple[set[int], bool]:
                for img in unit.images):
             kept.add(min(unit.loadable, key=size.__getitem__))
     elif unit.loadable:
-        have = set().union(*(names[j] for j in unit.loadable if j in kept))
-        want = set().union(*names.values())
-        for j in sorted((j for j in unit.loadable if j not in kept), key=size.__getitem__):
-            if want <= have:
-                break
-            if names[j] - have:
-                kept.add(j)
-                have |= names[j]
+        kept.update(_for_kernels(kept, names, size.__getitem__))
     return kept, picked
 
 

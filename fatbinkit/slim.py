@@ -55,7 +55,7 @@ import os
 import struct
 import tempfile
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -590,18 +590,28 @@ def _keep_for_kernels(m: _Module, images: Sequence[int],
                       names: dict[int, frozenset[str]]) -> None:
     """:func:`_keep_kernels` for one module: ``names`` are the kernels of each of its
     ``images`` (by entry index)."""
-    have = set().union(*(names[i] for i in images if i in m.kept))
-    want = set().union(*(names[i] for i in images))
-    for i in sorted((i for i in images if i not in m.kept),
-                    key=lambda i: (len(m.old.entries[i]), i)):
+    extra = _for_kernels(m.kept, {i: names[i] for i in images},
+                         lambda i: (len(m.old.entries[i]), i))
+    m.kept = sorted([*m.kept, *extra])
+    m.for_kernels += len(extra)
+
+
+def _for_kernels(kept: Collection[int], names: Mapping[int, frozenset[str]],
+                 size: Callable[[int], Any]) -> list[int]:
+    """The images of a module (``names``: each one's kernels, by index) to keep beside
+    ``kept`` so that every kernel of the module stays named: the smallest (``size``) that add
+    a kernel the kept ones lack, until none is missing (also what ``fatbinkit.report``'s
+    what-if counts)."""
+    have = set().union(*(names[i] for i in names if i in kept))
+    want = set().union(*names.values())
+    extra = []
+    for i in sorted((i for i in names if i not in kept), key=size):
         if want <= have:
             break
-        extra = names[i] - have
-        if extra:
-            m.kept.append(i)
-            m.for_kernels += 1
-            have |= extra
-    m.kept.sort()
+        if names[i] - have:
+            extra.append(i)
+            have |= names[i]
+    return extra
 
 
 @dataclass

@@ -253,11 +253,9 @@ def _sass_device_floor(image: Arch, host: str | None) -> Floor | None:
                  INVALID_IMAGE, host=host)
 
 
-@functools.lru_cache(maxsize=8192)
 def image_floors(image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
     """The driver floors of one image in the order a driver meets them (the entry header's
-    flags, then the payload), and what could not be known about them. Kept for the last 8,192
-    images: a check of every GPU asks again for each GPU the image runs on."""
+    flags, then the payload), and what could not be known about them."""
     floors: list[Floor] = []
     warnings: list[str] = []
     bad = INVALID_IMAGE if image.kind == SASS else INVALID_PTX
@@ -476,7 +474,6 @@ def _fits(img: ImageInfo, dev: Arch, driver: CudaVersion | None) -> str:
     return f"PTX {img.arch.compute} JIT-compiles for {dev.sm}; {limit}"
 
 
-@functools.lru_cache(maxsize=1024)
 def _sass_why_not(image: Arch, dev: Arch) -> str:
     if image.suffix == "a":
         return f"SASS {image.sm} is arch-specific: runs only on CC {image.major}.{image.minor}"
@@ -485,7 +482,6 @@ def _sass_why_not(image: Arch, dev: Arch) -> str:
     return f"SASS {image.sm} needs CC >= {image.major}.{image.minor} within {image.major}.x"
 
 
-@functools.lru_cache(maxsize=1024)
 def _ptx_why_not(image: Arch, dev: Arch) -> str:
     if image.suffix == "a":
         return (f"PTX {image.compute} is arch-specific: JIT only for CC "
