@@ -878,9 +878,7 @@ class Binary:
                 if self.codes or self.entryless else ()
         rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
         for s in sets:
-            by_arch = [s.decisions(a, runtime) for a in wanted]
-            kernels = [(pairs[0][0], [d for _, d in pairs])
-                       for pairs in zip(*by_arch, strict=True)]
+            kernels = s.judged(wanted, runtime)
             if kf is not None:
                 kernels = [(k, ds) for k, ds in kernels if k is not None and kf.matches(k)]
                 if not kernels:

@@ -133,9 +133,26 @@ class ImageSet:
     def decisions(self, device: ArchLike, driver: DriverLike | None = None,
                   ) -> list[tuple[str | None, Decision]]:
         """One decision per kernel (one for the whole set when it names no kernels)."""
-        kernels: list[str | None] = list(self.kernels) or [None]
-        module = self._decide(device, driver)  # one pick per module
-        return [(k, self._for_kernel(module, k)) for k in kernels]
+        return [(k, ds[0]) for k, ds in self.judged([device], driver)]
+
+    def judged(self, devices: Sequence[ArchLike], driver: DriverLike | None = None,
+               ) -> list[tuple[str | None, list[Decision]]]:
+        """Per kernel (one None row when the set names no kernels), its decision on each of
+        ``devices``: :meth:`decisions` for several GPUs at once. The driver picks one image per
+        module, so the kernels every picked image holds share one list (do not change it)."""
+        module = [self._decide(d, driver) for d in devices]  # one pick per module and GPU
+        if not self.kernels:
+            return [(None, module)]
+        names = self.kernels
+        every = set(names)
+        lacking: set[str] = set()  # the kernels some picked image lacks
+        for image in {id(d.image): d.image for d in module if d.image is not None}.values():
+            if image.kernels is not None:
+                lacking |= every.difference(image.kernels)
+        if not lacking:
+            return [(k, module) for k in names]
+        return [(k, [self._for_kernel(d, k) for d in module] if k in lacking else module)
+                for k in names]
 
 
 def module_label(source: str, container: int, member: str = "") -> str:

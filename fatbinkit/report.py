@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import re
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,6 +51,7 @@ FORMAT = "fatbinkit-report/1"
 KERNEL_NODES = 12_000
 _KERNELS_PER_IMAGE = 24  # at most this many kernels of one image drawn
 _LABEL = 72  # characters of a demangled kernel name shown
+_BRACKETS = re.compile(r"([<>()])")
 _OTHER_FILES = 12  # files without device code drawn apart in the treemap (the largest)
 
 
@@ -335,6 +337,7 @@ class _Unit:
     loadable: tuple[int, ...]
     images: tuple[Any, ...]
     headers: tuple[Any, ...]
+    shape: int  # units whose headers are equal share it (and so the images GPUs pick)
 
 
 def _units(codes: Sequence[Any], lib: Any) -> list[_Unit]:
@@ -346,15 +349,17 @@ def _units(codes: Sequence[Any], lib: Any) -> list[_Unit]:
                            []).append(i)
     sets_read = iter(lib.sets)
     units = []
+    shapes: dict[tuple[Any, ...], int] = {}
     for idx in modules.values():
         vendor = vendors.of(codes[idx[0]])
         loadable = tuple(j for j, i in enumerate(idx) if codes[i].kind in vendor.loadable)
         images = next(sets_read).images if loadable else ()
         assert len(images) == len(loadable)
+        headers = tuple(vendor.header_image(codes[idx[j]]) for j in loadable)
         units.append(_Unit(vendor, tuple(codes[i].stored for i in idx),
                            tuple(codes[i].kind for i in idx),
                            any(codes[i].compression for i in idx), loadable, tuple(images),
-                           tuple(vendor.header_image(codes[idx[j]]) for j in loadable)))
+                           headers, shapes.setdefault((vendor.name, headers), len(shapes))))
     return units
 
 
@@ -387,8 +392,10 @@ def _what_if(units: Sequence[_Unit], gpus: list[str]) -> dict[str, Any]:
     kept = total = 0
     exact = True
     loads = False
+    devices = [vendors.device(g, "GPU arch") for g in gpus]
+    picks: dict[tuple[int, Any], list[int] | None] = {}  # (shape, GPU): the headers picked
     for unit in units:
-        chosen, picked = _kept_of(unit, gpus)
+        chosen, picked = _kept_of(unit, devices, picks)
         loads |= picked
         kept += sum(unit.stored[j] for j in chosen)
         total += sum(unit.stored)
@@ -399,21 +406,29 @@ def _what_if(units: Sequence[_Unit], gpus: list[str]) -> dict[str, Any]:
             "refused": bool(units) and not loads}
 
 
-def _kept_of(unit: _Unit, gpus: Sequence[str]) -> tuple[set[int], bool]:
-    """The positions of one module's images that pruning for ``gpus`` keeps, and whether one
-    of the GPUs loads one of them."""
+def _kept_of(unit: _Unit, gpus: Sequence[tuple[vendors.Vendor, Any]],
+             picks: dict[tuple[int, Any], list[int] | None]) -> tuple[set[int], bool]:
+    """The positions of one module's images that pruning for ``gpus`` (:func:`vendors.device`'s
+    answers) keeps, and whether one of the GPUs loads one of them; ``picks`` remembers the
+    image each GPU picks among equal headers."""
     vendor = unit.vendor
     everything = set(range(len(unit.stored)))
-    devices = [d for v, d in (vendors.device(g, "GPU arch") for g in gpus) if v is vendor]
+    devices = [d for v, d in gpus if v is vendor]
     if not devices:
         return everything, False
     kept = {j for j in everything if unit.kinds[j] not in vendor.loadable or
             unit.kinds[j] not in vendor.function_kinds}  # other kinds, and PTX (--ptx keep)
     picked = False
     for d in devices:
-        pick = vendor.decide(unit.headers, d).image
-        picked |= pick is not None
-        kept |= {j for j, h in zip(unit.loadable, unit.headers, strict=True) if h is pick}
+        key = (unit.shape, d)
+        if key not in picks:
+            pick = vendor.decide(unit.headers, d).image
+            picks[key] = None if pick is None else \
+                [n for n, h in enumerate(unit.headers) if h is pick]
+        at = picks[key]
+        if at is not None:
+            picked = True
+            kept.update(unit.loadable[n] for n in at)
     names = {j: img.kernels or frozenset()
              for j, img in zip(unit.loadable, unit.images, strict=True)}
     size = {j: (unit.stored[j], j) for j in unit.loadable}
@@ -473,13 +488,13 @@ def _base_name(name: str, most: int = 48) -> str:
     text = demangle(name)
     depth = 0
     out = []
-    for ch in text:  # drop what is inside <...> and (...)
-        if ch in "<(":
+    for part in _BRACKETS.split(text):  # drop what is inside <...> and (...)
+        if part in ("<", "("):
             depth += 1
-        elif ch in ">)":
+        elif part in (">", ")"):
             depth = max(0, depth - 1)
         elif depth == 0:
-            out.append(ch)
+            out.append(part)
     base = "".join(out).strip().rpartition(" ")[2] or text
     return base if len(base) <= most else "…" + base[-(most - 1):]
 

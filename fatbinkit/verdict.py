@@ -106,7 +106,7 @@ class ArchVerdict:
         known = True
         beyond: dict[str, None] = {}
         names = {id(s): s.kernels for s, _ in modules} if kernels is None else {
-            id(s): list(ks) for (s, _), ks in zip(modules, kernels, strict=True)}
+            id(s): ks for (s, _), ks in zip(modules, kernels, strict=True)}
         counted = [(s, ds) for s, ds in modules if not s.empty]
         if counted:
             empty = [s.label for s, _ in modules if s.empty]
@@ -114,9 +114,11 @@ class ArchVerdict:
             counted = list(modules)
         any_kernels = any(s.kernels for s, _ in counted)
         for s, ds in counted:
-            outcome = module_outcome(ds)
+            # a module's kernels mostly share its one decision: each distinct one looked at once
+            distinct = list({id(d): d for d in ds}.values())  # in first-seen order
+            outcome = module_outcome(distinct)
             if outcome == FAILED:
-                first = next(d for d in ds if not d.loadable and not d.restricted)
+                first = next(d for d in distinct if not d.loadable and not d.restricted)
                 (failed if s.kernels else data_only).append((s.label, first))
             elif outcome == RESTRICTED:
                 restricted.append(s.label)
@@ -124,13 +126,13 @@ class ArchVerdict:
                     entryless.append(s.label)
             else:
                 loading.append(s.label)
-                if not any(d.how == NATIVE for d in ds):
+                if not any(d.how == NATIVE for d in distinct):
                     jit.append(s.label)
                 # ds holds one decision per kernel (one for a set without kernels: none missing)
-                missing += [(s.label, k) for k, d in zip(names[id(s)], ds, strict=False)
-                            if d.restricted]
-            # a module's kernels mostly share its one decision: each distinct one counted once
-            for d in {id(d): d for d in ds}.values():
+                if any(d.restricted for d in distinct):
+                    missing += [(s.label, k) for k, d in zip(names[id(s)], ds, strict=False)
+                                if d.restricted]
+            for d in distinct:
                 warnings.update(dict.fromkeys(d.warnings))
                 if d.restricted or not d.floors or (not s.kernels and any_kernels):
                     continue  # the minimum is what the kernels need

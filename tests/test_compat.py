@@ -234,6 +234,35 @@ def test_one_image_per_module_and_file_verdicts() -> None:
     assert isinstance(v, ArchVerdict)
 
 
+
+def test_judged_equals_the_one_kernel_decisions() -> None:
+    """ImageSet.judged (check's per-module path: one pick per GPU, the kernels every pick holds
+    sharing one list) says for each kernel and GPU what decide(device, driver, kernel) says,
+    with kernels that some GPUs' picks lack and GPUs that pick nothing."""
+    from fatbinkit.compat import ImageSet
+
+    images = (ImageInfo(SASS, Arch(80), kernels=frozenset({"a", "b"}), toolkit=(12, 4)),
+              ImageInfo(SASS, Arch(90), kernels=frozenset({"a"}), toolkit=(12, 4)),
+              ImageInfo(SASS, Arch(120), kernels=frozenset({"c"}), toolkit=(12, 8)),
+              ImageInfo(PTX, Arch(90), (8, 4), kernels=frozenset({"a", "b", "c"})))
+    module = ImageSet("m", images)
+    gpus = [Arch(n) for n in (75, 80, 86, 90, 100, 120)]
+    for driver in (None, (12, 4)):
+        rows = module.judged(gpus, driver)
+        assert [k for k, _ in rows] == ["a", "b", "c"]
+        for kernel, decisions in rows:
+            assert kernel is not None
+            for gpu, d in zip(gpus, decisions, strict=True):
+                one = module.decide(gpu, driver, kernel)
+                assert (d.image, d.how, d.outcome, d.reason, d.error) == \
+                    (one.image, one.how, one.outcome, one.reason, one.error), (kernel, gpu)
+        by_kernel = dict(rows)
+        assert by_kernel["b"][3].restricted and by_kernel["a"][3].image is images[1]
+        assert by_kernel["c"][0].how == "none"
+        assert by_kernel["c"][5].image is (images[2] if driver is None else None)  # 12.4: no sm_120
+    empty = ImageSet("data", (ImageInfo(PTX, Arch(50), (8, 0), kernels=frozenset()),))
+    assert [k for k, _ in empty.judged(gpus)] == [None]
+
 def test_warnings_name_only_the_picked_image() -> None:
     unknown = ImageInfo(SASS, Arch(80), abi_version=7, label="old")  # no toolkit recorded
     known = ImageInfo(SASS, Arch(86), toolkit=(12, 9))

@@ -343,12 +343,12 @@ _SPELLINGS: dict[str, tuple[Vendor, str]] = {}
 _SPELLINGS_KEPT = 4096
 
 
-def _first(ask: Callable[[Vendor], Any], refusal: str) -> tuple[Vendor, Any]:
+def _first(ask: Callable[[Vendor], Any], refusal: Callable[[], str]) -> tuple[Vendor, Any]:
     """The first vendor whose answer to ``ask`` is not None, and that answer; when none answers,
     the :class:`~fatbinkit.errors.InvalidArgumentError` of a later vendor that refused it (the
     others answer None for what is not theirs: ``gfx11-generic`` is AMD's, refused in AMD's
     words), else the first vendor's (CUDA's, which refuses what it cannot read: the words
-    NVIDIA users know), else ``refusal``."""
+    NVIDIA users know), else ``refusal()`` (made only then: a check asks thousands of times)."""
     first: InvalidArgumentError | None = None
     error: InvalidArgumentError | None = None
     for n, vendor in enumerate(VENDORS.values()):
@@ -362,14 +362,15 @@ def _first(ask: Callable[[Vendor], Any], refusal: str) -> tuple[Vendor, Any]:
             continue
         if found is not None:
             return vendor, found
-    raise error or first or InvalidArgumentError(refusal)
+    raise error or first or InvalidArgumentError(refusal())
 
 
 def _spelling(target: str) -> tuple[Vendor, str]:
     found = _SPELLINGS.get(target)
     if found is None:
         found = _first(lambda v: v.target_kind(target),
-                       f"{target!r} is not a target any vendor spells ({', '.join(VENDORS)})")
+                       lambda: f"{target!r} is not a target any vendor spells "
+                               f"({', '.join(VENDORS)})")
         if len(_SPELLINGS) >= _SPELLINGS_KEPT:  # hostile input: many spellings
             _SPELLINGS.clear()
         _SPELLINGS[target] = found
@@ -397,13 +398,15 @@ def target_key(target: str) -> tuple[Any, ...]:
 def device(value: object, what: str = "GPU arch") -> tuple[Vendor, Any]:
     """The vendor of the GPU ``value`` names, and that GPU (:meth:`Vendor.device`); when no
     vendor knows it, the first vendor's error (CUDA's, for ``sm_91``: no such GPU)."""
-    return _first(lambda v: v.device(value, what), f"{what} {value!r}: no vendor names a GPU so")
+    return _first(lambda v: v.device(value, what),
+                  lambda: f"{what} {value!r}: no vendor names a GPU so")
 
 
 def target_filter(value: object) -> Any:
     """The ``--arch`` filter ``value`` spells, from the first vendor that spells it
     (:meth:`Vendor.target_filter`); when none does, the first vendor's error."""
-    return _first(lambda v: v.target_filter(value), f"{value!r} is an arch no vendor spells")[1]
+    return _first(lambda v: v.target_filter(value),
+                  lambda: f"{value!r} is an arch no vendor spells")[1]
 
 
 def runtime(gpus: Sequence[tuple[Vendor, Any]], value: object, what: str = "driver",

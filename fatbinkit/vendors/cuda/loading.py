@@ -243,11 +243,17 @@ def device_floor(device: Arch, host: str | None = None) -> Floor:
     return floor("device", support.first, f"a {device.sm} GPU", NO_DEVICE, host=host)
 
 
+@functools.lru_cache(maxsize=256)  # a few archs, asked for each image of each module and GPU
+def _tabled_gpu_runs(image: Arch) -> bool:
+    """Whether some GPU of the device table runs SASS for ``image``."""
+    return any(sass_runs_on(image, Arch(n)) for n in DEVICE_SUPPORT)
+
+
 def _sass_device_floor(image: Arch, host: str | None) -> Floor | None:
     """The device floor of SASS that no GPU of the table runs (sm_130, or sm_107a were sm_107
     not tabled): the GPUs it runs on are all absent, so newer than the table (None: a known GPU
     runs it, whose own floor :func:`decide` checks)."""
-    if any(sass_runs_on(image, Arch(n)) for n in DEVICE_SUPPORT):
+    if _tabled_gpu_runs(image):
         return None
     return floor("device", None, f"SASS {image.sm} (no GPU of the device table runs it)",
                  INVALID_IMAGE, host=host)
