@@ -18,7 +18,7 @@ PACKAGE_DIRS := $(shell find fatbinkit -type d -not -name __pycache__)
 $(STAMP): pyproject.toml $(PACKAGE_DIRS) fatbinkit/formats/_cubin.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cuda,toolchain,triton,report,test]' --config-settings editable_mode=strict
+	$(PY) -m pip install -q -e '.[cuda,toolchain,triton,report,survey,test]' --config-settings editable_mode=strict
 	touch $(STAMP)
 
 demo: $(STAMP)

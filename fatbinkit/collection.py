@@ -33,6 +33,7 @@ from .errors import (
     FormatError,
     InputError,
     InvalidArgumentError,
+    NoDeviceCodeError,
     OutputError,
     UnsupportedError,
     naming,
@@ -179,8 +180,8 @@ def members(source: str | os.PathLike[str]) -> list[Member]:
             raise InputError(f"cannot read {path}: {e.strerror or e}") from e
         return [Member(path.name, path, path, size)]
     if not found:
-        raise FormatError(f"{path}: this {what} holds no ELF, PE, fatbin or ar archive file (no "
-                          "library to read)")
+        raise NoDeviceCodeError(f"{path}: this {what} holds no ELF, PE, fatbin or ar archive "
+                                "file (no library to read)")
     return sorted(found, key=lambda m: m.name)
 
 
@@ -284,8 +285,9 @@ def binaries(source: str | os.PathLike[str], progress: Progress = None,
                 yield m, binary
             report.advance(1, m.name)
     if not count:
-        raise FormatError(f"{os.fspath(source)}: does not contain device code (no library with "
-                          ".nv_fatbin, __nv_relfatbin or an embedded fatbin, cubin or PTX)")
+        raise NoDeviceCodeError(f"{os.fspath(source)}: does not contain device code (no library "
+                                "with .nv_fatbin, __nv_relfatbin or an embedded fatbin, cubin "
+                                "or PTX)")
 
 
 @dataclass(frozen=True, repr=False)

@@ -27,6 +27,7 @@ __all__ = [
     "InvalidArgumentError",
     "JitError",
     "NoBinaryForGpuError",
+    "NoDeviceCodeError",
     "NotFoundError",
     "OutputError",
     "ToolError",
@@ -140,6 +141,11 @@ class FormatError(FatbinkitError):
             message = f"{message} (at offset {offset:#x})"
         super().__init__(message)
         self.offset = offset
+
+
+class NoDeviceCodeError(FormatError):
+    """A wheel, folder or file holds no device code (no binary, or binaries without any): a
+    fact about the input rather than a fault, which a survey records as such."""
 
 
 class TruncatedError(FormatError):

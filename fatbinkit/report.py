@@ -57,11 +57,14 @@ _OTHER_FILES = 12  # files without device code drawn apart in the treemap (the l
 
 @dataclass(frozen=True)
 class Report:
-    """What :func:`report` found: ``data`` is the JSON document (:meth:`to_dict`)."""
+    """What :func:`report` found: ``data`` is the JSON document (:meth:`to_dict`);
+    ``snapshot`` the libraries of ``source`` as read (:class:`fatbinkit.diff.Snapshot`: every
+    image's kernels, what ``fatbinkit survey --kernels`` stores)."""
 
     source: str
     old: str | None
     data: Mapping[str, Any] = field(repr=False)
+    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.data)
@@ -112,7 +115,8 @@ def report(source: str | os.PathLike[str], old: str | os.PathLike[str] | None = 
     if old is not None:
         before = _read(old, how, new.snapshot)
         doc["comparison"] = _comparison(diff(before.snapshot, new.snapshot), before.doc, new.doc)
-    return Report(os.fspath(source), None if old is None else os.fspath(old), doc)
+    return Report(os.fspath(source), None if old is None else os.fspath(old), doc,
+                  new.snapshot)
 
 
 @dataclass(frozen=True)
