@@ -276,7 +276,13 @@ const drawn = [];
     (doc.driver ? " with driver " + doc.driver : "") + "). The number in a cell is the " +
     "minimum driver (CUDA version) that GPU needs for that library; the bottom row is the " +
     "whole input, as `fatbinkit check --min-driver` says it.");
-  const devices = doc.devices;
+  const tot = doc.total_coverage;
+  // GPUs no library has code for are folded out of the picture (named under it; the table
+  // keeps every one)
+  const some = (d) => libs.some((l) => l.coverage[d] && l.coverage[d].status !== "none") ||
+    (tot[d] && tot[d].status !== "none");
+  const devices = doc.devices.some(some) ? doc.devices.filter(some) : doc.devices;
+  const folded = doc.devices.filter((d) => !devices.includes(d));
   const rows = libs.map((l) => l.name.split("/").pop());
   const z = [], text = [], hover = [];
   libs.forEach((l) => {
@@ -291,7 +297,6 @@ const drawn = [];
     });
     z.push(zr); text.push(tr); hover.push(hr);
   });
-  const tot = doc.total_coverage;
   rows.push("whole input");
   z.push(devices.map((d) => tot[d] ? STATUS.indexOf(tot[d].status) : null));
   text.push(devices.map((d) => tot[d] && tot[d].min_driver ?
@@ -310,6 +315,12 @@ const drawn = [];
     {margin: {t: 10, l: 200, r: 10, b: 60}, yaxis: {autorange: "reversed"},
      xaxis: {type: "category", tickangle: -45}},
     {responsive: true, displaylogo: false, displayModeBar: false}));
+  if (folded.length) {
+    s.appendChild(el("p", {id: "coverage-folded", class: "help",
+                           "data-devices": folded.join(",")},
+      "No library has code for " + folded.join(", ") + " (left out of the picture; the " +
+      "table below lists them)."));
+  }
   const failing = devices.filter((d) => tot[d] && tot[d].status === "fails");
   if (failing.length) {
     const notes = el("ul", {id: "coverage-notes", class: "help"});
@@ -323,11 +334,11 @@ const drawn = [];
   s.appendChild(legend);
   const det = el("details");
   det.appendChild(el("summary", {}, "the table"));
-  const tab = table("coverage-table", ["library"].concat(devices));
+  const tab = table("coverage-table", ["library"].concat(doc.devices));
   libs.forEach((l) => {
     const tr = el("tr", {"data-library": l.name});
     tr.appendChild(nameCell(l.name));
-    devices.forEach((d) => {
+    doc.devices.forEach((d) => {
       const c = l.coverage[d] || {status: "none", min_driver: null};
       tr.appendChild(el("td", {class: c.status, "data-device": d, "data-status": c.status,
                                "data-verdict": c.verdict, "data-min-driver": c.min_driver || ""},
@@ -338,7 +349,7 @@ const drawn = [];
   });
   const tr = el("tr", {"data-total": "1"});
   tr.appendChild(nameCell("whole input: minimum driver"));
-  devices.forEach((d) => {
+  doc.devices.forEach((d) => {
     const c = tot[d] || {};
     tr.appendChild(el("td", {class: c.status || "", "data-device": d,
                              "data-status": c.status || "", "data-verdict": c.verdict || "",
