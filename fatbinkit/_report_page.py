@@ -435,15 +435,26 @@ const drawn = [];
     {barmode: "group", margin: {t: 10, l: 200, r: 10, b: 40},
      xaxis: {title: {text: "file bytes"}}, yaxis: {autorange: "reversed"}},
     {responsive: true, displaylogo: false, displayModeBar: false}));
-  const sizes = table("comparison-sizes", ["library", "old", "new", "device code old",
-                                           "device code new"]);
+  const sizes = table("comparison-sizes", ["library", "old", "new", "change",
+                                           "device code old", "device code new", "change"]);
+  const change = (key, a, b) => {
+    const d = a === null || b === null ? null : b - a;
+    return el("td", {"data-key": key, "data-value": d === null ? "" : String(d),
+                     class: d > 0 ? "fails" : ""},
+              d === null ? "-" : (d > 0 ? "+" : d < 0 ? "−" : "") + size(Math.abs(d)) +
+              (a ? " (" + (d >= 0 ? "+" : "−") + (Math.abs(d) * 100 / a).toFixed(1) + " %)"
+                 : ""));
+  };
   c.sizes.forEach((x) => {
     const r = el("tr", {"data-library": x.library});
     r.appendChild(nameCell(x.library));
     r.appendChild(cell("old", x.old ? x.old.size : null));
     r.appendChild(cell("new", x.new ? x.new.size : null));
+    r.appendChild(change("change", x.old ? x.old.size : null, x.new ? x.new.size : null));
     r.appendChild(cell("old_stored", x.old ? x.old.stored : null));
     r.appendChild(cell("new_stored", x.new ? x.new.stored : null));
+    r.appendChild(change("stored_change", x.old ? x.old.stored : null,
+                         x.new ? x.new.stored : null));
     sizes.appendChild(r);
   });
   s.appendChild(scroll(sizes));
@@ -467,12 +478,15 @@ const drawn = [];
     " (the " + c.worst.length + " largest of " + c.summary.regressions + " regressions)" : "")));
   if (!c.worst.length) s.appendChild(el("p", {class: "empty"}, "none"));
   else {
-    const t = table("comparison-worst", ["kernel", "arch", "field", "old", "new", "delta"]);
+    const t = table("comparison-worst", ["library", "kernel", "arch", "field", "old", "new",
+                                         "delta"]);
     c.worst.forEach((x) => {
-      const r = el("tr", {"data-kernel": x.kernel, "data-arch": x.arch, "data-field": x.field});
+      const r = el("tr", {"data-library": x.library, "data-kernel": x.kernel,
+                          "data-arch": x.arch, "data-field": x.field});
       const name = nameCell(x.demangled.length > 110 ? x.demangled.slice(0, 109) + "…" :
                             x.demangled);
       name.setAttribute("title", x.demangled);
+      r.appendChild(el("td", {title: x.library}, x.library.split("/").pop()));
       r.appendChild(name); r.appendChild(el("td", {}, x.arch));
       r.appendChild(el("td", {}, x.field));
       r.appendChild(cell("old", x.old, String(x.old)));

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -440,6 +441,39 @@ def test_comparison_is_diff(browser: Browser, pages: dict[str, Page]) -> None:
     keys: Sequence[str] = ("added", "removed", "changed", "unchanged", "regressions")
     assert {c["data-key"]: c["data-value"] for c in cells} == {k: str(summary[k]) for k in keys}
     assert summary["added"] and summary["removed"] and summary["changed"]
+
+
+def test_comparison_size_changes_are_the_files(browser: Browser, pages: dict[str, Page]) -> None:
+    """Each library's change columns are the difference of its file sizes inside the two wheels
+    (zipfile's) and of its device code (``ls --summary --json`` of each wheel), and each
+    worst-growth row names its library."""
+    page = pages["wheel"]
+    assert page.old is not None
+    _open(browser, page)
+    rows = {r["library"]: r["cells"] for r in _rows(browser, "#comparison-sizes")}
+
+    def sizes(wheel: Path) -> dict[str, int]:
+        with zipfile.ZipFile(wheel) as zf:
+            return {i.filename: i.file_size for i in zf.infolist()}
+
+    def stored(doc: dict[str, Any]) -> dict[str, int]:
+        return {f["file"]: f["stored"] for f in _per_file(doc)}
+
+    old_size, new_size = sizes(page.old), sizes(page.input)
+    old_stored = stored(json.loads(subprocess.run(
+        [sys.executable, "-m", "fatbinkit", "ls", str(page.old), "--summary", "--json"],
+        capture_output=True, text=True, check=True).stdout))
+    new_stored = stored(page.json("ls"))
+    assert rows and set(rows) <= set(new_size) | set(old_size)
+    for library, cells in rows.items():
+        if library in old_size and library in new_size:
+            assert int(cells["change"]["data-value"]) == new_size[library] - old_size[library]
+            assert int(cells["stored_change"]["data-value"]) == \
+                new_stored[library] - old_stored[library]
+        else:
+            assert cells["change"]["data-value"] == ""
+    worst = browser.attrs("#comparison-worst tr[data-kernel]", ["data-library"])
+    assert worst and {w["data-library"] for w in worst} <= set(rows)
 
 
 # -- 5. a script reads the page ----------------------------------------------------------------
