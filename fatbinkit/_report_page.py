@@ -458,6 +458,21 @@ const drawn = [];
     sizes.appendChild(r);
   });
   s.appendChild(scroll(sizes));
+  s.appendChild(el("h3", {}, "Device code per arch"));
+  const per = table("comparison-arch-sizes", ["library", "kind", "arch", "old", "new",
+                                              "change"]);
+  c.arch_sizes.forEach((x) => {
+    const r = el("tr", {"data-library": x.library, "data-kind": x.kind, "data-arch": x.arch});
+    r.appendChild(nameCell(x.library)); r.appendChild(el("td", {}, x.kind));
+    r.appendChild(el("td", {}, x.arch));
+    r.appendChild(cell("old", x.old)); r.appendChild(cell("new", x.new));
+    r.appendChild(x.old === null || x.new === null ?
+      el("td", {"data-key": "change", "data-value": "",
+                class: x.new === null ? "fails" : ""}, x.new === null ? "lost" : "new") :
+      change("change", x.old, x.new));
+    per.appendChild(r);
+  });
+  s.appendChild(scroll(per));
   const lost = c.coverage.concat(c.archs.filter((a) => a.field === "min_driver"));
   s.appendChild(el("h3", {}, "Archs and drivers"));
   if (!lost.length) s.appendChild(el("p", {class: "empty"}, "no arch lost or gained"));

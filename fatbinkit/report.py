@@ -464,7 +464,9 @@ def _what_if_total(libraries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _comparison(d: Diff, old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """What ``diff --json`` says, in short: its summary, every coverage, arch and device
-    change, and the worst register/spill/stack changes; per library the bytes on each side."""
+    change, and the worst register/spill/stack changes; per library the bytes on each side,
+    and per library and arch the stored bytes on each side (``ls --summary``'s: None where
+    that side has no image for the arch)."""
     doc = d.to_dict()
     worst = sorted((c for c in doc["changed"] if c["regression"]),
                    key=lambda c: (-(c["delta"] or 0), c["field"], c["kernel"], c["arch"]))[:50]
@@ -473,17 +475,34 @@ def _comparison(d: Diff, old: Mapping[str, Any], new: Mapping[str, Any]) -> dict
         return {"size": lib["size"], "stored": lib["stored"],
                 "uncompressed": lib["uncompressed"]}
 
+    def archs(part: Mapping[str, Any], name: str | None) -> dict[tuple[str, str], int]:
+        if name is None:
+            return {}
+        at = next(i for i, lib in enumerate(part["libraries"]) if lib["name"] == name)
+        summary = part["summary"]["files"][at]  # in the libraries' order (a lone file's:
+        return {(a["kind"], a["arch"]): a["stored"]  # named by its path)
+                for a in summary["archs"]}
+
     pairs = doc["libraries"]
     sizes = [{"library": p["new"], "old": figures(old, p["old"]), "new": figures(new, p["new"])}
              for p in pairs["compared"]]
     sizes += [{"library": n, "old": None, "new": figures(new, n)} for n in pairs["added"]]
     sizes += [{"library": n, "old": figures(old, n), "new": None} for n in pairs["removed"]]
+    paired = [(p["old"], p["new"]) for p in pairs["compared"]] + \
+        [(None, n) for n in pairs["added"]] + [(n, None) for n in pairs["removed"]]
+    arch_sizes = []
+    for before, after in paired:
+        a, b = archs(old, before), archs(new, after)
+        for kind, arch in sorted(a.keys() | b.keys(),
+                                 key=lambda k: (vendors.target_key(k[1]), k[0])):
+            arch_sizes.append({"library": after or before, "kind": kind, "arch": arch,
+                               "old": a.get((kind, arch)), "new": b.get((kind, arch))})
     return {"libraries": doc["libraries"], "summary": doc["summary"],
             "coverage": doc["coverage"], "archs": doc["archs"],
             "devices": [c for c in doc["devices"] if c["regression"]],
             "modules": doc["modules"][:200],
             "worst": [{**c, "demangled": demangle(c["kernel"])} for c in worst],
-            "sizes": sizes}
+            "sizes": sizes, "arch_sizes": arch_sizes}
 
 
 def _base_name(name: str, most: int = 48) -> str:

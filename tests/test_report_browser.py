@@ -445,8 +445,9 @@ def test_comparison_is_diff(browser: Browser, pages: dict[str, Page]) -> None:
 
 def test_comparison_size_changes_are_the_files(browser: Browser, pages: dict[str, Page]) -> None:
     """Each library's change columns are the difference of its file sizes inside the two wheels
-    (zipfile's) and of its device code (``ls --summary --json`` of each wheel), and each
-    worst-growth row names its library."""
+    (zipfile's) and of its device code (``ls --summary --json`` of each wheel), the rows per arch
+    are each wheel's ``ls --summary`` archs (the library's path is the same in both cuRAND
+    wheels), and each worst-growth row names its library."""
     page = pages["wheel"]
     assert page.old is not None
     _open(browser, page)
@@ -460,9 +461,10 @@ def test_comparison_size_changes_are_the_files(browser: Browser, pages: dict[str
         return {f["file"]: f["stored"] for f in _per_file(doc)}
 
     old_size, new_size = sizes(page.old), sizes(page.input)
-    old_stored = stored(json.loads(subprocess.run(
+    old_doc = json.loads(subprocess.run(
         [sys.executable, "-m", "fatbinkit", "ls", str(page.old), "--summary", "--json"],
-        capture_output=True, text=True, check=True).stdout))
+        capture_output=True, text=True, check=True).stdout)
+    old_stored = stored(old_doc)
     new_stored = stored(page.json("ls"))
     assert rows and set(rows) <= set(new_size) | set(old_size)
     for library, cells in rows.items():
@@ -472,6 +474,20 @@ def test_comparison_size_changes_are_the_files(browser: Browser, pages: dict[str
                 new_stored[library] - old_stored[library]
         else:
             assert cells["change"]["data-value"] == ""
+    per_arch = browser.js("""
+        return [...document.querySelectorAll('#comparison-arch-sizes tr[data-arch]')].map(
+          (tr) => [tr.dataset.library, tr.dataset.kind, tr.dataset.arch,
+                   ...['old', 'new'].map((k) =>
+                     tr.querySelector('td[data-key=' + k + ']').dataset.value)]);""")
+
+    def archs(doc: dict[str, Any]) -> dict[tuple[str, str, str], int]:
+        return {(f["file"], a["kind"], a["arch"]): a["stored"]
+                for f in _per_file(doc) for a in f["archs"]}
+
+    old_archs, new_archs = archs(old_doc), archs(page.json("ls"))
+    assert {(lib, k, a): (o, n) for lib, k, a, o, n in per_arch} == {
+        key: (str(old_archs.get(key, "")), str(new_archs.get(key, "")))
+        for key in old_archs.keys() | new_archs.keys()}
     worst = browser.attrs("#comparison-worst tr[data-kernel]", ["data-library"])
     assert worst and {w["data-library"] for w in worst} <= set(rows)
 
