@@ -361,50 +361,129 @@ const drawn = [];
 })();
 
 // -- 3. what-if ------------------------------------------------------------------------------
+// prune's rules (fatbinkit/slim.py, as fatbinkit/report.py's _what_if weighs them) for any set
+// of GPUs, from each library's "choosable" modules: per module the image each GPU picks, PTX and
+// other kinds kept, the images that hold kernels the kept ones lack, the smallest image of a
+// module left none that holds nothing
+function weigh(lib, chosen) {
+  const ch = lib.choosable, sets = ch.kernel_sets;
+  let kept = 0, total = 0, exact = true, loads = false;
+  ch.units.forEach((u) => {
+    const [, stored, fixed, loadable, ksets, picks, empty, inexact] = u;
+    const all = stored.reduce((a, b) => a + b, 0);
+    total += all;
+    const mine = chosen.filter((i) => picks[i] !== -2);
+    if (!mine.length) { kept += all; return; }
+    const keep = new Set(fixed);
+    mine.forEach((i) => { if (picks[i] >= 0) { loads = true; keep.add(picks[i]); } });
+    const bySize = (a, b) => stored[a] - stored[b] || a - b;
+    if (loadable.length && loadable.every((j) => !keep.has(j))) {
+      if (empty) keep.add(loadable.slice().sort(bySize)[0]);
+    } else if (loadable.length) {
+      const have = new Set(), want = new Set(), names = {};
+      loadable.forEach((j, n) => {
+        names[j] = sets[ksets[n]];
+        names[j].forEach((k) => { want.add(k); if (keep.has(j)) have.add(k); });
+      });
+      for (const j of loadable.filter((j) => !keep.has(j)).sort(bySize)) {
+        if (have.size === want.size) break;
+        if (names[j].some((k) => !have.has(k))) {
+          keep.add(j);
+          names[j].forEach((k) => have.add(k));
+        }
+      }
+    }
+    keep.forEach((j) => { kept += stored[j]; });
+    if (keep.size < stored.length && inexact) exact = false;
+  });
+  return {gpus: chosen.map((i) => doc.devices[i]), kept: kept, dropped: total - kept,
+          exact: exact, refused: ch.units.length > 0 && !loads};
+}
+window.fatbinkitWeigh = function (gpus) {  // a script's door: the what-if of any GPU set
+  const chosen = gpus.map((g) => doc.devices.indexOf(g));
+  if (chosen.some((i) => i < 0)) throw new Error("not a GPU of this report: " + gpus);
+  const per = libs.map((l) => weigh(l, chosen));
+  return {gpus: gpus, libraries: per,
+          kept: per.reduce((a, w) => a + w.kept, 0),
+          dropped: per.reduce((a, w) => a + w.dropped, 0),
+          exact: per.every((w) => w.exact), refused: per.some((w) => w.refused)};
+};
 (function () {
   const s = section("what-if", "What pruning would keep",
     "For each set of GPUs: the device code `fatbinkit prune --for` those GPUs would keep " +
     "(what each of them loads, and every PTX: --ptx keep) and drop, per library; nothing is " +
     "written. Host code is not counted; prune refuses to leave a library no device code for " +
-    "the GPUs named (marked)." + (doc.what_if.some((w) => !w.exact) ?
+    "the GPUs named (marked). Tick GPUs below to weigh a set of your own." +
+    (doc.what_if.some((w) => !w.exact) ?
     " A figure marked ~ is an estimate: AMD's compressed bundles (CCOB) are compressed anew " +
     "by prune, and their images' sizes are shares." : ""));
-  const sets = doc.what_if;
-  if (!sets.length) { s.appendChild(el("p", {class: "empty"}, "no GPU set to show")); return; }
-  const labels = sets.map((w) => w.gpus.join(" + ") + (w.refused ? " ⚠ prune refuses" : ""));
-  const div = el("div", {id: "what-if-chart", class: "chart",
-                         style: "height:" + (160 + 34 * sets.length) + "px"});
-  s.appendChild(div);
-  drawn.push(Plotly.newPlot(div, [
-    {type: "bar", orientation: "h", name: "kept", y: labels, x: sets.map((w) => w.kept),
-     marker: {color: "#3c9a50"}, hovertemplate: "%{y}: keeps %{x:,} bytes<extra></extra>"},
-    {type: "bar", orientation: "h", name: "dropped", y: labels, x: sets.map((w) => w.dropped),
-     marker: {color: "#c8ccd3"}, hovertemplate: "%{y}: drops %{x:,} bytes<extra></extra>"}],
-    {barmode: "stack", margin: {t: 10, l: 200, r: 10, b: 40}, legend: {traceorder: "normal"},
-     xaxis: {title: {text: "device code, bytes stored"}, ticksuffix: "B"},
-     yaxis: {autorange: "reversed"}},
-    {responsive: true, displaylogo: false, displayModeBar: false}));
-  const tab = table("what-if-table", ["GPUs", "library", "kept", "dropped", "saved"]);
-  sets.forEach((w) => {
-    const rows = libs.map((l) => [l.name, l.what_if.find((x) => x.gpus.join() === w.gpus.join())])
-      .concat([["all libraries", w]]);
-    rows.forEach(([name, x]) => {
-      if (!x) return;
-      const tr = el("tr", {"data-gpus": w.gpus.join(","), "data-library":
-                           name === "all libraries" ? "" : name});
-      tr.appendChild(nameCell(w.gpus.join(" + ")));
-      tr.appendChild(nameCell(name));
-      const about = x.exact ? "" : "~";  // a compressed AMD bundle: prune compresses anew
-      tr.appendChild(cell("kept", x.kept, about + size(x.kept)));
-      tr.appendChild(cell("dropped", x.dropped, about + size(x.dropped)));
-      const total = x.kept + x.dropped;
-      tr.appendChild(el("td", x.refused ? {class: "fails", "data-refused": "1"} : {},
-        x.refused ? "prune refuses: nothing for these GPUs" :
-        total ? (100 * x.dropped / total).toFixed(1) + " %" : "-"));
-      tab.appendChild(tr);
-    });
+  const sets = doc.what_if.map((w) => ({gpus: w.gpus, total: w,
+    libraries: libs.map((l) => l.what_if.find((x) => x.gpus.join() === w.gpus.join()))}));
+  const pick = el("fieldset", {id: "what-if-choose"});
+  pick.appendChild(el("legend", {}, "your set of GPUs"));
+  doc.devices.forEach((d) => {
+    const label = el("label", {style: "margin-right:10px;white-space:nowrap"});
+    label.appendChild(el("input", {type: "checkbox", value: d, "data-device": d}));
+    label.appendChild(document.createTextNode(" " + d));
+    pick.appendChild(label);
   });
-  s.appendChild(scroll(tab));
+  const button = el("button", {id: "what-if-weigh", type: "button"}, "weigh this set");
+  pick.appendChild(button);
+  s.appendChild(pick);
+  const div = el("div", {id: "what-if-chart", class: "chart"});
+  s.appendChild(div);
+  const holder = el("div");
+  s.appendChild(holder);
+  function render(first) {
+    const labels = sets.map((w) => (w.custom ? "★ " : "") + w.gpus.join(" + ") +
+                                   (w.total.refused ? " ⚠ prune refuses" : ""));
+    div.style.height = (160 + 34 * Math.max(1, sets.length)) + "px";
+    const data = [
+      {type: "bar", orientation: "h", name: "kept", y: labels,
+       x: sets.map((w) => w.total.kept), marker: {color: "#3c9a50"},
+       hovertemplate: "%{y}: keeps %{x:,} bytes<extra></extra>"},
+      {type: "bar", orientation: "h", name: "dropped", y: labels,
+       x: sets.map((w) => w.total.dropped), marker: {color: "#c8ccd3"},
+       hovertemplate: "%{y}: drops %{x:,} bytes<extra></extra>"}];
+    const layout = {barmode: "stack", margin: {t: 10, l: 200, r: 10, b: 40},
+      legend: {traceorder: "normal"}, yaxis: {autorange: "reversed"},
+      xaxis: {title: {text: "device code, bytes stored"}, ticksuffix: "B"}};
+    const config = {responsive: true, displaylogo: false, displayModeBar: false};
+    const done = (first ? Plotly.newPlot : Plotly.react)(div, data, layout, config);
+    const tab = table("what-if-table", ["GPUs", "library", "kept", "dropped", "saved"]);
+    sets.forEach((w) => {
+      libs.map((l, i) => [l.name, w.libraries[i]]).concat([["all libraries", w.total]])
+        .forEach(([name, x]) => {
+          if (!x) return;
+          const tr = el("tr", {"data-gpus": w.gpus.join(","), "data-library":
+                               name === "all libraries" ? "" : name,
+                               "data-custom": w.custom ? "1" : null});
+          tr.appendChild(nameCell((w.custom ? "★ " : "") + w.gpus.join(" + ")));
+          tr.appendChild(nameCell(name));
+          const about = x.exact ? "" : "~";  // a compressed AMD bundle: prune compresses anew
+          tr.appendChild(cell("kept", x.kept, about + size(x.kept)));
+          tr.appendChild(cell("dropped", x.dropped, about + size(x.dropped)));
+          const total = x.kept + x.dropped;
+          tr.appendChild(el("td", x.refused ? {class: "fails", "data-refused": "1"} : {},
+            x.refused ? "prune refuses: nothing for these GPUs" :
+            total ? (100 * x.dropped / total).toFixed(1) + " %" : "-"));
+          tab.appendChild(tr);
+        });
+    });
+    holder.replaceChildren(scroll(tab));
+    return done;
+  }
+  if (!sets.length) s.insertBefore(el("p", {class: "empty"}, "no GPU set given"), div);
+  drawn.push(render(true));
+  button.addEventListener("click", () => {
+    const gpus = [...pick.querySelectorAll("input:checked")].map((i) => i.value);
+    if (!gpus.length) return;
+    const w = window.fatbinkitWeigh(gpus);
+    const at = sets.findIndex((x) => x.custom && x.gpus.join() === gpus.join());
+    const mine = {gpus: gpus, custom: true, total: w, libraries: w.libraries};
+    if (at >= 0) sets[at] = mine; else sets.push(mine);
+    render(false).then(() => div.setAttribute("data-sets", String(sets.length)));
+  });
 })();
 
 // -- 4. comparison ---------------------------------------------------------------------------

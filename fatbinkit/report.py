@@ -198,6 +198,9 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
         first.path != first.origin else None
     verdicts = total_check(os.fspath(source), checks) if checks else None
     least_total = total_check(os.fspath(source), floors) if floors else None
+    devices = list(dict.fromkeys(d for lib in libraries for d in lib["coverage"]))
+    for entry, units in zip(libraries, every_unit, strict=True):
+        entry["choosable"] = _choosable(units, devices)
     copies = _copies(every_image)
     for entry, images in zip(libraries, every_image, strict=True):  # the copies after the first
         entry["duplicated"] = _duplicated(images, copies)
@@ -211,7 +214,7 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
         "libraries": libraries,
         "other_files": other_files,
         "bytes": _tree(os.fspath(source), libraries, every_image, copies, others),
-        "devices": list(dict.fromkeys(d for lib in libraries for d in lib["coverage"])),
+        "devices": devices,
         "total_coverage": _total_coverage(verdicts, least_total, libraries),
         "what_if": _what_if_total(libraries),
     }
@@ -424,12 +427,7 @@ def _kept_of(unit: _Unit, gpus: Sequence[tuple[vendors.Vendor, Any]],
             unit.kinds[j] not in vendor.function_kinds}  # other kinds, and PTX (--ptx keep)
     picked = False
     for d in devices:
-        key = (unit.shape, d)
-        if key not in picks:
-            pick = vendor.decide(unit.headers, d).image
-            picks[key] = None if pick is None else \
-                [n for n, h in enumerate(unit.headers) if h is pick]
-        at = picks[key]
+        at = _pick(unit, d, picks)
         if at is not None:
             picked = True
             kept.update(unit.loadable[n] for n in at)
@@ -443,6 +441,54 @@ def _kept_of(unit: _Unit, gpus: Sequence[tuple[vendors.Vendor, Any]],
     elif unit.loadable:
         kept.update(_for_kernels(kept, names, size.__getitem__))
     return kept, picked
+
+
+def _pick(unit: _Unit, device: Any, picks: dict[tuple[int, Any], list[int] | None],
+          ) -> list[int] | None:
+    """The positions among ``unit``'s headers of the image ``device`` picks (None: it picks
+    none), remembered in ``picks`` per header shape."""
+    key = (unit.shape, device)
+    if key not in picks:
+        pick = unit.vendor.decide(unit.headers, device).image
+        picks[key] = None if pick is None else \
+            [n for n, h in enumerate(unit.headers) if h is pick]
+    return picks[key]
+
+
+def _choosable(units: Sequence[_Unit], devices: Sequence[str]) -> dict[str, Any]:
+    """What the page needs to weigh any set of ``devices`` as :func:`_what_if` does: per
+    module ``[vendor, stored, fixed, loadable, kernel_sets, picks, empty, inexact]``: each
+    image's stored bytes; the positions kept whenever a GPU of the vendor is named (PTX, kinds
+    no GPU loads); the loadable positions; each loadable image's kernels (an index into
+    ``kernel_sets``, lists of kernel numbers); per device of ``devices`` the position it picks
+    (-1: none; -2: another vendor's GPU); whether the module holds no kernel and no variable
+    (it keeps its smallest image when left none); whether it is a bundle compressed whole
+    (``exact`` false when it loses images)."""
+    found = [vendors.device(d, "GPU arch") for d in devices]
+    names: dict[str, int] = {}
+    sets: dict[tuple[int, ...], int] = {}
+    picks: dict[tuple[int, Any], list[int] | None] = {}
+    out = []
+    for unit in units:
+        vendor = unit.vendor
+        fixed = [j for j, kind in enumerate(unit.kinds)
+                 if kind not in vendor.loadable or kind not in vendor.function_kinds]
+        picked = []
+        for v, d in found:
+            if v is not vendor:
+                picked.append(-2)
+                continue
+            at = _pick(unit, d, picks)
+            picked.append(unit.loadable[at[0]] if at else -1)
+        kernel_sets = [sets.setdefault(tuple(sorted(names.setdefault(k, len(names))
+                                                    for k in img.kernels or ())), len(sets))
+                       for img in unit.images]
+        empty = bool(unit.loadable) and all(
+            img.kernels is not None and not img.kernels and not img.variables
+            for img in unit.images)
+        out.append([vendor.name, list(unit.stored), fixed, list(unit.loadable), kernel_sets,
+                    picked, empty, unit.compressed and not vendor.compressed_apart])
+    return {"units": out, "kernel_sets": [list(k) for k in sets]}
 
 
 def _what_if_total(libraries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from test_prune_truth import mixed  # noqa: F401  (the fixture: libguard.so, libmix.so)
 from thirdparty import (
     CACHE,
     CUPY13_RANDOM,
@@ -194,6 +195,28 @@ def test_what_if_of_a_cupy_module(tmp_path: Path) -> None:
                         "--for", w["gpus"][0], "--allow-newer-driver"], check=True,
                        capture_output=True)
         assert w["kept"] == _cli("ls", out, "--summary", "--json")["stored"]
+
+
+@pytest.mark.parametrize(("name", "gpus"), [("libguard.so", ["sm_75"]),
+                                           ("libguard.so", ["sm_80"]),
+                                           ("libmix.so", ["sm_90"]),
+                                           ("libmix.so", ["sm_120"]),
+                                           ("libmix.so", ["sm_80", "sm_120"])])
+def test_what_if_follows_prune_on_its_edge_cases(mixed: Path, name: str,  # noqa: F811
+                                                gpus: list[str], tmp_path: Path) -> None:
+    """slim's rules where they matter: libguard.so's kernel only its sm_80 image holds (pruning
+    for sm_75 keeps that image too), libmix.so's module with no kernel (it keeps its smallest
+    image) and its sm_120a-only module (left no image): the what-if keeps what `prune --for`
+    writes, `ls --summary` of its output."""
+    lib = mixed / name
+    (w,) = report(lib, keep=[gpus]).to_dict()["libraries"][0]["what_if"]
+    out = tmp_path / name
+    proc = subprocess.run([sys.executable, "-m", "fatbinkit", "prune", str(lib), "-o", str(out),
+                           *(a for g in gpus for a in ("--for", g)), "--allow-newer-driver"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert w["exact"] and not w["refused"]
+    assert w["kept"] == _cli("ls", out, "--summary", "--json")["stored"]
 
 
 def test_a_file_alone(tmp_path: Path) -> None:

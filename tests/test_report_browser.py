@@ -25,7 +25,17 @@ from typing import Any
 import pytest
 
 from tests.browser import Browser, missing, start
-from tests.thirdparty import CACHE, CUPY13_RANDOM, CURAND13, CURAND130, WheelMember, fetch
+from tests.test_prune_truth import mixed  # noqa: F401  (the fixture: libguard.so, libmix.so)
+from tests.thirdparty import (
+    CACHE,
+    CUPY13_RANDOM,
+    CUPY_ROCM7_RANDOM,
+    CURAND13,
+    CURAND130,
+    JAX_ROCM7_PRNG,
+    WheelMember,
+    fetch,
+)
 
 _MISSING = missing()
 pytestmark = pytest.mark.skipif(_MISSING is not None, reason=f"no browser: {_MISSING}")
@@ -490,6 +500,69 @@ def test_comparison_size_changes_are_the_files(browser: Browser, pages: dict[str
         for key in old_archs.keys() | new_archs.keys()}
     worst = browser.attrs("#comparison-worst tr[data-kernel]", ["data-library"])
     assert worst and {w["data-library"] for w in worst} <= set(rows)
+
+
+def _weighed(browser: Browser, doc: dict[str, Any], gpus: list[str]) -> None:
+    """The page's ``fatbinkitWeigh(gpus)`` equals ``doc``'s what-if of that set (Python's, held
+    to what prune writes by tests/test_report.py), per library and in total."""
+    got = browser.js("return window.fatbinkitWeigh(arguments[0]);", gpus)
+    keys = ("kept", "dropped", "exact", "refused")
+    (total,) = [w for w in doc["what_if"] if w["gpus"] == gpus]
+    assert {k: got[k] for k in keys} == {k: total[k] for k in keys}, gpus
+    for lib, mine in zip(doc["libraries"], got["libraries"], strict=True):
+        (theirs,) = [w for w in lib["what_if"] if w["gpus"] == gpus]
+        assert {k: mine[k] for k in keys} == {k: theirs[k] for k in keys}, (lib["name"], gpus)
+
+
+# AMD GPUs as the report names them (its devices: the GPU with its default features)
+MI300, MI200 = "gfx942:sramecc+:xnack-", "gfx90a:sramecc+:xnack-"
+
+
+def test_any_gpu_set_is_weighed_in_the_page(browser: Browser, pages: dict[str, Page],
+                                            mixed: Path, tmp_path: Path) -> None:  # noqa: F811
+    """The page weighs GPU sets of the reader's choice by prune's rules: its JavaScript gives,
+    per library and in total, what ``report(keep=...)`` gives for sets the page was not made
+    for (a pair, three GPUs, a GPU that loads nothing: refused) on cuRAND 13, CuPy, and AMD's
+    JAX wheel (compressed bundles: not exact) and CuPy ROCm, and libraries built where prune's
+    rules bite (tests/test_prune_truth.py's: a kernel only one image holds, a module with no
+    kernel, a module left no image); ticking GPUs and pressing the button adds that set's rows
+    to the table and a bar to the chart."""
+    from fatbinkit.report import report
+
+    page = pages["wheel"]
+    sets = [["sm_90"], ["sm_80", "sm_120"], ["sm_75", "sm_89", "sm_100"], ["sm_50"]]
+    doc = report(page.input, keep=sets).to_dict()
+    assert [w["refused"] for w in doc["what_if"]] == [False, False, False, True]
+    _open(browser, page)
+    for gpus in sets:
+        _weighed(browser, doc, gpus)
+    for gpus in ("sm_80", "sm_120"):
+        browser.click(browser.js("return document.querySelector("
+                                 "'#what-if-choose input[data-device=' + arguments[0] + ']');",
+                                 gpus))
+    browser.click(browser.js("return document.getElementById('what-if-weigh');"))
+    row = "#what-if-table tr[data-custom][data-gpus='sm_80,sm_120'][data-library='']"
+    browser.wait(lambda: browser.js(f"return document.querySelector(\"{row}\") !== null;"),
+                 10, row)
+    (total,) = [w for w in doc["what_if"] if w["gpus"] == ["sm_80", "sm_120"]]
+    assert browser.attrs(f"{row} td[data-key=kept]", ["data-value"]) == [
+        {"data-value": str(total["kept"])}]
+    browser.wait(lambda: browser.js("return document.getElementById('what-if-chart')"
+                                    ".dataset.sets;") == str(len(page.doc["what_if"]) + 1),
+                 10, "the chart drawn with the set added")
+    others = [(pages["library"].input, [["sm_90"], ["sm_70", "sm_120"]]),
+              (mixed / "libguard.so", [["sm_75"], ["sm_80"]]),
+              (mixed / "libmix.so", [["sm_90"], ["sm_120"], ["sm_80", "sm_120"]]),
+              (_wheel(JAX_ROCM7_PRNG), [[MI300], [MI200, "gfx1100"], ["gfx1250"]]),
+              (fetch(CUPY_ROCM7_RANDOM), [[MI300], [MI200, "gfx1100"]])]
+    for n, (source, keep) in enumerate(others):
+        made = report(source, keep=keep)
+        path = tmp_path / f"other{n}.html"
+        made.write(path)
+        browser.open(path)
+        for gpus in keep:
+            _weighed(browser, made.to_dict(), gpus)
+    assert not report(_wheel(JAX_ROCM7_PRNG), keep=[[MI300]]).to_dict()["what_if"][0]["exact"]
 
 
 # -- 5. a script reads the page ----------------------------------------------------------------
