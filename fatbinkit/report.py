@@ -294,8 +294,8 @@ def _cell(v: Any) -> dict[str, Any]:
 
 def _total_coverage(verdicts: TotalCheck | None, least: TotalCheck | None,
                     libraries: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per GPU, the whole input's verdict and minimum driver (``check --min-driver``'s), and
-    its cell: ``fails`` when the verdict does, else what its libraries' cells say together
+    """Per GPU, the whole input's verdict (with the driver given), module counts and minimum
+    driver (``check --min-driver``'s: no driver), and its cell: ``fails`` when the verdict does, else what its libraries' cells say together
     (``none`` where none has an image, one status where all that have agree, ``mixed``)."""
     if verdicts is None or least is None:
         return {}
@@ -306,8 +306,12 @@ def _total_coverage(verdicts: TotalCheck | None, least: TotalCheck | None,
         seen.discard("none")
         status = "fails" if v.status == "fails" and seen else \
             "none" if not seen else seen.pop() if len(seen) == 1 else "mixed"
+        floor = f.to_dict()  # no driver: check --min-driver's
+        native = floor[vendors.device(v.device, "GPU arch")[0].words["native_key"]]
         out[d] = {"status": status, "verdict": v.status, "reason": v.to_dict()["reason"],
-                  "min_driver": _dotted(f.min_driver)}
+                  "min_driver": _dotted(f.min_driver), "native": native,
+                  "jit": floor["jit"], "cannot": floor["cannot"],
+                  "other_gpus": floor["other_gpus"]}
     return out
 
 

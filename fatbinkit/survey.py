@@ -34,8 +34,14 @@ import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +50,7 @@ from .errors import FatbinkitError, InputError, InvalidArgumentError, NoDeviceCo
 from .progress import Progress, reporter
 from .survey_tables import TABLES, rows, schema, wheel_name
 
-__all__ = ["Outcome", "Survey", "Wheel", "plan", "survey", "survey_wheel"]
+__all__ = ["Outcome", "Survey", "Wheel", "done", "plan", "survey", "survey_wheel"]
 
 _CHUNK = 1 << 20  # bytes copied or hashed at a time
 _SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -139,9 +145,13 @@ def plan(sources: Iterable[str | os.PathLike[str]], *, package: str | None = Non
             continue
         kept.append((url, filename, size, digest))
     wheels = []
-    with reporter(progress, len(kept), "wheel", "hashing wheels") as report:
-        for url, filename, size, digest in kept:
-            wheels.append(Wheel(url, filename, size, digest or _sha256(url)))
+    with reporter(progress, len(kept), "wheel", "hashing wheels") as report, \
+            ThreadPoolExecutor(4) as pool:  # hashlib lets go of the GIL: files hash at once
+        hashed = [None if digest else pool.submit(_sha256, url)
+                  for url, _, _, digest in kept]
+        for (url, filename, size, digest), pending in zip(kept, hashed, strict=True):
+            wheels.append(Wheel(url, filename, size,
+                                digest or (pending.result() if pending else "")))
             report.advance(1, filename)
     unique = {w.sha256: w for w in wheels}
     return sorted(unique.values(), key=_order)
@@ -181,7 +191,8 @@ def _listed(source: str, package: str | None) -> list[tuple[str, str, int, str |
     for p in paths:
         if (Path(p).is_file() and not Path(p).is_symlink()) or p == source:
             try:
-                out.append((p, os.path.basename(p), os.stat(p).st_size, None))
+                out.append((os.path.abspath(p), os.path.basename(p), os.stat(p).st_size,
+                            None))  # absolute: a worker may run elsewhere in the tree
             except OSError as e:
                 raise InputError(f"cannot read {p}: {e.strerror or e}") from e
     return out
@@ -305,7 +316,7 @@ def _task(wheel: Wheel, out: str, options: _Options) -> Outcome:
         try:
             tables = _rows(wheel, path, options)
         except NoDeviceCodeError:
-            tables = _rows_empty(wheel)
+            tables = _rows_empty(wheel, path)
         except InputError:
             raise  # the disk: the engine retries
         except FatbinkitError as e:
@@ -371,13 +382,21 @@ def _rows(wheel: Wheel, path: str, options: _Options) -> dict[str, list[dict[str
     return rows(r.to_dict(), _head(wheel), found)
 
 
-def _rows_empty(wheel: Wheel) -> dict[str, list[dict[str, Any]]]:
-    """A wheel with no device code: its row, with nothing in it."""
+def _rows_empty(wheel: Wheel, path: str) -> dict[str, list[dict[str, Any]]]:
+    """A wheel with no device code: its row, with nothing in it (``other_files``: its members
+    unpacked, as a report counts the files that are not libraries)."""
+    import zipfile
+
     head = _head(wheel)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            others = sum(i.file_size for i in zf.infolist() if not i.is_dir())
+    except (OSError, zipfile.BadZipFile):  # not a zip: a file of its own
+        others = wheel.size
     return {"wheels": [{**{k: head[k] for k in ("sha256", "package", "version", "filename",
                                                  "url", "build", "tags", "size")},
                         "files": 0, "modules": 0, "entries": 0, "stored": 0, "uncompressed": 0,
-                        "other_files": wheel.size, "native": [], "jit": [], "archs": [],
+                        "other_files": others, "native": [], "jit": [], "archs": [],
                         "devices": [], "what_if": [], "tool": _tool()}],
             "files": [], "kernels": [], "errors": []}
 
@@ -404,15 +423,13 @@ def _write(out: str, wheel: Wheel, tables: Mapping[str, list[dict[str, Any]]]) -
 
     fs, root = _out(out)
     order = [t for t in TABLES if t not in ("wheels", "errors")] + ["errors", "wheels"]
-    marks = ("wheels", "errors")
     for table in order:
         target = f"{root}/{table}/{wheel.sha256}.parquet"
         found = tables.get(table) or []
-        if not found:
-            if table not in marks or not any(tables.get(m) for m in marks):
-                with contextlib.suppress(FileNotFoundError):
-                    if fs.exists(target):
-                        fs.rm(target)
+        if not found:  # an old part of a table this result has no rows for goes
+            with contextlib.suppress(FileNotFoundError):
+                if fs.exists(target):
+                    fs.rm(target)
             continue
         data = pa.Table.from_pylist(list(found), schema=schema(table))
         tmp = f"{root}/{table}/.{wheel.sha256}.{os.getpid()}.tmp"
@@ -505,10 +522,18 @@ def survey(sources: Iterable[str | os.PathLike[str]] | Sequence[Wheel],
     todo = [w for w in wheels if w.sha256 not in finished]
     options = _Options(None if keep is None else tuple(tuple(s) for s in keep), kernels)
     with reporter(progress, len(todo), "wheel", "surveying wheels") as report:
+        tally = [0, 0]  # wheel bytes read, errors
+
+        def advance(outcome: Outcome) -> None:
+            tally[0] += outcome.wheel.size
+            tally[1] += outcome.error is not None
+            report.advance(1, f"{outcome.wheel.filename} ({tally[0] / 1e6:.0f} MB read, "
+                              f"{tally[1]} error{'s' * (tally[1] != 1)})")
+
         if engine == "local":
-            outcomes = _local(todo, out, options, as_jobs(jobs), retries, report)
+            outcomes = _local(todo, out, options, as_jobs(jobs), retries, advance)
         else:
-            outcomes = _dask(engine[len("dask://"):], todo, out, options, retries, report)
+            outcomes = _dask(engine[len("dask://"):], todo, out, options, retries, advance)
     return Survey(out, len(wheels), len(wheels) - len(todo),
                   tuple(sorted(outcomes, key=lambda o: _order(o.wheel))))
 
@@ -523,35 +548,47 @@ def _failed(out: str, wheel: Wheel, error: BaseException | str, attempts: int) -
 
 
 def _local(todo: Sequence[Wheel], out: str, options: _Options, jobs: int, retries: int,
-           report: Any) -> list[Outcome]:
-    outcomes: list[Outcome] = []
-    if not todo:
-        return outcomes
+           advance: Callable[[Outcome], None]) -> list[Outcome]:
+    """The tasks on a process pool of ``jobs``; a failed task is submitted again while it has
+    retries left. A process that dies breaks the pool (every task it held then fails, each
+    counting an attempt): a new pool takes the tasks left."""
     import multiprocessing
+    from concurrent.futures.process import BrokenProcessPool
 
+    outcomes: list[Outcome] = []
     context = multiprocessing.get_context("spawn")  # no state of the caller's threads inherited
-    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:
-        tries: dict[Future[Outcome], tuple[Wheel, int]] = {
-            pool.submit(_task, w, out, options): (w, 1) for w in todo}
-        while tries:
-            finished, _ = wait(tries, return_when=FIRST_COMPLETED)
-            for f in finished:
-                wheel, attempt = tries.pop(f)
-                error = f.exception()
-                if error is None:
-                    outcome = f.result()
-                elif attempt <= retries:
-                    tries[pool.submit(_task, wheel, out, options)] = (wheel, attempt + 1)
-                    continue
-                else:
-                    outcome = _failed(out, wheel, error, attempt)
-                outcomes.append(outcome)
-                report.advance(1, wheel.filename)
+    pending = [(w, 1) for w in todo]
+    while pending:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(pending)),
+                                 mp_context=context) as pool:
+            tries: dict[Future[Outcome], tuple[Wheel, int]] = {}
+            for wheel, attempt in pending:
+                tries[pool.submit(_task, wheel, out, options)] = (wheel, attempt)
+            pending = []
+            while tries:
+                finished, _ = wait(tries, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    wheel, attempt = tries.pop(f)
+                    error = f.exception()
+                    if error is None:
+                        outcome = f.result()
+                    elif attempt <= retries:
+                        try:
+                            if isinstance(error, BrokenProcessPool):
+                                raise error
+                            tries[pool.submit(_task, wheel, out, options)] = (wheel, attempt + 1)
+                        except BrokenProcessPool:
+                            pending.append((wheel, attempt + 1))  # on the next pool
+                        continue
+                    else:
+                        outcome = _failed(out, wheel, error, attempt)
+                    outcomes.append(outcome)
+                    advance(outcome)
     return outcomes
 
 
 def _dask(address: str, todo: Sequence[Wheel], out: str, options: _Options, retries: int,
-          report: Any) -> list[Outcome]:
+          advance: Callable[[Outcome], None]) -> list[Outcome]:
     try:
         from distributed import Client, as_completed
     except ImportError as e:
@@ -562,11 +599,15 @@ def _dask(address: str, todo: Sequence[Wheel], out: str, options: _Options, retr
         client = Client(address, timeout=30, set_as_default=False)  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError) as e:
         raise InputError(f"cannot reach the Dask scheduler at {address}: {e}") from e
+    # a task's key names the wheel and the run's output and options: two surveys sharing a
+    # scheduler share a task only when it writes the same parts (the dashboard groups them by
+    # the prefix "fatbinkit-survey")
+    run = hashlib.sha256(repr((out, options)).encode()).hexdigest()[:12]
     with client:
-        futures = [client.submit(_task, w, out, options, key=f"fatbinkit-survey-{w.sha256}",
-                                 retries=retries, pure=False) for w in todo]
+        futures = [client.submit(_task, w, out, options, retries=retries, pure=False,
+                                 key=f"fatbinkit-survey-{w.sha256[:32]}-{run}") for w in todo]
         wheel_of = {f.key: w for f, w in zip(futures, todo, strict=True)}
-        for f in as_completed(futures):  # type: ignore[no-untyped-call]
+        for f in as_completed(futures, loop=client.loop):  # type: ignore[no-untyped-call]
             wheel = wheel_of[f.key]
             if f.status == "finished":
                 outcome = f.result()
@@ -575,5 +616,5 @@ def _dask(address: str, todo: Sequence[Wheel], out: str, options: _Options, retr
                 outcome = _failed(out, wheel, error if error is not None else "task lost",
                                   retries + 1)
             outcomes.append(outcome)
-            report.advance(1, wheel.filename)
+            advance(outcome)
     return outcomes

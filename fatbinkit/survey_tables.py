@@ -33,7 +33,7 @@ from .errors import UnsupportedError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["FORMAT", "TABLES", "WheelName", "schema", "wheel_name"]
+__all__ = ["FORMAT", "TABLES", "WheelName", "rows", "schema", "wheel_name"]
 
 #: the version of the tables' schemas, in each part's metadata (key ``fatbinkit``)
 FORMAT = "fatbinkit-survey/1"
@@ -155,8 +155,8 @@ def rows(doc: Mapping[str, Any], head: Mapping[str, Any],
         "uncompressed": total["uncompressed"], "other_files": doc["other_files"],
         "native": _kinds(total, True), "jit": _kinds(total, False), "archs": _archs(total),
         "devices": [{"device": d, "status": c["verdict"], "coverage": c["status"],
-                     "min_driver": c["min_driver"], "native": None, "jit": None,
-                     "cannot": None, "other_gpus": None}
+                     "min_driver": c["min_driver"], "native": c["native"], "jit": c["jit"],
+                     "cannot": c["cannot"], "other_gpus": c["other_gpus"]}
                     for d, c in doc["total_coverage"].items()],
         "what_if": [dict(w) for w in doc["what_if"]], "tool": doc["tool"]}
     per_file = []

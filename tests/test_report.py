@@ -98,11 +98,15 @@ def test_verdicts_are_check_with_the_driver(compared: dict[str, Any],
 
 def test_minimum_drivers_are_check_min_driver(compared: dict[str, Any],
                                               wheels: tuple[Path, Path]) -> None:
-    """The whole input's minimum driver per GPU is `check --min-driver --json`'s, and each
-    library's is that of `check --min-driver` on the library alone."""
+    """The whole input's minimum driver and module counts per GPU are `check --min-driver
+    --json`'s, and each library's minimum driver is that of `check --min-driver` on the library
+    alone."""
     least = _cli("check", wheels[1], "--min-driver", "--json")["min_driver"]
     for d in compared["devices"]:
-        assert compared["total_coverage"][d]["min_driver"] == least[d]["min_driver"], d
+        mine = compared["total_coverage"][d]
+        assert mine["min_driver"] == least[d]["min_driver"], d
+        assert [mine[k] for k in ("native", "jit", "cannot", "other_gpus")] == \
+            [least[d][k] for k in ("sass", "jit", "cannot", "other_gpus")], d
     lib = fetch(CURAND13)
     alone = _cli("check", lib, "--min-driver", "--json")["min_driver"]
     for d in compared["devices"]:

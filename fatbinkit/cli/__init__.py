@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import FatbinkitError, spelled_for_cli
-from . import check, demo, diff, embed, fatbin, load, report, slim
+from . import check, demo, diff, embed, fatbin, load, report, slim, survey
 from .args import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR,
@@ -33,7 +33,7 @@ from .args import (
     exit_status,
 )
 
-_GROUPS = (embed, fatbin, check, diff, report, slim, load, demo)
+_GROUPS = (embed, fatbin, check, diff, report, survey, slim, load, demo)
 # When each command exits 1 (args.EXIT_FAILS); the others never do.
 _FAILS = {
     "check": "an arch fails (with --strict: also a module that cannot load for it)",
