@@ -520,8 +520,8 @@ window.fatbinkitWeigh = function (gpus) {  // a script's door: the what-if of an
     const d = a === null || b === null ? null : b - a;
     return el("td", {"data-key": key, "data-value": d === null ? "" : String(d),
                      class: d > 0 ? "fails" : ""},
-              d === null ? "-" : (d > 0 ? "+" : d < 0 ? "−" : "") + size(Math.abs(d)) +
-              (a ? " (" + (d >= 0 ? "+" : "−") + (Math.abs(d) * 100 / a).toFixed(1) + " %)"
+              d === null ? "-" : (d > 0 ? "+" : d < 0 ? "\u2212" : "") + size(Math.abs(d)) +
+              (a ? " (" + (d >= 0 ? "+" : "\u2212") + (Math.abs(d) * 100 / a).toFixed(1) + " %)"
                  : ""));
   };
   c.sizes.forEach((x) => {

@@ -295,8 +295,9 @@ def _cell(v: Any) -> dict[str, Any]:
 def _total_coverage(verdicts: TotalCheck | None, least: TotalCheck | None,
                     libraries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per GPU, the whole input's verdict (with the driver given), module counts and minimum
-    driver (``check --min-driver``'s: no driver), and its cell: ``fails`` when the verdict does, else what its libraries' cells say together
-    (``none`` where none has an image, one status where all that have agree, ``mixed``)."""
+    driver (``check --min-driver``'s: no driver), and its cell: ``fails`` when the verdict
+    does, else what its libraries' cells say together (``none`` where none has an image, one
+    status where all that have agree, ``mixed``)."""
     if verdicts is None or least is None:
         return {}
     out = {}
