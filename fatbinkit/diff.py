@@ -754,9 +754,11 @@ class DeviceChange:
     @property
     def regression(self) -> bool:
         """A worse verdict (native, jit, partial, none in that order), or more modules that
-        cannot load (modules deleted from the library are not a regression)."""
+        cannot load where some loaded before (modules deleted from the library are not a
+        regression; nor are modules added to a library that never had code for the GPU:
+        cuRAND 13's sm_50, none before and after)."""
         return (_VERDICT_RANK[self.new.verdict] < _VERDICT_RANK[self.old.verdict]
-                or self.new.none > self.old.none)
+                or (self.new.none > self.old.none and self.old.verdict != "none"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"library": self.library, "device": self.device, "old": self.old.to_dict(),

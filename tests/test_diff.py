@@ -474,3 +474,26 @@ def test_images_taken_from_the_other_side_are_placed_in_this_file(libs: tuple[Li
     assert lib.sets == image_sets(bare)
     assert lib.kernels == tuple(replace(k, library="v1.fatbin")
                                 for k in old.libraries[0].kernels)
+
+
+@pytest.mark.parametrize(("old", "new", "regression"), [
+    ((0, 0, 11), (0, 0, 13), False),  # no code for the GPU before or after (cuRAND 13's sm_50)
+    ((11, 0, 0), (13, 0, 0), False),  # native, more modules
+    ((11, 0, 0), (11, 0, 2), True),   # native -> partial
+    ((5, 0, 2), (5, 0, 3), True),     # partial, one more module that cannot load
+    ((5, 0, 2), (6, 0, 1), False),    # partial, fewer
+    ((0, 4, 0), (4, 0, 0), False),    # jit -> native
+    ((4, 0, 0), (0, 4, 0), True),     # native -> jit
+    ((4, 0, 0), (0, 0, 4), True),     # native -> none
+])
+def test_device_regressions(old: tuple[int, int, int], new: tuple[int, int, int],
+                            regression: bool) -> None:
+    """A GPU regresses when its verdict gets worse or more modules hold nothing for it where
+    some loaded before; modules added to a library that never had code for it are not one."""
+    from fatbinkit.binary import DeviceSummary
+    from fatbinkit.diff import DeviceChange
+
+    def summary(counts: tuple[int, int, int]) -> DeviceSummary:
+        return DeviceSummary("sm_50", "Maxwell", *counts, ())
+
+    assert DeviceChange("lib.so", summary(old), summary(new)).regression is regression
