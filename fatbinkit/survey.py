@@ -22,8 +22,9 @@ their figures written as Parquet tables (:mod:`fatbinkit.survey_tables`).
 3. **The engine schedules, fatbinkit does not**: ``dask://HOST:PORT`` submits the tasks to a
    Dask scheduler (``distributed``'s futures, ``retries=``; a worker lost mid-task has its task
    run again elsewhere), ``local`` to a process pool on this machine (a failed task is submitted
-   again, up to ``retries`` times). A corrupt wheel is an ``errors`` row (``input``), not a
-   failed run; a task that still fails after its retries is one too (``engine``).
+   again, up to ``retries`` times; the tasks of a process that dies go to a new pool). A
+   corrupt wheel is an ``errors`` row (``input``), not a failed run; a task that still fails
+   after its retries is one too (``engine``).
 """
 
 from __future__ import annotations
@@ -547,41 +548,48 @@ def _failed(out: str, wheel: Wheel, error: BaseException | str, attempts: int) -
     return outcome
 
 
+_LOST = 3  # times a task may be lost with a process before it is an error (Dask's default of
+# distributed.scheduler.allowed-failures)
+
+
 def _local(todo: Sequence[Wheel], out: str, options: _Options, jobs: int, retries: int,
            advance: Callable[[Outcome], None]) -> list[Outcome]:
     """The tasks on a process pool of ``jobs``; a failed task is submitted again while it has
-    retries left. A process that dies breaks the pool (every task it held then fails, each
-    counting an attempt): a new pool takes the tasks left."""
+    retries left. A process that dies breaks the pool, and the tasks it held go to a new pool:
+    a lost process is not a failed task (as on Dask, where a task is given up after it was on
+    :data:`_LOST` workers that died)."""
     import multiprocessing
     from concurrent.futures.process import BrokenProcessPool
 
     outcomes: list[Outcome] = []
     context = multiprocessing.get_context("spawn")  # no state of the caller's threads inherited
-    pending = [(w, 1) for w in todo]
+    pending = [(w, 0, 0) for w in todo]  # each wheel, its failures and its losses
     while pending:
         with ProcessPoolExecutor(max_workers=min(jobs, len(pending)),
                                  mp_context=context) as pool:
-            tries: dict[Future[Outcome], tuple[Wheel, int]] = {}
-            for wheel, attempt in pending:
-                tries[pool.submit(_task, wheel, out, options)] = (wheel, attempt)
+            tries: dict[Future[Outcome], tuple[Wheel, int, int]] = {}
+            for wheel, failed, lost in pending:
+                tries[pool.submit(_task, wheel, out, options)] = (wheel, failed, lost)
             pending = []
             while tries:
                 finished, _ = wait(tries, return_when=FIRST_COMPLETED)
                 for f in finished:
-                    wheel, attempt = tries.pop(f)
+                    wheel, failed, lost = tries.pop(f)
                     error = f.exception()
                     if error is None:
                         outcome = f.result()
-                    elif attempt <= retries:
+                    elif isinstance(error, BrokenProcessPool) and lost + 1 < _LOST:
+                        pending.append((wheel, failed, lost + 1))  # on the next pool
+                        continue
+                    elif not isinstance(error, BrokenProcessPool) and failed < retries:
                         try:
-                            if isinstance(error, BrokenProcessPool):
-                                raise error
-                            tries[pool.submit(_task, wheel, out, options)] = (wheel, attempt + 1)
+                            tries[pool.submit(_task, wheel, out, options)] = \
+                                (wheel, failed + 1, lost)
                         except BrokenProcessPool:
-                            pending.append((wheel, attempt + 1))  # on the next pool
+                            pending.append((wheel, failed + 1, lost))
                         continue
                     else:
-                        outcome = _failed(out, wheel, error, attempt)
+                        outcome = _failed(out, wheel, error, failed + lost + 1)
                     outcomes.append(outcome)
                     advance(outcome)
     return outcomes

@@ -3,12 +3,15 @@ a wheel fails (``flaky://``: a ``ConnectionError``, as a dropped download) or wh
 in it (``crashy://``: the process exits at once, as the kernel's OOM killer or a lost node).
 
 Both are fsspec's local filesystem under another protocol. Only opens inside a Dask worker
-count (the test process hashes the wheels while planning): each is one attempt, recorded as a
+or a process of the local engine's pool count (the test process hashes the wheels while
+planning): each is one attempt, recorded as a
 marker file ``<name>.<n>`` in the folder ``attempts`` beside the wheels' folder (workers are
 separate processes: the count lives on disk), and the first attempt of each file fails.
 
 Workers import this module (it is on their ``sys.path``: the nanny spawns them with the test
-process's) to unpickle :class:`Register`, the worker plugin that registers both protocols.
+process's) to unpickle :class:`Register`, the worker plugin that registers both protocols; the
+local engine's processes import it at start-up, from a ``sitecustomize`` module the test puts
+on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -26,8 +29,14 @@ ATTEMPTS = "attempts"
 
 
 def _in_worker() -> bool:
+    """In a Dask worker, or a process of the local engine's pool (a child process: the test
+    process is none)."""
+    import multiprocessing
+
     from distributed import get_worker
 
+    if multiprocessing.parent_process() is not None:
+        return True
     try:
         get_worker()
     except ValueError:  # "No worker found": the test process

@@ -410,6 +410,39 @@ def test_a_worker_killed_mid_task_loses_nothing(two_wheels: Path, tmp_path: Path
     assert [survey_flaky.attempts(two_wheels, n) for n in names] == [2, 2]
 
 
+def test_the_local_engine_retries_and_outlives_its_processes(
+        two_wheels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local engine (a process pool): a task whose first read fails is an engine errors row
+    with no retry, and run again with one; a process that dies mid-task (os._exit) breaks the
+    pool, and its tasks go to a new one with no retry allowed (a lost process is not a failed
+    task). Each run ends with every wheel's rows, each wheel read twice."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import survey_flaky\nsurvey_flaky.register()\n")
+    tests = str(Path(__file__).resolve().parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(site), tests, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    survey_flaky.register()
+    names = sorted(p.name for p in two_wheels.iterdir())
+
+    def run(protocol: str, out: str, retries: int) -> Survey:
+        return _within(DASK_LIMIT, lambda: survey(
+            [f"{protocol}://{two_wheels}/"], tmp_path / out, engine="local", jobs=2,
+            retries=retries))
+
+    none = run("flaky", "no", 0)
+    assert [(o.kind, o.attempts) for o in none.outcomes] == [("engine", 1)] * 2
+    assert [survey_flaky.attempts(two_wheels, n) for n in names] == [1, 1]
+    for protocol, retries in (("flaky", 1), ("crashy", 0)):
+        shutil.rmtree(tmp_path / "attempts")
+        done = run(protocol, protocol, retries)
+        assert [(o.wheel.filename, o.error) for o in done.outcomes] == \
+            [(n, None) for n in names], protocol
+        assert sorted(r["filename"] for r in _table(tmp_path / protocol, "wheels")) == names
+        assert _table(tmp_path / protocol, "errors") == []
+        assert [survey_flaky.attempts(two_wheels, n) for n in names] == [2, 2], protocol
+
+
 # -- a PEP 691 index over HTTP -----------------------------------------------------------------
 
 class _Index(http.server.BaseHTTPRequestHandler):
