@@ -66,6 +66,7 @@ __all__ = [
     "KernelFilter",
     "Summary",
     "demangle",
+    "judge",
     "open",
 ]
 
@@ -856,7 +857,6 @@ class Binary:
         (:attr:`fatbinkit.diff.Library.sets`): nothing is read again. Images are read on
         ``jobs`` processes, reporting to ``progress``, charged to ``max_decompressed``."""
         from .imagesets import image_sets
-        from .verdict import ArchVerdict
 
         budget = self._budget(max_decompressed, jobs, progress)
         if isinstance(archs, (str, int)) or not isinstance(archs, Iterable):
@@ -876,21 +876,7 @@ class Binary:
                               devices=None if every_image else wanted,
                               codes=self.codes, entryless=self.entryless) \
                 if self.codes or self.entryless else ()
-        rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
-        for s in sets:
-            kernels = s.judged(wanted, runtime)
-            if kf is not None:
-                kernels = [(k, ds) for k, ds in kernels if k is not None and kf.matches(k)]
-                if not kernels:
-                    continue
-            rows.append((s, kernels))
-        names = [[k for k, _ in ks if k is not None] for _, ks in rows]
-        verdicts = tuple(ArchVerdict.of(a, runtime,
-                                        [(s, [ds[i] for _, ds in ks]) for s, ks in rows], names)
-                         for i, a in enumerate(wanted))
-        unread = sum(i.kernels is None and not i.unread for s in sets for i in s.images)
-        return Check(str(self.path) if self.path else self.name, tuple(wanted), runtime,
-                     tuple(rows), verdicts, unread == 0)
+        return judge(str(self.path) if self.path else self.name, sets, wanted, runtime, kf)
 
     @_names_its_file
     def min_driver(self, archs: Iterable[ArchLike] | ArchLike | None = None,
@@ -915,6 +901,30 @@ class Binary:
         c = self.check(wanted, None, kf, every_image=every_image, jobs=jobs,
                        max_decompressed=max_decompressed, progress=progress)
         return MinDriver(c.file, len(c.rows), tuple(ArchMinDriver.of(v) for v in c.verdicts))
+
+
+def judge(file: str, sets: Sequence[ImageSet], devices: Sequence[Any],
+          runtime: Version | None, kernel: KernelFilter | None = None) -> Check:
+    """The :class:`Check` of modules already read (``sets``) on ``devices`` (the vendors'
+    GPUs: :func:`fatbinkit.vendors.device`'s) with ``runtime`` (the vendor's runtime version,
+    None: floors reported): :meth:`Binary.check`'s judgement, for a caller that holds the
+    modules and not the file (``file`` names it)."""
+    from .verdict import ArchVerdict
+
+    rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
+    for s in sets:
+        kernels = s.judged(devices, runtime)
+        if kernel is not None:
+            kernels = [(k, ds) for k, ds in kernels if k is not None and kernel.matches(k)]
+            if not kernels:
+                continue
+        rows.append((s, kernels))
+    names = [[k for k, _ in ks if k is not None] for _, ks in rows]
+    verdicts = tuple(ArchVerdict.of(a, runtime,
+                                    [(s, [ds[i] for _, ds in ks]) for s, ks in rows], names)
+                     for i, a in enumerate(devices))
+    unread = sum(i.kernels is None and not i.unread for s in sets for i in s.images)
+    return Check(file, tuple(devices), runtime, tuple(rows), verdicts, unread == 0)
 
 
 @dataclass(frozen=True, repr=False)

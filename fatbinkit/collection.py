@@ -397,29 +397,35 @@ def check(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike,
 
 
 def total_check(file: str, checks: Sequence[Check]) -> TotalCheck:
-    """The :class:`TotalCheck` of libraries checked for the same archs and driver (``file``:
-    the wheel or folder), each :class:`~fatbinkit.binary.Check` named by its path inside: what
-    :func:`check` makes of them."""
+    """The :class:`TotalCheck` of libraries checked with the same driver (``file``: the wheel
+    or folder), each :class:`~fatbinkit.binary.Check` named by its path inside: what
+    :func:`check` makes of them. Each GPU any of them was checked on gets a total, over the
+    libraries checked on it."""
     from .verdict import TotalVerdict
 
     first = checks[0]
     groups = tuple(alternatives(c.file for c in checks))
     owners = [{m.vendor for m, _ in c.rows} for c in checks]
+    # the GPUs, in the order the libraries name them; a library judged on other GPUs (another
+    # vendor's: a report judges each library on its vendors' GPUs) is not counted on these
+    devices = list(dict.fromkeys(d for c in checks for d in c.archs))
+    at = [{d: i for i, d in enumerate(c.archs)} for c in checks]
 
-    def files(i: int) -> list[tuple[str, ArchVerdict]]:
+    def files(device: Any) -> list[tuple[str, ArchVerdict]]:
         """The libraries a GPU's verdict counts: those with modules of its vendor (a ROCm
         library of a wheel is not a CUDA library that fails on sm_90); all where none has."""
-        own = [(c.file, c.verdicts[i]) for c, o in zip(checks, owners, strict=True)
-               if c.verdicts[i].vendor in o]
-        return own or [(c.file, c.verdicts[i]) for c in checks]
+        judged = [(c.file, c.verdicts[a[device]], o)
+                  for c, a, o in zip(checks, at, owners, strict=True) if device in a]
+        own = [(f, v) for f, v, o in judged if v.vendor in o]
+        return own or [(f, v) for f, v, _ in judged]
 
-    def total(i: int) -> TotalVerdict:
-        counted = files(i)
+    def total(device: Any) -> TotalVerdict:
+        counted = files(device)
         names = {n for n, _ in counted}
         return TotalVerdict.of(counted, [g for g in groups if set(g[1]) <= names])
 
-    return TotalCheck(file, first.archs, first.driver, tuple(checks),
-                      tuple(total(i) for i in range(len(first.archs))), groups)
+    return TotalCheck(file, tuple(devices), first.driver, tuple(checks),
+                      tuple(total(d) for d in devices), groups)
 
 
 def min_driver(source: str | os.PathLike[str], archs: Iterable[ArchLike] | ArchLike | None = None,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, vendors
-from .binary import Binary, Summary, demangle
+from .binary import Binary, Check, Summary, demangle, judge
 from .collection import Member, TotalCheck, binaries, named, total_check
 from .decision import dotted
 from .diff import Diff, Snapshot, diff, images_read, read_library
@@ -178,18 +178,26 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
             summary = lib.summary  # named as ls names it: a file given by its path,
             if m.path != m.origin:  # a wheel's or folder's library by its path inside
                 summary = replace(summary, file=m.name)
-            devices = [d.device for d in summary.devices]
-            judged = binary.check(devices, driver, sets=lib.sets)
-            least = judged if driver is None else binary.check(devices, None, sets=lib.sets)
         libs.append(lib)
         summaries.append(summary)
-        if judged.rows:
-            checks.append(replace(judged, file=m.name))
-            floors.append(replace(least, file=m.name))
-        entry, images, units = _library(m, binary, lib, summary, judged, least)
+        entry, images, units = _library(m, binary, lib, summary)
         libraries.append(entry)
         every_image.append(images)
         every_unit.append(units)
+    # each library judged on every GPU of its vendors that any library of the input lists (a
+    # wheel's libraries have their own future GPUs: cuFFT 11's sm_35), as check --min-driver
+    # judges them
+    listed = [vendors.device(d.device, "GPU arch") for s in summaries for d in s.devices]
+    for lib, summary, entry in zip(libs, summaries, libraries, strict=True):
+        own = {vendors.device(d.device, "GPU arch")[0].name for d in summary.devices}
+        found = sorted({d for v, d in listed if v.name in own}, key=_device_key)
+        gpus = [vendors.device(d, "GPU arch") for d in found]
+        judged = judge(lib.name, lib.sets, found, vendors.runtime(gpus, driver))
+        least = judged if driver is None else judge(lib.name, lib.sets, found, None)
+        if judged.rows:
+            checks.append(judged)
+            floors.append(least)
+        entry["coverage"] = _coverage(judged, least)
     sets = keep if keep is not None else _default_sets(summaries)
     for entry, units in zip(libraries, every_unit, strict=True):
         entry["what_if"] = [_what_if(units, gpus) for gpus in sets]
@@ -234,10 +242,22 @@ def _input_files(first: Member) -> list[tuple[str, int]]:
     return [(first.name, first.origin.stat().st_size)]
 
 
-def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
-             least: Any) -> tuple[dict[str, Any], list[dict[str, Any]], list[_Unit]]:
-    """One library's part of the document, its images as the treemap draws them, and its
-    modules as the what-if weighs them."""
+def _device_key(device: Any) -> tuple[Any, ...]:
+    return vendors.target_key(str(device))
+
+
+def _coverage(judged: Check, least: Check) -> dict[str, Any]:
+    """A library's cells, per GPU: judged (with the driver), and its minimum driver."""
+    return {str(v.device): {**_cell(v), "min_driver": _dotted(f.min_driver),
+                            "min_driver_known": f.min_driver_known}
+            for v, f in zip(judged.verdicts, least.verdicts, strict=True)}
+
+
+def _library(m: Member, binary: Binary, lib: Any, summary: Summary,
+             ) -> tuple[dict[str, Any], list[dict[str, Any]], list[_Unit]]:
+    """One library's part of the document (its coverage is added once every library is
+    read), its images as the treemap draws them, and its modules as the what-if weighs
+    them."""
     listed = binary.select()
     items = [it for it in listed if it.kind in vendors.of(it.code).loadable]
     read = images_read(lib)
@@ -253,17 +273,13 @@ def _library(m: Member, binary: Binary, lib: Any, summary: Summary, judged: Any,
                                                   key=lambda k: (-k[1], k[0])),
                        "digest": digest})
     other = [it.code for it in listed if it.kind not in vendors.of(it.code).loadable]
-    coverage = {}
-    for v, f in zip(judged.verdicts, least.verdicts, strict=True):
-        coverage[str(v.device)] = {**_cell(v), "min_driver": _dotted(f.min_driver),
-                                   "min_driver_known": f.min_driver_known}
     return {
         "name": m.name, "size": binary.size,
         "stored": summary.stored, "uncompressed": summary.uncompressed,
         "other_images": sum(c.stored for c in other),
         "other_images_uncompressed": sum(c.uncompressed for c in other),
         "duplicated": 0,
-        "coverage": coverage,
+        "coverage": {},  # every library's GPUs once all are read: _coverage
         "what_if": [],  # for every library's GPU sets once all are read: _what_if
     }, images, _units([it.code for it in listed], lib)
 

@@ -625,3 +625,10 @@ def test_bitsandbytes_wheel_is_one_library_per_cuda_version() -> None:
                                    "--json").stdout)
     assert low["min_driver"] == doc["min_driver"]["sm_75"]["min_driver"]
     assert low["min_driver"].startswith("11.")  # not the CUDA 13 driver the 13.x builds need
+    # the text of every GPU, AMD's too (whose verdicts hold no CUDA builds: it stopped with a
+    # KeyError on the group): the group's lines name CUDA GPUs only
+    text = fatbinkit("check", wheel, "--min-driver")
+    assert text.returncode in (0, 1) and not text.stderr, text.stderr[-2000:]
+    group = text.stdout.split("alternatives (one library built per CUDA version")[1]
+    assert re.search(r"^ {4}sm_75 +lowest driver CUDA 11\.", group, re.M)
+    assert not re.search(r"^ {4}gfx", group, re.M)

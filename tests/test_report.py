@@ -26,6 +26,7 @@ import jsonschema
 import pytest
 from test_prune_truth import mixed  # noqa: F401  (the fixture: libguard.so, libmix.so)
 from thirdparty import (
+    BITSANDBYTES,
     CACHE,
     CUPY13_RANDOM,
     CUPY_ROCM7_RANDOM,
@@ -221,6 +222,28 @@ def test_what_if_follows_prune_on_its_edge_cases(mixed: Path, name: str,  # noqa
     assert proc.returncode == 0, proc.stderr
     assert w["exact"] and not w["refused"]
     assert w["kept"] == _cli("ls", out, "--summary", "--json")["stored"]
+
+
+def test_libraries_of_several_vendors_and_gpu_lists() -> None:
+    """bitsandbytes 0.50.2 ships CUDA, ROCm and Intel builds of one library, whose summaries
+    list different GPUs: the report judges each library on its vendors' GPUs and totals each
+    GPU over the libraries judged on it (it stopped with "a total verdict adds up verdicts on
+    one arch" before); per CUDA and AMD GPU the whole input's verdict, module counts and
+    minimum driver are `check --min-driver --json`'s."""
+    fetch(BITSANDBYTES)
+    wheel = _wheel("bitsandbytes-0.50.2-*.whl")
+    doc = report(wheel).to_dict()
+    least = _cli("check", wheel, "--min-driver", "--json")["min_driver"]
+    judged = [d for d in doc["devices"] if d.startswith(("sm_", "gfx"))]
+    assert any(d.startswith("sm_") for d in judged) and any(d.startswith("gfx") for d in judged)
+    for d in judged:
+        mine, theirs = doc["total_coverage"][d], least[d]
+        assert (mine["verdict"], mine["min_driver"], mine["native"], mine["jit"],
+                mine["cannot"], mine["other_gpus"]) == \
+            (theirs["status"], theirs["min_driver"], theirs.get("sass", theirs.get("native")),
+             theirs["jit"], theirs["cannot"], theirs["other_gpus"]), d
+    rocm = next(lib for lib in doc["libraries"] if "rocm" in lib["name"])
+    assert rocm["coverage"] and all(d.startswith("gfx") for d in rocm["coverage"])
 
 
 def test_a_file_alone(tmp_path: Path) -> None:

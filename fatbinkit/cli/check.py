@@ -180,6 +180,8 @@ def _print_alternatives(alternatives: Sequence[tuple[str, Sequence[str]]],
         print(f"  {group}: {len(members)} builds (CUDA "
               + ", ".join(f"{a}.{'x' if b < 0 else b}" for a, b in builds) + ")")
         for v in verdicts:
+            if group not in dict(v.alternatives):  # another vendor's GPU: not its builds
+                continue
             low = v.floor(group)
             lowest = ("no build's driver floor known" if low is None else
                       f"lowest driver {_vendor(v).runtime_text(low[1])}: "
