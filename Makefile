@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/hidden.py --write docs/benchmarks-hidden.md
 	$(PY) benchmarks/speed.py --write docs/benchmarks-speed.md
 	$(PY) benchmarks/report.py --write docs/benchmarks-report.md --screenshots docs/report
+	$(PY) benchmarks/survey.py --write docs/benchmarks-survey.md
 
 # Every fuzz target for FUZZ_SECONDS each, two at a time; reproducers and the report in out/fuzz.
 FUZZ_SECONDS ?= 600
