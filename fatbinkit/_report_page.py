@@ -572,19 +572,27 @@ window.fatbinkitWeigh = function (gpus) {  // a script's door: the what-if of an
     " (the " + c.worst.length + " largest of " + c.summary.regressions + " regressions)" : "")));
   if (!c.worst.length) s.appendChild(el("p", {class: "empty"}, "none"));
   else {
-    const t = table("comparison-worst", ["library", "kernel", "arch", "field", "old", "new",
-                                         "delta"]);
+    // one row per kernel image (library, kernel, arch), its fields that grew, largest first
+    const rows = new Map();
     c.worst.forEach((x) => {
+      const key = [x.library, x.kernel, x.arch, x.instance].join("\u0000");
+      if (!rows.has(key)) rows.set(key, []);
+      rows.get(key).push(x);
+    });
+    const t = table("comparison-worst", ["library", "kernel", "arch", "grew", "largest"]);
+    rows.forEach((fields) => {
+      const x = fields[0];
       const r = el("tr", {"data-library": x.library, "data-kernel": x.kernel,
-                          "data-arch": x.arch, "data-field": x.field});
+                          "data-arch": x.arch,
+                          "data-fields": fields.map((f) => f.field).join(",")});
+      const lib = nameCell(x.library.split("/").pop());
+      lib.setAttribute("title", x.library);
       const name = nameCell(x.demangled.length > 110 ? x.demangled.slice(0, 109) + "…" :
                             x.demangled);
       name.setAttribute("title", x.demangled);
-      r.appendChild(el("td", {title: x.library}, x.library.split("/").pop()));
-      r.appendChild(name); r.appendChild(el("td", {}, x.arch));
-      r.appendChild(el("td", {}, x.field));
-      r.appendChild(cell("old", x.old, String(x.old)));
-      r.appendChild(cell("new", x.new, String(x.new)));
+      r.appendChild(lib); r.appendChild(name); r.appendChild(el("td", {}, x.arch));
+      r.appendChild(nameCell(fields.map((f) => f.field.replace("_", " ") + " " + f.old +
+                                        " → " + f.new + " (+" + f.delta + ")").join("; ")));
       r.appendChild(cell("delta", x.delta, "+" + x.delta));
       t.appendChild(r);
     });

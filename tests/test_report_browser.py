@@ -457,7 +457,8 @@ def test_comparison_size_changes_are_the_files(browser: Browser, pages: dict[str
     """Each library's change columns are the difference of its file sizes inside the two wheels
     (zipfile's) and of its device code (``ls --summary --json`` of each wheel), the rows per arch
     are each wheel's ``ls --summary`` archs (the library's path is the same in both cuRAND
-    wheels), and each worst-growth row names its library."""
+    wheels), and the worst growth is one row per kernel image (library, kernel, arch) with the
+    fields that grew, largest first."""
     page = pages["wheel"]
     assert page.old is not None
     _open(browser, page)
@@ -498,8 +499,15 @@ def test_comparison_size_changes_are_the_files(browser: Browser, pages: dict[str
     assert {(lib, k, a): (o, n) for lib, k, a, o, n in per_arch} == {
         key: (str(old_archs.get(key, "")), str(new_archs.get(key, "")))
         for key in old_archs.keys() | new_archs.keys()}
-    worst = browser.attrs("#comparison-worst tr[data-kernel]", ["data-library"])
+    worst = browser.attrs("#comparison-worst tr[data-kernel]",
+                          ["data-library", "data-kernel", "data-arch", "data-fields"])
     assert worst and {w["data-library"] for w in worst} <= set(rows)
+    grouped: dict[tuple[str, str, str, int], list[str]] = {}  # one row per kernel image
+    for c in page.doc["comparison"]["worst"]:
+        grouped.setdefault((c["library"], c["kernel"], c["arch"], c["instance"]),
+                           []).append(c["field"])
+    assert [(w["data-library"], w["data-kernel"], w["data-arch"], w["data-fields"])
+            for w in worst] == [(k[0], k[1], k[2], ",".join(f)) for k, f in grouped.items()]
 
 
 def _weighed(browser: Browser, doc: dict[str, Any], gpus: list[str]) -> None:

@@ -88,7 +88,9 @@ def _survey(args: argparse.Namespace) -> int:
         raise UsageError(f"--engine is local or dask://HOST:PORT, not {args.engine!r}")
     from ..survey import plan, survey
 
-    wheels = plan(args.sources, package=args.package, versions=args.versions)
+    wheels = plan(args.sources, package=args.package, versions=args.versions,
+                  progress=lambda step: _progress(step, "hashed"))
+    _progress_done()
     done = survey(wheels, args.output, engine=args.engine, resume=args.resume, keep=args.keep,
                   kernels=args.kernels, jobs=args.jobs, retries=args.retries,
                   progress=_progress)
@@ -130,11 +132,12 @@ def _read_back(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(step: Any) -> None:
+def _progress(step: Any, done: str = "surveyed") -> None:
+    """One line on a terminal, kept up to date: the plan's hashing, then the survey."""
     if sys.stderr.isatty():
         name = "".join(c if c.isprintable() else "?" for c in step.name)
         of = f"/{step.total}" if step.total is not None else ""
-        sys.stderr.write(f"\rsurveyed {step.done}{of} wheels: {name}\x1b[K")
+        sys.stderr.write(f"\r{done} {step.done}{of} wheels: {name}\x1b[K")
         sys.stderr.flush()
 
 
