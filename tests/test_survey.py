@@ -443,6 +443,32 @@ def test_the_local_engine_retries_and_outlives_its_processes(
         assert [survey_flaky.attempts(two_wheels, n) for n in names] == [2, 2], protocol
 
 
+def test_kernel_rows_are_ls_resources(tmp_path: Path) -> None:
+    """``kernels=True``: each SASS function of the wheel's libraries is one kernels row whose
+    figures are ``ls --resources --json``'s (registers, stack, shared and local memory,
+    spills, SASS size), and the rows of one image share its digest; PTX images give their
+    kernels' names. Through ``survey_wheel``, the task the engines run."""
+    fetch(JAX_CUDA12_PRNG)
+    wheel = _cached(CUDA)
+    (planned,) = plan([wheel])
+    outcome = survey_wheel(planned, tmp_path / "out", kernels=True)
+    assert outcome.error is None and outcome.rows["kernels"] > 0
+    rows = _table(tmp_path / "out", "kernels")
+    fields = ("registers", "stack", "shared", "local", "spill_stores", "spill_loads", "size")
+    listed = json.loads(_cli("ls", wheel, "--resources", "--json").stdout)
+    expected = sorted((f["file"], e["arch"], fn["name"], fn["entry"],
+                       *(fn[k] for k in fields))
+                      for f in listed["files"] for e in f["entries"] if e["kind"] == "sass"
+                      for fn in e["functions"])
+    assert sorted((r["file"], r["arch"], r["kernel"], r["entry"], *(r[k] for k in fields))
+                  for r in rows if r["kind"] == "sass") == expected
+    ptx = [r for r in rows if r["kind"] == "ptx"]
+    assert ptx and all(r["registers"] is None and r["entry"] for r in ptx)
+    images = {(r["file"], r["module"], r["arch"]): r["image"] for r in rows}
+    assert all(images[(r["file"], r["module"], r["arch"])] == r["image"] for r in rows)
+    assert all(re.fullmatch("[0-9a-f]{72}", r["image"]) for r in rows)
+
+
 # -- a PEP 691 index over HTTP -----------------------------------------------------------------
 
 class _Index(http.server.BaseHTTPRequestHandler):
