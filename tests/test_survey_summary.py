@@ -331,6 +331,35 @@ def test_text_is_deterministic(out: Path, summary: Summary, tmp_path: Path) -> N
                for f in found.findings)
 
 
+def test_cli_json_follows_the_schema(out: Path, summary: Summary) -> None:
+    """``fatbinkit survey summarize OUT --json`` and ``survey regressions OUT --json`` print the
+    documents of summarize() and regressions(), valid against docs/json-schema.json (a made-up
+    release's findings too); ``survey SOURCE -o OUT --json`` its outcome."""
+    import jsonschema
+
+    root = Path(__file__).resolve().parent.parent
+    schema = json.loads((root / "docs" / "json-schema.json").read_text())
+
+    def valid(doc: Any, name: str) -> None:
+        jsonschema.validate(doc, {**schema, "$ref": f"#/$defs/{name}"})
+
+    def cli(*args: str | Path) -> Any:
+        proc = subprocess.run([sys.executable, "-m", "fatbinkit", "survey", *map(str, args)],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    doc = cli("summarize", out, "--json")
+    assert doc == summary.to_dict()
+    valid(doc, "survey_summary")
+    found = cli("regressions", out, "--json")
+    assert found == regressions(out).to_dict() and found["findings"]
+    valid(found, "survey_regressions")
+    fetch(JAX_CUDA12_LINALG)
+    wheel = next((CACHE / "wheels").glob("jax_cuda12_plugin-0.10.2-*linux*.whl"))
+    valid(cli(wheel, "-o", out.parent / "one", "--json"), "survey")
+
+
 def test_platform_family() -> None:
     """Tags' platform parts without their versions: one family for every manylinux of an
     architecture, Windows and others as they are."""
