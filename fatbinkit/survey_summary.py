@@ -67,10 +67,11 @@ from . import vendors
 from .errors import FatbinkitError, FormatError, InputError
 from .survey_tables import FORMAT, schema
 
-__all__ = ["ArchCount", "DeviceDriver", "ErrorCount", "Finding", "Pair", "Regressions", "Summary",
-           "VersionSummary", "WhatIf", "platform_family", "regressions", "summarize"]
+__all__ = ["ArchCount", "DeviceDriver", "ErrorCount", "Finding", "Pair", "Regressions",
+           "SurveySummary", "VersionSummary", "WhatIf", "platform_family", "regressions",
+           "summarize"]
 
-#: what :meth:`Summary.to_dict` and :meth:`Regressions.to_dict` say they are
+#: what :meth:`SurveySummary.to_dict` and :meth:`Regressions.to_dict` say they are
 SUMMARY_FORMAT = "fatbinkit-survey-summary/1"
 REGRESSIONS_FORMAT = "fatbinkit-survey-regressions/1"
 _STATUS_RANK = {"fails": 0, "partial": 1, "works": 2}
@@ -298,7 +299,7 @@ class ArchCount:
 
 
 @dataclass(frozen=True)
-class Summary:
+class SurveySummary:
     """What :func:`summarize` found in a survey's output ``out``: ``str()`` is aligned text
     tables, :meth:`to_dict` the JSON document."""
 
@@ -380,7 +381,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return lines
 
 
-def summarize(out: str | os.PathLike[str]) -> Summary:
+def summarize(out: str | os.PathLike[str]) -> SurveySummary:
     """The figures of the survey in ``out`` per package and version, the errors per kind, and
     the wheels per arch (the module says how each is counted)."""
     import pyarrow.compute as pc
@@ -418,7 +419,7 @@ def summarize(out: str | os.PathLike[str]) -> Summary:
             counts.setdefault(item["values"], [0, 0])[at] = item["counts"]
     archs = tuple(ArchCount(a, n, j) for a, (n, j) in sorted(counts.items(),
                                                            key=lambda kv: _arch_key(kv[0])))
-    return Summary(path, tuple(versions), tuple(errs), archs)
+    return SurveySummary(path, tuple(versions), tuple(errs), archs)
 
 
 def _union(lists: Iterable[Sequence[str] | None]) -> tuple[str, ...]:

@@ -2,7 +2,8 @@
 
 Mutant ``i`` of a campaign is a pure function of (seed, target, i), so the worker makes it
 itself and the parent makes the same bytes again only when it must keep a reproducer: when the
-worker raised something other than :class:`FatbinkitError`, took longer than ``slow`` seconds,
+worker raised something other than :class:`FatbinkitError`, took longer than ``slow`` seconds
+twice (run again once: a busy machine stalls an input, not twice),
 died (a signal, an abort in native code, the memory limit) or hung past ``hang`` seconds (then it
 is killed). The worker is restarted after a death or a hang and the campaign goes on.
 """
@@ -162,6 +163,18 @@ def _keep(out: Path, target: Target, seeds: Sequence[bytes], seed: int, index: i
     return Failure(index, kind, detail, path)
 
 
+def _again(worker: _Watched, index: int, hang: float) -> float | None:
+    """How long ``worker`` takes over input ``index`` run a second time (None: it did not
+    answer within ``hang``: the caller's next input finds it gone and restarts it)."""
+    worker.conn.send(index)
+    if not worker.conn.poll(hang):
+        return None
+    try:
+        return float(worker.conn.recv()[2])
+    except EOFError:
+        return None
+
+
 def campaign(target: Target, seeds: Sequence[bytes], out: Path, *, seed: int = 0,
              inputs: int | None = None, seconds: float | None = None, hang: float = HANG,
              slow: float = SLOW, memory: int = MEMORY,
@@ -203,11 +216,19 @@ def campaign(target: Target, seeds: Sequence[bytes], out: Path, *, seed: int = 0
                     elif outcome == "exception":
                         report.failures.append(
                             _keep(out, target, seeds, seed, index, outcome, detail))
+                    if elapsed > slow:  # again, to tell a slow input from a stall of the
+                        again = _again(worker, index, hang)  # machine (a busy CI runner)
+                        if again is not None and again <= slow:
+                            elapsed = again
+                        else:
+                            if again is None:  # hung or died the second time
+                                worker.stop(kill=True)
+                                worker = _Watched(target, seeds, seed, memory)
+                            then = "no answer" if again is None else f"{again:.2f} s"
+                            report.failures.append(_keep(out, target, seeds, seed, index,
+                                                         "slow", f"{elapsed:.2f} s, then {then}"))
                     if elapsed > report.slowest:
                         report.slowest, report.slowest_index = elapsed, index
-                    if elapsed > slow:
-                        report.failures.append(_keep(out, target, seeds, seed, index, "slow",
-                                                     f"{elapsed:.2f} s"))
             index += 1
             report.inputs = index
             now = time.monotonic()

@@ -34,7 +34,7 @@ from fatbinkit.survey import survey  # noqa: E402
 from fatbinkit.survey_summary import (  # noqa: E402
     Finding,
     Regressions,
-    Summary,
+    SurveySummary,
     platform_family,
     regressions,
     summarize,
@@ -93,7 +93,7 @@ def oracles(wheels: dict[str, Path]) -> dict[str, tuple[Any, Any]]:
 
 
 @pytest.fixture(scope="module")
-def summary(out: Path) -> Summary:
+def summary(out: Path) -> SurveySummary:
     return summarize(out)
 
 
@@ -106,7 +106,7 @@ def _kinds(ls: Any, kind: str) -> set[str]:
     return {a["arch"] for a in ls["total"]["archs"] if a["kind"] == kind}
 
 
-def test_versions_are_ls_summary_figures(summary: Summary, wheels: dict[str, Path],
+def test_versions_are_ls_summary_figures(summary: SurveySummary, wheels: dict[str, Path],
                                          oracles: dict[str, tuple[Any, Any]]) -> None:
     """Per package and version (sorted by name, then PEP 440): wheels, their bytes, libraries,
     device code stored and uncompressed, native and PTX archs are the sums and unions of `ls
@@ -135,7 +135,7 @@ def test_versions_are_ls_summary_figures(summary: Summary, wheels: dict[str, Pat
     assert summary.errors[0].type
 
 
-def test_min_driver_is_check_min_driver(summary: Summary,
+def test_min_driver_is_check_min_driver(summary: SurveySummary,
                                         oracles: dict[str, tuple[Any, Any]]) -> None:
     """Per GPU, a version's status is the worst of its wheels' `check --min-driver` verdicts and
     its minimum driver the highest of theirs (None where a wheel has none); a version of one
@@ -155,7 +155,8 @@ def test_min_driver_is_check_min_driver(summary: Summary,
     assert (curand["sm_110"].status, curand["sm_110"].min_driver) == ("fails", None)
 
 
-def test_arch_counts_are_ls_archs(summary: Summary, oracles: dict[str, tuple[Any, Any]]) -> None:
+def test_arch_counts_are_ls_archs(summary: SurveySummary,
+                                  oracles: dict[str, tuple[Any, Any]]) -> None:
     """Per arch over the survey: the wheels whose `ls --summary` total holds it as SASS
     (native) and as PTX (jit)."""
     expected: dict[str, list[int]] = {}
@@ -306,7 +307,7 @@ def test_not_a_survey(tmp_path: Path) -> None:
         regressions(tmp_path / "empty")
 
 
-def test_text_is_deterministic(out: Path, summary: Summary, tmp_path: Path) -> None:
+def test_text_is_deterministic(out: Path, summary: SurveySummary, tmp_path: Path) -> None:
     """The text and the document are the same read after read and from a copy of the folder
     (the parts listed in another order by the file system), and the text holds each version's
     figures in aligned columns."""
@@ -331,7 +332,7 @@ def test_text_is_deterministic(out: Path, summary: Summary, tmp_path: Path) -> N
                for f in found.findings)
 
 
-def test_cli_json_follows_the_schema(out: Path, summary: Summary) -> None:
+def test_cli_json_follows_the_schema(out: Path, summary: SurveySummary) -> None:
     """``fatbinkit survey summarize OUT --json`` and ``survey regressions OUT --json`` print the
     documents of summarize() and regressions(), valid against docs/json-schema.json (a made-up
     release's findings too); ``survey SOURCE -o OUT --json`` its outcome."""
@@ -371,7 +372,7 @@ def test_platform_family() -> None:
     assert platform_family("win_amd64") == "win_amd64"
 
 
-def test_survey_at_a_url(out: Path, summary: Summary) -> None:
+def test_survey_at_a_url(out: Path, summary: SurveySummary) -> None:
     """A survey written to an fsspec URL (here fsspec's in-memory file system) is read there,
     with the same figures as the folder's."""
     fsspec = pytest.importorskip("fsspec")

@@ -463,10 +463,15 @@ def _ls_each(args: argparse.Namespace, summaries: list[Summary],
 def progress(step: Step) -> None:
     """A line on a terminal as each binary of a wheel or folder is read (a
     :class:`fatbinkit.progress.Step` per file)."""
+    progress_line(step, "read", "files")
+
+
+def progress_line(step: Step, done: str, units: str) -> None:
+    """One line on a terminal, kept up to date: ``read 3/12 files: NAME``."""
     if sys.stderr.isatty():
         name = "".join(c if c.isprintable() else "?" for c in step.name)  # from the zip
         of = f"/{step.total}" if step.total is not None else ""
-        sys.stderr.write(f"\rread {step.done}{of} files: {name}\x1b[K")
+        sys.stderr.write(f"\r{done} {step.done}{of} {units}: {name}\x1b[K")
         sys.stderr.flush()
 
 

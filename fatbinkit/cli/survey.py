@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from .args import UsageError, examples
-from .fatbin import dump
+from .fatbin import dump, progress_done, progress_line
 from .report import _gpu_set
 
 _READS = ("summarize", "regressions")  # SOURCE words that read a survey instead
@@ -89,12 +89,12 @@ def _survey(args: argparse.Namespace) -> int:
     from ..survey import plan, survey
 
     wheels = plan(args.sources, package=args.package, versions=args.versions,
-                  progress=lambda step: _progress(step, "hashed"))
-    _progress_done()
+                  progress=lambda step: progress_line(step, "hashed", "wheels"))
+    progress_done()
     done = survey(wheels, args.output, engine=args.engine, resume=args.resume, keep=args.keep,
                   kernels=args.kernels, jobs=args.jobs, retries=args.retries,
-                  progress=_progress)
-    _progress_done()
+                  progress=lambda step: progress_line(step, "surveyed", "wheels"))
+    progress_done()
     if args.json:
         dump({"out": done.out, "planned": done.planned, "skipped": done.skipped,
               "read": [{"filename": o.wheel.filename, "sha256": o.wheel.sha256,
@@ -130,17 +130,3 @@ def _read_back(args: argparse.Namespace) -> int:
     else:
         print(found)
     return 0
-
-
-def _progress(step: Any, done: str = "surveyed") -> None:
-    """One line on a terminal, kept up to date: the plan's hashing, then the survey."""
-    if sys.stderr.isatty():
-        name = "".join(c if c.isprintable() else "?" for c in step.name)
-        of = f"/{step.total}" if step.total is not None else ""
-        sys.stderr.write(f"\r{done} {step.done}{of} wheels: {name}\x1b[K")
-        sys.stderr.flush()
-
-
-def _progress_done() -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\x1b[K")
