@@ -187,13 +187,15 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
     # each library judged on every GPU of its vendors that any library of the input lists (a
     # wheel's libraries have their own future GPUs: cuFFT 11's sm_35), as check --min-driver
     # judges them
-    listed = [vendors.device(d.device, "GPU arch") for s in summaries for d in s.devices]
-    for lib, summary, entry in zip(libs, summaries, libraries, strict=True):
-        own = {vendors.device(d.device, "GPU arch")[0].name for d in summary.devices}
-        found = sorted({d for v, d in listed if v.name in own}, key=_device_key)
-        gpus = [vendors.device(d, "GPU arch") for d in found]
-        judged = judge(lib.name, lib.sets, found, vendors.runtime(gpus, driver))
-        least = judged if driver is None else judge(lib.name, lib.sets, found, None)
+    listed = [[vendors.device(d.device, "GPU arch") for d in s.devices] for s in summaries]
+    every = {d: v for found in listed for v, d in found}
+    for lib, found, entry in zip(libs, listed, libraries, strict=True):
+        own = {v.name for v, _ in found}
+        gpus = sorted(((v, d) for d, v in every.items() if v.name in own),
+                      key=lambda g: _device_key(g[1]))
+        devices = [d for _, d in gpus]
+        judged = judge(lib.name, lib.sets, devices, vendors.runtime(gpus, driver))
+        least = judged if driver is None else judge(lib.name, lib.sets, devices, None)
         if judged.rows:
             checks.append(judged)
             floors.append(least)
@@ -366,6 +368,8 @@ class _Unit:
     images: tuple[Any, ...]
     headers: tuple[Any, ...]
     shape: int  # units whose headers are equal share it (and so the images GPUs pick)
+    fixed: tuple[int, ...]  # kept whenever a GPU of the vendor is named: PTX, other kinds
+    empty: bool  # no kernel and no variable in any loadable image: it keeps its smallest
 
 
 def _units(codes: Sequence[Any], lib: Any) -> list[_Unit]:
@@ -384,10 +388,15 @@ def _units(codes: Sequence[Any], lib: Any) -> list[_Unit]:
         images = next(sets_read).images if loadable else ()
         assert len(images) == len(loadable)
         headers = tuple(vendor.header_image(codes[idx[j]]) for j in loadable)
-        units.append(_Unit(vendor, tuple(codes[i].stored for i in idx),
-                           tuple(codes[i].kind for i in idx),
-                           any(codes[i].compression for i in idx), loadable, tuple(images),
-                           headers, shapes.setdefault((vendor.name, headers), len(shapes))))
+        kinds = tuple(codes[i].kind for i in idx)
+        units.append(_Unit(
+            vendor, tuple(codes[i].stored for i in idx), kinds,
+            any(codes[i].compression for i in idx), loadable, tuple(images), headers,
+            shapes.setdefault((vendor.name, headers), len(shapes)),
+            tuple(j for j, kind in enumerate(kinds)
+                  if kind not in vendor.loadable or kind not in vendor.function_kinds),
+            bool(loadable) and all(img.kernels is not None and not img.kernels
+                                   and not img.variables for img in images)))
     return units
 
 
@@ -444,8 +453,7 @@ def _kept_of(unit: _Unit, gpus: Sequence[tuple[vendors.Vendor, Any]],
     devices = [d for v, d in gpus if v is vendor]
     if not devices:
         return everything, False
-    kept = {j for j in everything if unit.kinds[j] not in vendor.loadable or
-            unit.kinds[j] not in vendor.function_kinds}  # other kinds, and PTX (--ptx keep)
+    kept = set(unit.fixed)  # other kinds, and PTX (--ptx keep)
     picked = False
     for d in devices:
         at = _pick(unit, d, picks)
@@ -456,8 +464,7 @@ def _kept_of(unit: _Unit, gpus: Sequence[tuple[vendors.Vendor, Any]],
              for j, img in zip(unit.loadable, unit.images, strict=True)}
     size = {j: (unit.stored[j], j) for j in unit.loadable}
     if unit.loadable and kept.isdisjoint(unit.loadable):
-        if all(img.kernels is not None and not img.kernels and not img.variables
-               for img in unit.images):
+        if unit.empty:
             kept.add(min(unit.loadable, key=size.__getitem__))
     elif unit.loadable:
         kept.update(_for_kernels(kept, names, size.__getitem__))
@@ -492,8 +499,6 @@ def _choosable(units: Sequence[_Unit], devices: Sequence[str]) -> dict[str, Any]
     out = []
     for unit in units:
         vendor = unit.vendor
-        fixed = [j for j, kind in enumerate(unit.kinds)
-                 if kind not in vendor.loadable or kind not in vendor.function_kinds]
         picked = []
         for v, d in found:
             if v is not vendor:
@@ -502,13 +507,12 @@ def _choosable(units: Sequence[_Unit], devices: Sequence[str]) -> dict[str, Any]
             at = _pick(unit, d, picks)
             picked.append(unit.loadable[at[0]] if at else -1)
         kernel_sets = [sets.setdefault(tuple(sorted(names.setdefault(k, len(names))
-                                                    for k in img.kernels or ())), len(sets))
+                                                    for k in sorted(img.kernels or ()))),
+                                    len(sets))
                        for img in unit.images]
-        empty = bool(unit.loadable) and all(
-            img.kernels is not None and not img.kernels and not img.variables
-            for img in unit.images)
-        out.append([vendor.name, list(unit.stored), fixed, list(unit.loadable), kernel_sets,
-                    picked, empty, unit.compressed and not vendor.compressed_apart])
+        out.append([vendor.name, list(unit.stored), list(unit.fixed), list(unit.loadable),
+                    kernel_sets, picked, unit.empty,
+                    unit.compressed and not vendor.compressed_apart])
     return {"units": out, "kernel_sets": [list(k) for k in sets]}
 
 

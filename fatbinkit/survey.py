@@ -360,7 +360,7 @@ def _head(wheel: Wheel) -> dict[str, Any]:
 
 def _rows(wheel: Wheel, path: str, options: _Options) -> dict[str, list[dict[str, Any]]]:
     from . import vendors
-    from .diff import images_read
+    from .diff import FIELDS, images_read
     from .report import report
 
     r = report(path, keep=options.keep, jobs=1)
@@ -369,17 +369,13 @@ def _rows(wheel: Wheel, path: str, options: _Options) -> dict[str, list[dict[str
         assert r.snapshot is not None
         found = []
         for lib in r.snapshot.libraries:
-            for arch, module, native, items, digest in images_read(lib):
-                kind = vendors.target_kind(arch)
-                for k in items:
-                    full = native and len(k) >= 10
-                    found.append({
-                        "file": lib.name, "kind": kind, "arch": arch, "module": module,
-                        "kernel": k[0], "entry": bool(k[1]),
-                        **{f: (k[i] if full else None) for f, i in (
-                            ("registers", 2), ("stack", 3), ("shared", 4), ("local", 5),
-                            ("spill_stores", 7), ("spill_loads", 8), ("size", 9))},
-                        "image": digest.hex()})
+            # lib.kernels are the images' rows in order: each with its image's digest
+            digests = [d for *_, items, d in images_read(lib) for _ in items]
+            for k, digest in zip(lib.kernels, digests, strict=True):
+                found.append({"file": lib.name, "kind": vendors.target_kind(k.arch),
+                              "arch": k.arch, "module": k.module, "kernel": k.kernel,
+                              "entry": k.entry, **{f: getattr(k, f) for f in FIELDS},
+                              "image": digest.hex()})
     return rows(r.to_dict(), _head(wheel), found)
 
 
@@ -388,17 +384,14 @@ def _rows_empty(wheel: Wheel, path: str) -> dict[str, list[dict[str, Any]]]:
     unpacked, as a report counts the files that are not libraries)."""
     import zipfile
 
-    head = _head(wheel)
     try:
         with zipfile.ZipFile(path) as zf:
             others = sum(i.file_size for i in zf.infolist() if not i.is_dir())
     except (OSError, zipfile.BadZipFile):  # not a zip: a file of its own
         others = wheel.size
-    return {"wheels": [{**{k: head[k] for k in ("sha256", "package", "version", "filename",
-                                                 "url", "build", "tags", "size")},
-                        "files": 0, "modules": 0, "entries": 0, "stored": 0, "uncompressed": 0,
-                        "other_files": others, "native": [], "jit": [], "archs": [],
-                        "devices": [], "what_if": [], "tool": _tool()}],
+    return {"wheels": [{**_head(wheel), "files": 0, "modules": 0, "entries": 0, "stored": 0,
+                        "uncompressed": 0, "other_files": others, "native": [], "jit": [],
+                        "archs": [], "devices": [], "what_if": [], "tool": _tool()}],
             "files": [], "kernels": [], "errors": []}
 
 

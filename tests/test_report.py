@@ -14,6 +14,7 @@ The page in a real browser: tests/test_report_browser.py.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -246,6 +247,29 @@ def test_libraries_of_several_vendors_and_gpu_lists() -> None:
     assert rocm["coverage"] and all(d.startswith("gfx") for d in rocm["coverage"])
 
 
+def test_the_document_does_not_depend_on_string_hashes(tmp_path: Path) -> None:
+    """A module whose sm_80 image holds four kernels and whose sm_90 image one of them: the
+    page's kernel sets (what it weighs GPU sets with) are numbered in name order, so two
+    processes with other string hashes (PYTHONHASHSEED) write the same document; numbered in
+    a set's iteration order they differed."""
+    from cudabuild import NVCC
+
+    (tmp_path / "a.cu").write_text("".join(
+        f"__global__ void k{i}(float *x) {{ x[0] = {i}; }}\n" for i in range(1, 5)))
+    (tmp_path / "b.cu").write_text("__global__ void k1(float *x) { x[0] = 1; }\n")
+    for name, arch in (("a", "sm_80"), ("b", "sm_90")):
+        subprocess.run([NVCC, "-cubin", "-arch", arch, str(tmp_path / f"{name}.cu"), "-o",
+                        str(tmp_path / f"{name}.cubin")], check=True)
+    fatbin = tmp_path / "k.fatbin"
+    subprocess.run([sys.executable, "-m", "fatbinkit", "build", "-o", str(fatbin), "--cubin",
+                    f"sm_80={tmp_path / 'a.cubin'}", "--cubin", f"sm_90={tmp_path / 'b.cubin'}"],
+                   check=True, capture_output=True)
+    docs = {subprocess.run([sys.executable, "-m", "fatbinkit", "report", str(fatbin), "--json"],
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}, check=True,
+                           capture_output=True, text=True).stdout for seed in range(1, 7)}
+    assert len(docs) == 1
+
+
 def test_a_file_alone(tmp_path: Path) -> None:
     """A library alone: no total summary, the tree's root is the file, the page is written
     and is the same bytes on a second run (deterministic)."""
@@ -258,7 +282,10 @@ def test_a_file_alone(tmp_path: Path) -> None:
     assert doc["comparison"] is None
     a, b = tmp_path / "a.html", tmp_path / "b.html"
     one.write(a)
-    report(lib).write(b)
+    # another process, other string hashes (sets of kernel names iterate in another order)
+    subprocess.run([sys.executable, "-m", "fatbinkit", "report", str(lib), "-o", str(b)],
+                   env={**os.environ, "PYTHONHASHSEED": "12345"}, check=True,
+                   capture_output=True)
     assert a.read_bytes() == b.read_bytes()
     text = a.read_text()
     assert "<script src" not in text and "<link" not in text  # nothing fetched: offline
