@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from .progress import Progress
     from .verdict import ArchVerdict, MinDriver, TotalVerdict
 
-__all__ = ["MAX_MEMBER", "Member", "TotalCheck", "alternatives", "binaries", "check",
-           "cuda_build", "extract", "member_key", "members", "min_driver",
+__all__ = ["MAX_MEMBER", "Inventory", "Member", "TotalCheck", "alternatives", "binaries",
+           "check", "cuda_build", "extract", "inventory", "member_key", "members", "min_driver",
            "named", "total_check"]
 
 MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not inflated
@@ -162,40 +162,60 @@ def _binary_head(head: bytes, name: str) -> bool:
             or (name.endswith(".ptx") and b".version" in head and b"\0" not in head))
 
 
+@dataclass(frozen=True)
+class Inventory:
+    """What an input holds: its binaries (:func:`members`) and every file, each with its size
+    (a wheel's members unpacked, a folder's files by their paths inside, or the file given),
+    from one walk of it."""
+
+    members: tuple[Member, ...]
+    files: tuple[tuple[str, int], ...]
+
+    def __str__(self) -> str:
+        return f"{len(self.members)} binaries among {len(self.files)} files"
+
+
 def members(source: str | os.PathLike[str]) -> list[Member]:
     """The binaries of ``source`` (a file, a wheel or a folder), sorted by name. A file is one
     member whatever it holds (its reader says if it is not a binary); a wheel or folder with no
     binary is an error naming it."""
+    return list(inventory(source).members)
+
+
+def inventory(source: str | os.PathLike[str]) -> Inventory:
+    """:func:`members` of ``source``, and every file of it."""
     path = as_path(source, "input")
+    files: list[tuple[str, int]] = []
     if path.is_dir():
-        found = list(_folder(path))
+        found = list(_folder(path, files))
         what = "folder"
     elif path.suffix in ARCHIVE_SUFFIXES:
-        found = list(_wheel(path))
+        found = list(_wheel(path, files))
         what = "wheel" if path.suffix == ".whl" else "package"
     else:
         try:
             size = path.stat().st_size
         except OSError as e:
             raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-        return [Member(path.name, path, path, size)]
+        return Inventory((Member(path.name, path, path, size),), ((path.name, size),))
     if not found:
         raise NoDeviceCodeError(f"{path}: this {what} holds no ELF, PE, fatbin or ar archive "
                                 "file (no library to read)")
-    return sorted(found, key=lambda m: m.name)
+    return Inventory(tuple(sorted(found, key=lambda m: m.name)), tuple(sorted(files)))
 
 
-def _folder(root: Path) -> Iterator[Member]:
-    for top, dirs, files in os.walk(root, onerror=_walk_error):
+def _folder(root: Path, files: list[tuple[str, int]]) -> Iterator[Member]:
+    for top, dirs, names in os.walk(root, onerror=_walk_error):
         dirs.sort()
-        for name in sorted(files):
+        for name in sorted(names):
             path = Path(top, name)
             if path.is_symlink() or not path.is_file():
                 continue
             try:
+                size = path.stat().st_size
+                files.append((path.relative_to(root).as_posix(), size))
                 with open(path, "rb") as f:
                     head = f.read(_HEAD)
-                size = path.stat().st_size
             except OSError as e:
                 raise InputError(f"cannot read {path}: {e.strerror or e}") from e
             if _binary_head(head, name):
@@ -206,14 +226,17 @@ def _walk_error(error: OSError) -> None:
     raise InputError(f"cannot read {error.filename}: {error.strerror or error}") from error
 
 
-def _wheel(path: Path) -> Iterator[Member]:
+def _wheel(path: Path, files: list[tuple[str, int]]) -> Iterator[Member]:
     from .formats.codec import DecompressionBudget
 
     seen: set[str] = set()
     what = "wheel" if path.suffix == ".whl" else ".pt2 package"
     with _zip_errors(str(path), f"not a readable {what} (zip)"), zipfile.ZipFile(path) as zf:
         for info in zf.infolist():
-            if info.is_dir() or info.file_size < 64:
+            if info.is_dir():
+                continue
+            files.append((info.filename, info.file_size))
+            if info.file_size < 64:
                 continue
             if info.filename in seen:
                 raise FormatError(f"{path}: member {info.filename} is in the wheel twice")
@@ -231,25 +254,31 @@ def _wheel(path: Path) -> Iterator[Member]:
 
 def binaries(source: str | os.PathLike[str], progress: Progress = None,
              skipped: Callable[[Member, FatbinkitError], None] | None = None, *,
-             all: bool = False, jobs: int | None = None,
-             everywhere: bool = False) -> Iterator[tuple[Member, Binary]]:
+             all: bool = False, jobs: int | None = None, everywhere: bool = False,
+             largest_first: bool = False,
+             listed: Inventory | None = None) -> Iterator[tuple[Member, Binary]]:
     """Each member of ``source`` (:func:`fatbinkit.collection.members`) that holds device code,
-    opened, in name order; a source with none is a :class:`~fatbinkit.errors.FormatError`
-    naming it. A wheel's next members, ``jobs`` of them (None:
-    :func:`fatbinkit.parallel.default_jobs`), are inflated on threads while this one is read
-    (zlib releases the GIL): inflating overlaps itself and the reading. In a wheel or folder,
-    an ELF file fatbinkit does not read (32-bit, big-endian:
+    opened, in name order (``largest_first``: the largest first, for a caller that puts them
+    back in order: the longest inflate then starts first, and the others are inflated and
+    opened while it is read); a source with none is a :class:`~fatbinkit.errors.FormatError`
+    naming it. The next members, ``jobs`` of them (None:
+    :func:`fatbinkit.parallel.default_jobs`), are inflated and opened on threads while this one
+    is read (zlib releases the GIL): inflating overlaps itself and the reading. In a wheel or
+    folder, an ELF file fatbinkit does not read (32-bit, big-endian:
     :class:`~fatbinkit.errors.UnsupportedError`) goes to ``skipped`` when given, instead of
     stopping the walk; any other error stops it, naming the file. ``progress``
     (:mod:`fatbinkit.progress`): a step per member, named by its path inside, once the caller
     is done with it (or it is passed over: no device code, skipped). ``all`` and
-    ``everywhere`` as in :func:`fatbinkit.binary.open` (``cuobjdump -all``; the deep scan)."""
+    ``everywhere`` as in :func:`fatbinkit.binary.open` (``cuobjdump -all``; the deep scan).
+    ``listed``: the source's :func:`inventory`, when the caller has it."""
     from .binary import open as open_binary
     from .parallel import as_jobs
     from .progress import reporter
 
-    depth = as_jobs(jobs)  # wheel members being inflated at once, each on a thread
-    found = members(source)
+    depth = as_jobs(jobs)  # members being inflated and opened at once, each on a thread
+    found = list((listed or inventory(source)).members)
+    if largest_first:
+        found.sort(key=lambda m: -m.size)
     count = 0
     with contextlib.ExitStack() as stack:
         report = stack.enter_context(reporter(progress, len(found), "file", "reading files"))
@@ -260,26 +289,29 @@ def binaries(source: str | os.PathLike[str], progress: Progress = None,
             with _zip_errors(str(origin), f"not a readable {what} (zip)"):
                 wheel = stack.enter_context(zipfile.ZipFile(found[0].origin))
         pool = stack.enter_context(ThreadPoolExecutor(depth))
-        ahead: list[Future[bytes] | None] = [
-            pool.submit(m.read, wheel) if m.path is None else None for m in found[:depth]]
+
+        def opened(m: Member) -> Binary:  # on a thread
+            data = m.read(wheel) if m.path is None else m.path
+            return open_binary(data, all=all, name=m.name.rpartition("/")[2],
+                               everywhere=everywhere)
+
+        ahead: list[Future[Binary] | None] = [pool.submit(opened, m) for m in found[:depth]]
         for i, m in enumerate(found):
             if i + depth < len(found):
-                nxt = found[i + depth]
-                ahead.append(pool.submit(nxt.read, wheel) if nxt.path is None else None)
+                ahead.append(pool.submit(opened, found[i + depth]))
             with named(m):
                 pending = ahead[i]
-                ahead[i] = None  # the bytes are the Binary's from here on
-                data = pending.result() if pending is not None else m.path
-                assert data is not None  # every wheel member's read was submitted
+                ahead[i] = None  # the caller's from here on
+                assert pending is not None
                 binary: Binary | None
                 try:
-                    binary = open_binary(data, all=all, name=m.name.rpartition("/")[2],
-                                         everywhere=everywhere)
+                    binary = pending.result()
                 except UnsupportedError as e:
                     if skipped is None or (len(found) == 1 and m.origin == m.path):
                         raise
                     skipped(m, e)
                     binary = None
+                del pending
             if binary is not None and (binary.codes or binary.entryless):
                 count += 1
                 yield m, binary

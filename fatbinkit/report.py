@@ -24,7 +24,6 @@ from __future__ import annotations
 import heapq
 import os
 import re
-import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,13 +31,13 @@ from typing import Any
 
 from . import __version__, vendors
 from .binary import Binary, Check, Summary, demangle, judge
-from .collection import Member, TotalCheck, binaries, named, total_check
+from .collection import Member, TotalCheck, binaries, inventory, named, total_check
 from .decision import dotted
 from .diff import Diff, Snapshot, diff, images_read, read_library
 from .errors import FatbinkitError, InvalidArgumentError
 from .formats.codec import DecompressionBudget
 from .outfile import atomic_path
-from .parallel import as_jobs
+from .parallel import as_jobs, gc_paused
 from .progress import Progress
 from .slim import _for_kernels
 
@@ -74,7 +73,8 @@ class Report:
         type="application/json">``), Plotly's JavaScript inline (the ``report`` extra)."""
         from ._report_page import page
 
-        return page(self.data)
+        with gc_paused():  # the document's tree, as JSON
+            return page(self.data)
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`html` to ``path`` (whole or not at all)."""
@@ -107,6 +107,12 @@ def report(source: str | os.PathLike[str], old: str | os.PathLike[str] | None = 
     runtime = vendors.runtime((), driver)  # refused before anything is read
     how = _Reader(driver, _gpu_sets(keep), everywhere, jobs, progress, max_decompressed,
                   skipped)
+    with gc_paused():
+        return _report(source, old, how, runtime)
+
+
+def _report(source: str | os.PathLike[str], old: str | os.PathLike[str] | None, how: _Reader,
+            runtime: Any) -> Report:
     new = _read(source, how, None)
     doc: dict[str, Any] = {
         "format": FORMAT, "tool": f"fatbinkit {__version__}", "source": os.fspath(source),
@@ -161,16 +167,13 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
     """One input read once: each library's summary, images, verdicts and what-if."""
     driver, keep, jobs = how.driver, how.keep, how.jobs
     known = {} if like is None else {d: o for lib in like.libraries for d, o in lib.read.items()}
-    libraries = []
-    summaries: list[Summary] = []
-    checks = []
-    floors = []
-    libs = []
-    every_image: list[list[dict[str, Any]]] = []
-    every_unit: list[list[_Unit]] = []
+    read = []
     first: Member | None = None
+    held = inventory(source)
+    # the largest first (torch's libtorch_cuda.so is read while libtorch_cpu.so is inflated and
+    # scanned), then back in name order
     for m, binary in binaries(source, how.progress, how.skipped, jobs=jobs,
-                              everywhere=how.everywhere):
+                              everywhere=how.everywhere, largest_first=True, listed=held):
         first = first or m
         with named(m):
             lib = read_library(binary, m.name, how.max_decompressed, known, jobs=jobs)
@@ -178,12 +181,15 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
             summary = lib.summary  # named as ls names it: a file given by its path,
             if m.path != m.origin:  # a wheel's or folder's library by its path inside
                 summary = replace(summary, file=m.name)
-        libs.append(lib)
-        summaries.append(summary)
-        entry, images, units = _library(m, binary, lib, summary)
-        libraries.append(entry)
-        every_image.append(images)
-        every_unit.append(units)
+        read.append((m.name, lib, summary, *_library(m, binary, lib, summary)))
+    read.sort(key=lambda r: r[0])
+    libs = [r[1] for r in read]
+    summaries: list[Summary] = [r[2] for r in read]
+    libraries = [r[3] for r in read]
+    every_image: list[list[dict[str, Any]]] = [r[4] for r in read]
+    every_unit: list[list[_Unit]] = [r[5] for r in read]
+    checks = []
+    floors = []
     # each library judged on every GPU of its vendors that any library of the input lists (a
     # wheel's libraries have their own future GPUs: cuFFT 11's sm_35), as check --min-driver
     # judges them
@@ -216,7 +222,7 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
         entry["duplicated"] = _duplicated(images, copies)
     assert first is not None  # binaries() yields one at least, or raises
     names = {lib["name"] for lib in libraries}
-    others = [(n, size) for n, size in _input_files(first) if n not in names]
+    others = [(n, size) for n, size in held.files if n not in names]
     other_files = sum(size for _, size in others)
     doc = {
         "summary": {"files": [s.to_dict() for s in summaries],
@@ -229,19 +235,6 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
         "what_if": _what_if_total(libraries),
     }
     return _Read(Snapshot(os.fspath(source), tuple(libs)), doc)
-
-
-def _input_files(first: Member) -> list[tuple[str, int]]:
-    """Every file of the input ``first`` is a library of, with its size: a wheel's members
-    (unpacked), a folder's files (by their paths inside), or the file (by ``first``'s
-    name)."""
-    if first.path is None:  # a wheel (or .pt2): every member, binaries or not
-        with zipfile.ZipFile(first.origin) as zf:
-            return [(i.filename, i.file_size) for i in zf.infolist() if not i.is_dir()]
-    if first.origin.is_dir():
-        return sorted((p.relative_to(first.origin).as_posix(), p.stat().st_size)
-                      for p in first.origin.rglob("*") if p.is_file() and not p.is_symlink())
-    return [(first.name, first.origin.stat().st_size)]
 
 
 def _device_key(device: Any) -> tuple[Any, ...]:

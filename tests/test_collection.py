@@ -632,3 +632,46 @@ def test_bitsandbytes_wheel_is_one_library_per_cuda_version() -> None:
     group = text.stdout.split("alternatives (one library built per CUDA version")[1]
     assert re.search(r"^ {4}sm_75 +lowest driver CUDA 11\.", group, re.M)
     assert not re.search(r"^ {4}gfx", group, re.M)
+
+
+def test_inventory_lists_every_file_as_zipfile_and_os_walk(cupy_wheel: Path,
+                                                          folder: Path) -> None:
+    """inventory(): the binaries members() lists, and every file with its size, from one walk:
+    a wheel's as zipfile lists them, a folder's as os.walk finds them (symbolic links left
+    out, as members leaves them)."""
+    from fatbinkit.collection import inventory, members
+
+    held = inventory(cupy_wheel)
+    with zipfile.ZipFile(cupy_wheel) as z:
+        assert list(held.files) == sorted((i.filename, i.file_size) for i in z.infolist()
+                                          if not i.is_dir())
+    assert list(held.members) == members(cupy_wheel)
+    held = inventory(folder)
+    walked = sorted((p.relative_to(folder).as_posix(), p.stat().st_size)
+                    for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+    assert list(held.files) == walked and len(walked) == 4
+    assert [m.name for m in held.members] == ["a/b/_generator_api.so", "a/libcurand.so.10",
+                                              "host.so"]
+    lib = fetch(CURAND13)
+    assert inventory(lib).files == ((lib.name, lib.stat().st_size),)
+
+
+def test_binaries_largest_first(cupy_wheel: Path) -> None:
+    """binaries(largest_first=True) yields the same libraries, the largest first; given the
+    inventory, it does not list the input again."""
+    from fatbinkit import collection
+    from fatbinkit.collection import binaries, inventory
+
+    by_name = [m for m, _ in binaries(cupy_wheel)]
+    held = inventory(cupy_wheel)
+    calls = []
+    original = collection.inventory
+    collection.inventory = (  # type: ignore[assignment]
+        lambda source: calls.append(source) or original(source))
+    try:
+        largest = [m for m, _ in binaries(cupy_wheel, largest_first=True, listed=held)]
+    finally:
+        collection.inventory = original  # type: ignore[assignment]
+    assert not calls
+    assert sorted(largest, key=lambda m: m.name) == by_name and largest != by_name
+    assert [m.size for m in largest] == sorted((m.size for m in by_name), reverse=True)

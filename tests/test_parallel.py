@@ -254,3 +254,36 @@ def test_jobs_none_is_the_environment_variable_else_the_cpus_this_process_may_us
     for value in (0, True, 1.5, "2"):
         with pytest.raises(InvalidArgumentError, match="jobs"):
             parallel.as_jobs(value)  # type: ignore[arg-type]
+
+
+def test_gc_paused_nests_and_restores_across_threads() -> None:
+    """The collector is off inside gc_paused, stays off while any call (of any thread) is
+    inside, and comes back as it was when the last one leaves: on if it was on, off if the
+    caller had turned it off."""
+    import gc
+    import threading
+
+    assert gc.isenabled()
+    inside, leave = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with parallel.gc_paused():
+            inside.set()
+            leave.wait(10)
+
+    t = threading.Thread(target=other)
+    with parallel.gc_paused():
+        assert not gc.isenabled()
+        t.start()
+        inside.wait(10)
+    assert not gc.isenabled()  # the other thread is still inside
+    leave.set()
+    t.join(10)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with parallel.gc_paused():
+            pass
+        assert not gc.isenabled()  # the caller's choice is kept
+    finally:
+        gc.enable()

@@ -14,7 +14,7 @@ test's toy format; AMD and Intel next)::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..decision import LOADABLE_KINDS
@@ -295,6 +295,12 @@ class Vendor(Protocol):
 
     def floors(self, image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
         """The runtime floors of one image, and what could not be known about them."""
+        ...
+
+    def decision_key(self, image: ImageInfo) -> Hashable:
+        """What :meth:`decide` reads of an image: two modules whose images have equal keys,
+        position by position, are decided alike, but for which of their images the decision
+        names (:meth:`fatbinkit.imagesets.ImageSet.judged` decides each such shape once)."""
         ...
 
 

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -343,6 +343,16 @@ class CudaVendor:
         from .loading import image_floors
 
         return image_floors(image)
+
+    def decision_key(self, image: ImageInfo) -> Hashable:
+        """The image but its kernels, offset and variables, which :func:`.loading.decide`
+        does not read, and its label, which only a cubin of unknown toolkit's warning names."""
+        from dataclasses import replace
+
+        from ...decision import SASS
+
+        label = image.label if image.kind == SASS and image.toolkit is None else ""
+        return replace(image, kernels=None, offset=None, variables=False, label=label)
 
 
 #: the CUDA vendor (registered in :data:`fatbinkit.vendors.VENDORS` as ``"cuda"``)

@@ -5,8 +5,8 @@ runtime's loading rules (:mod:`.loading`), as the :class:`~fatbinkit.vendors.Ven
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -277,6 +277,10 @@ class HipVendor:
         from .floors import image_floors
 
         return image_floors(image)
+
+    def decision_key(self, image: ImageInfo) -> Hashable:
+        """The image but its kernels and offset (its decide reads its kind and target)."""
+        return replace(image, kernels=None, offset=None)
 
 
 #: the HIP vendor (registered in :data:`fatbinkit.vendors.VENDORS` as ``"hip"``)

@@ -15,8 +15,8 @@ fatbinkit holds no table of Intel devices: a device is given by its IP version
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -295,6 +295,10 @@ class XpuVendor:
 
     def floors(self, image: ImageInfo) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
         return (), (_NO_FLOORS,)
+
+    def decision_key(self, image: ImageInfo) -> Hashable:
+        """The image but its kernels and offset (its decide reads its kind and target)."""
+        return replace(image, kernels=None, offset=None)
 
 
 #: the Intel XPU vendor (registered in :data:`fatbinkit.vendors.VENDORS` as ``"xpu"``)

@@ -1,0 +1,111 @@
+"""A judgement decides each shape of module once (ImageSet.judged with ``alike``): a module whose
+images the vendor reads alike gets the decision made for the first such module, naming its own
+images. The expected decisions are the modules' own, made without sharing anything: every field
+equal, image included (ImageInfo's equality compares kernels, label and offset, so a decision
+that named the first module's image would differ).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from thirdparty import ALL_TEST_MEMBERS, ROCM_TEST_MEMBERS, WheelMember, fetch
+
+from fatbinkit import vendors
+from fatbinkit.binary import judge
+from fatbinkit.binary import open as open_binary
+from fatbinkit.compat import ImageSet
+from fatbinkit.decision import PTX, SASS, ImageInfo
+from fatbinkit.device_code import LINUX, WINDOWS
+from fatbinkit.formats.arch import Arch
+from fatbinkit.imagesets import image_sets
+
+
+def _sass(n: int, kernels: set[str], label: str, toolkit: tuple[int, int] | None = (12, 8),
+          host: str | None = LINUX, offset: int = 0) -> ImageInfo:
+    return ImageInfo(SASS, Arch(n), kernels=frozenset(kernels), label=label, toolkit=toolkit,
+                     abi_version=None if toolkit else 7, host=host, offset=offset)
+
+
+def _ptx(n: int, kernels: set[str], label: str, version: tuple[int, int] = (8, 7),
+         target: Arch | None = None) -> ImageInfo:
+    return ImageInfo(PTX, Arch(n), version, label=label, kernels=frozenset(kernels),
+                     target=target, host=LINUX)
+
+
+# modules, each with images written out: some of one shape (same archs, toolkits, PTX versions)
+# and other kernels, labels and offsets; others that differ in one thing a decision reads
+MODULES = [
+    ImageSet("a", (_sass(80, {"a1"}, "entry at 0x10", offset=16), _sass(90, {"a1"}, "x"),
+                   _ptx(90, {"a1"}, "p"))),
+    ImageSet("b", (_sass(80, {"b1", "b2"}, "entry at 0x90", offset=144),
+                   _sass(90, {"b1"}, "y"), _ptx(90, {"b1", "b2"}, "q"))),  # a's shape
+    ImageSet("c", (_sass(80, {"c1"}, "c0"), _sass(90, {"c1"}, "c1"),
+                   _ptx(90, {"c1"}, "c2", (9, 0)))),  # PTX ISA 9.0: another shape
+    ImageSet("d", (_sass(80, {"d1"}, "d0", host=WINDOWS), _sass(90, {"d1"}, "d1", host=WINDOWS),
+                   _ptx(90, {"d1"}, "d2"))),  # Windows: other driver numbers
+    ImageSet("e", (_sass(80, {"e"}, "old one", toolkit=None),)),  # no toolkit: warns, naming it
+    ImageSet("f", (_sass(80, {"f"}, "old two", toolkit=None),)),  # the same, another label
+    ImageSet("g", (_ptx(90, {"g"}, "g", target=Arch(90, "a")),)),  # .target sm_90a
+    ImageSet("h", (_ptx(90, {"h"}, "h"),)),
+    ImageSet("i", (_ptx(90, {"i"}, "i"),), raw=True),  # a bare PTX: the JIT refuses
+    ImageSet("j", (_sass(120, {"j"}, "j", toolkit=(12, 9)),)),
+    ImageSet("k", (_sass(120, {"k"}, "k", toolkit=(13, 0)),)),  # a newer producer
+    ImageSet("l", (_sass(120, {"l"}, "l", toolkit=(12, 9)),)),  # j's shape
+]
+GPUS = [Arch(n) for n in (75, 80, 86, 89, 90, 100, 120)]
+
+
+@pytest.mark.parametrize("driver", [None, (12, 4), (12, 8), "575.51.03", (13, 0)])
+def test_alike_modules_get_their_own_decisions(driver: object) -> None:
+    alike: dict = {}
+    for module in MODULES:
+        shared = module.judged(GPUS, driver, alike)  # type: ignore[arg-type]
+        own = module.judged(GPUS, driver)  # type: ignore[arg-type]
+        assert shared == own, module.label
+        for _, decisions in shared:
+            for d in decisions:
+                assert d.image is None or any(d.image is i for i in module.images)
+                assert all(any(v.image is i for i in module.images) for v in d.verdicts)
+    # a's and b's shape, j's and l's: 10 shapes among 12 modules, each decided once per GPU
+    assert len(alike) == len(MODULES) - 2
+    assert all(len(per) == len(GPUS) for per in alike.values())
+    # the warning of a cubin with no toolkit names its own module's image, not the first's
+    f = dict(MODULES[5].judged([Arch(86)], (13, 0), alike))["f"][0]
+    assert any("old two" in w for w in f.warnings) and not any("old one" in w for w in f.warnings)
+
+
+def _library(item: WheelMember) -> Path:
+    return fetch(item)
+
+
+@pytest.mark.parametrize("item", [*ALL_TEST_MEMBERS, *ROCM_TEST_MEMBERS],
+                         ids=lambda m: f"{m.package}:{m.member.rpartition('/')[2]}")
+def test_judge_equals_each_module_judged_alone(item: WheelMember) -> None:
+    """``judge`` (check's and the report's path, sharing decisions among alike modules) equals
+    each module judged on its own, on the suite's real libraries; on some of them modules do
+    share a shape, so the sharing is exercised."""
+    path = _library(item)
+    binary = open_binary(path)
+    sets = image_sets(path)
+    devices = [d for _, d in (vendors.device(s.device, "GPU arch")
+                              for s in binary.summary().devices)]
+    drivers = [None, (12, 8)] if all(s.vendor == "cuda" for s in sets) else [None]
+    for driver in drivers:
+        checked = judge(path.name, sets, devices, driver)
+        alone = [(s, s.judged(devices, driver)) for s in sets]
+        assert [(s, ks) for s, ks in checked.rows] == alone
+
+
+def test_real_libraries_share_shapes() -> None:
+    """The sharing is not idle on real code: jax's CUDA 12 solver and cuFFT 11 have many
+    modules of few shapes."""
+    counted = []
+    for item in ALL_TEST_MEMBERS:
+        sets = image_sets(_library(item))
+        alike: dict = {}
+        for s in sets:
+            s.judged([Arch(90)], None, alike)
+        counted.append((len(sets), len(alike)))
+    assert any(shapes < modules for modules, shapes in counted), counted
