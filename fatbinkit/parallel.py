@@ -72,6 +72,7 @@ __all__ = [
     "PARALLEL_MIN_BYTES",
     "PROGRESS_MIN_BYTES",
     "as_jobs",
+    "beside",
     "cgroup_cpus",
     "charge",
     "default_jobs",
@@ -396,6 +397,56 @@ def _run(token: int, start: int, stop: int) -> list[Any] | _Failure:
         except FatbinkitError as e:
             return _Failure(type(e), e.args, dict(e.__dict__), traceback.format_exc(), out)
     return out
+
+
+# the functions run beside their caller (:func:`beside`), by token: as _WORK
+_BESIDE: dict[int, Callable[[], Any]] = {}
+
+
+@contextlib.contextmanager
+def beside(fn: Callable[[], R], *, jobs: int | None = None) -> Iterator[Callable[[], R]]:
+    """``fn()`` run in a forked child process while the caller does other work in this one: the
+    context gives the call that waits for its result (pickled back; a FatbinkitError raised
+    again here, as :func:`map_codes` raises them). In this process instead, when that call is
+    made, where :func:`map_codes` would not fork (``jobs`` 1, no ``fork``, a worker, a
+    daemonic process) and where another thread runs: ``fn`` may run any code, and a lock
+    another thread held at the fork would stay held in the child. The child is joined when
+    the context ends."""
+    jobs = as_jobs(jobs)
+    if (jobs <= 1 or _IN_WORKER or multiprocessing.current_process().daemon
+            or "fork" not in multiprocessing.get_all_start_methods()
+            or threading.active_count() > 1):
+        yield fn
+        return
+    with _LOCK:
+        token = next(_TOKENS)
+        _BESIDE[token] = fn
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_enter_worker) as pool:
+            with _LOCK:  # the child forks in the first submit (see _pooled)
+                future = pool.submit(_call, token)
+
+            def result() -> R:
+                out = future.result()
+                if isinstance(out, _Failure):
+                    raise out.error()
+                return out  # type: ignore[no-any-return]
+
+            yield result
+    finally:
+        with _LOCK:
+            del _BESIDE[token]
+
+
+def _call(token: int) -> Any:
+    """In the child of :func:`beside`: the function's result, or its FatbinkitError."""
+    import traceback
+
+    try:
+        return _BESIDE[token]()
+    except FatbinkitError as e:
+        return _Failure(type(e), e.args, dict(e.__dict__), traceback.format_exc(), [])
 
 
 def functions_of(codes: Sequence[DeviceCode], *, budget: DecompressionBudget | None = None,

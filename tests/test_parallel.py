@@ -287,3 +287,48 @@ def test_gc_paused_nests_and_restores_across_threads() -> None:
         assert not gc.isenabled()  # the caller's choice is kept
     finally:
         gc.enable()
+
+
+_BESIDE_CHILD = """
+import os
+import pytest
+from fatbinkit import parallel
+from fatbinkit.errors import FormatError
+
+with parallel.beside(os.getpid, jobs=2) as result:
+    here = os.getpid()
+    assert result() != here
+
+def bad():
+    raise FormatError("not a fatbin", offset=12)
+
+with parallel.beside(bad, jobs=2) as result, pytest.raises(FormatError) as caught:
+    result()
+assert caught.value.offset == 12 and "not a fatbin" in str(caught.value)
+print("ok")
+"""
+
+
+def test_beside_runs_in_a_child_or_in_place() -> None:
+    """beside(): the function in a forked child while the caller works (its pid is not the
+    caller's), its result pickled back; a FatbinkitError comes back with its type, text and
+    attributes (in a new process: this one may have other tests' threads); in this process
+    with jobs=1, and while another thread runs."""
+    import subprocess
+    import sys
+    import threading
+
+    done = subprocess.run([sys.executable, "-c", _BESIDE_CHILD], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+    with parallel.beside(os.getpid, jobs=1) as result:
+        assert result() == os.getpid()
+    leave = threading.Event()
+    t = threading.Thread(target=leave.wait, args=(10,))
+    t.start()
+    try:
+        with parallel.beside(os.getpid, jobs=2) as result:
+            assert result() == os.getpid()
+    finally:
+        leave.set()
+        t.join(10)
