@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import dataclasses
 import functools
-import gc
 import heapq
 import json
 import shutil
@@ -231,17 +230,16 @@ def empty_containers(n: int) -> str:
 
 def without_cyclic_gc(handler: Callable[[argparse.Namespace], int],
                       ) -> Callable[[argparse.Namespace], int]:
-    """A command handler run with the cyclic garbage collector off: listings and checks make
-    hundreds of thousands of small objects and no cycles, so the collector, which would walk
-    them every few hundred allocations, has nothing to find (10 % of a listing's time)."""
+    """A command handler run with the cyclic garbage collector off
+    (:func:`fatbinkit.parallel.gc_paused`): listings and checks make hundreds of thousands of
+    small objects and no cycles, so the collector, which would walk them every few hundred
+    allocations, has nothing to find (10 % of a listing's time)."""
+    from ..parallel import gc_paused
 
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
-        gc.disable()
-        try:
+        with gc_paused():
             return handler(args)
-        finally:
-            gc.enable()
 
     return run
 
