@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from .compat import ArchVerdict, Decision, ImageInfo, ImageSet, MinDriver
     from .driver import DriverLike
     from .formats.cubin import CubinFunction
-    from .imagesets import Alike
+    from .imagesets import Shapes
 
 __all__ = [
     "ArchFilter",
@@ -913,9 +913,9 @@ def judge(file: str, sets: Sequence[ImageSet], devices: Sequence[Any],
     from .verdict import ArchVerdict
 
     rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
-    alike: Alike = {}
+    shapes: Shapes = {}
     for s in sets:
-        kernels = s.judged(devices, runtime, alike)
+        kernels = s.judged(devices, runtime, shapes)
         if kernel is not None:
             kernels = [(k, ds) for k, ds in kernels if k is not None and kernel.matches(k)]
             if not kernels:

@@ -19,6 +19,7 @@ group as the one build that serves the arch and driver.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import re
 import zipfile
@@ -260,11 +261,11 @@ def binaries(source: str | os.PathLike[str], progress: Progress = None,
     """Each member of ``source`` (:func:`fatbinkit.collection.members`) that holds device code,
     opened, in name order (``largest_first``: the largest first, for a caller that puts them
     back in order: the longest inflate then starts first, and the others are inflated and
-    opened while it is read); a source with none is a :class:`~fatbinkit.errors.FormatError`
-    naming it. The next members, ``jobs`` of them (None:
-    :func:`fatbinkit.parallel.default_jobs`), are inflated and opened on threads while this one
-    is read (zlib releases the GIL): inflating overlaps itself and the reading. In a wheel or
-    folder, an ELF file fatbinkit does not read (32-bit, big-endian:
+    opened while it is read; errors and ``skipped`` then come in that order too); a source with
+    none is a :class:`~fatbinkit.errors.FormatError` naming it. The next members, ``jobs`` of
+    them (None: :func:`fatbinkit.parallel.default_jobs`), are inflated and opened on threads
+    while this one is read: inflating (zlib releases the GIL) overlaps itself, the opening and
+    the reading. In a wheel or folder, an ELF file fatbinkit does not read (32-bit, big-endian:
     :class:`~fatbinkit.errors.UnsupportedError`) goes to ``skipped`` when given, instead of
     stopping the walk; any other error stops it, naming the file. ``progress``
     (:mod:`fatbinkit.progress`): a step per member, named by its path inside, once the caller
@@ -288,6 +289,8 @@ def binaries(source: str | os.PathLike[str], progress: Progress = None,
             what = "wheel" if origin.suffix == ".whl" else ".pt2 package"
             with _zip_errors(str(origin), f"not a readable {what} (zip)"):
                 wheel = stack.enter_context(zipfile.ZipFile(found[0].origin))
+        ahead: list[Future[Binary] | None] = []
+        stack.callback(_close_unused, ahead)  # after the pool is shut down
         pool = stack.enter_context(ThreadPoolExecutor(depth))
 
         def opened(m: Member) -> Binary:  # on a thread
@@ -295,10 +298,13 @@ def binaries(source: str | os.PathLike[str], progress: Progress = None,
             return open_binary(data, all=all, name=m.name.rpartition("/")[2],
                                everywhere=everywhere)
 
-        ahead: list[Future[Binary] | None] = [pool.submit(opened, m) for m in found[:depth]]
+        def submit(m: Member) -> Future[Binary]:  # in the caller's context (the CLI's spelling
+            return pool.submit(contextvars.copy_context().run, opened, m)  # of advice)
+
+        ahead += [submit(m) for m in found[:depth]]
         for i, m in enumerate(found):
             if i + depth < len(found):
-                ahead.append(pool.submit(opened, found[i + depth]))
+                ahead.append(submit(found[i + depth]))
             with named(m):
                 pending = ahead[i]
                 ahead[i] = None  # the caller's from here on
@@ -320,6 +326,14 @@ def binaries(source: str | os.PathLike[str], progress: Progress = None,
         raise NoDeviceCodeError(f"{os.fspath(source)}: does not contain device code (no library "
                                 "with .nv_fatbin, __nv_relfatbin or an embedded fatbin, cubin "
                                 "or PTX)")
+
+
+def _close_unused(ahead: Sequence[Future[Binary] | None]) -> None:
+    """The binaries opened ahead that the caller never got (it stopped early, or an error
+    did): their mappings closed now rather than when they are collected."""
+    for pending in ahead:
+        if pending is not None and pending.done() and pending.exception() is None:
+            pending.result().close()
 
 
 @dataclass(frozen=True, repr=False)

@@ -83,8 +83,10 @@ class ImageSet:
         return self._for_kernel(self._decide(device, driver), kernel)
 
     def _decide(self, device: ArchLike, driver: DriverLike | None,
-                shaped: _Shaped | None = None) -> Decision:
-        if shaped is not None and (done := shaped.get((device, driver))) is not None:
+                decided: _Decided | None = None) -> Decision:
+        # a device by itself and its future flag (not part of an Arch's equality)
+        key = (device, getattr(device, "future", None))
+        if decided is not None and (done := decided.get(key)) is not None:
             return _moved(*done, self.images)
         vendor, gpu = vendors.device(device, "device")
         if vendor.name != self.vendor:  # another vendor's GPU loads nothing of this module
@@ -94,14 +96,18 @@ class ImageSet:
         if self.entryless and d.floor is None:  # a device floor still says why first
             d = replace(d, reason="an empty fatbin container (no entries: its images were "
                         "removed, e.g. by prune): its kernels, unknown, load on no GPU")
-        if shaped is not None:
-            shaped[device, driver] = (d, self.images)
+        if decided is not None:
+            decided[key] = (d, self.images)
         return d
 
     @functools.cached_property
     def _shape(self) -> Hashable:
         """What the vendor's decide reads of the set: its kind of load and, per image, its
-        :meth:`~fatbinkit.vendors.Vendor.decision_key`."""
+        :meth:`~fatbinkit.vendors.Vendor.decision_key`; a set that holds one image object
+        twice is a shape of its own (decisions are moved to another set's images by which
+        object they name)."""
+        if len({id(i) for i in self.images}) != len(self.images):
+            return object()
         vendor = vendors.VENDORS[self.vendor]
         return (self.vendor, self.raw, self.entryless,
                 tuple(vendor.decision_key(i) for i in self.images))
@@ -149,17 +155,18 @@ class ImageSet:
         return [(k, ds[0]) for k, ds in self.judged([device], driver)]
 
     def judged(self, devices: Sequence[ArchLike], driver: DriverLike | None = None,
-               alike: Alike | None = None) -> list[tuple[str | None, list[Decision]]]:
+               shapes: Shapes | None = None) -> list[tuple[str | None, list[Decision]]]:
         """Per kernel (one None row when the set names no kernels), its decision on each of
         ``devices``: :meth:`decisions` for several GPUs at once. The driver picks one image per
         module, so the kernels every picked image holds share one list (do not change it).
-        ``alike``: a dict kept across the modules of one judgement (an empty one to start):
-        a module whose images the vendor reads alike (:meth:`~fatbinkit.vendors.Vendor.
-        decision_key`: the same archs, PTX versions, toolkits...) as one decided before gets
-        that decision, naming its own images (libtorch_cuda.so's 475 modules are 5 such
-        shapes)."""
-        shaped = None if alike is None else alike.setdefault(self._shape, {})
-        module = [self._decide(d, driver, shaped) for d in devices]  # one pick per module and GPU
+        ``shapes``: a dict kept across the modules of one judgement (an empty one to start): a
+        module whose images the vendor reads alike (:meth:`~fatbinkit.vendors.Vendor.
+        decision_key`: the same archs, PTX versions, toolkits...) as one decided before, on the
+        same GPU with the same driver, gets that decision, naming its own images
+        (libtorch_cuda.so's 475 modules are 5 shapes)."""
+        decided = None if shapes is None else \
+            shapes.setdefault((self._shape, type(driver), repr(driver)), {})
+        module = [self._decide(d, driver, decided) for d in devices]  # one pick per module, GPU
         if not self.kernels:
             return [(None, module)]
         names = self.kernels
@@ -174,18 +181,19 @@ class ImageSet:
                 for k in names]
 
 
-#: the decisions made for one shape of module (:attr:`ImageSet._shape`), by device and driver as
-#: given: each with the images it names
-_Shaped = dict[tuple[Any, Any], tuple[Decision, tuple[ImageInfo, ...]]]
-#: the decisions made in one judgement, by shape of module
-Alike = dict[Hashable, _Shaped]
+#: the decisions made for one shape of module (:attr:`ImageSet._shape`) with one driver, by
+#: device: each with the images it names
+_Decided = dict[tuple[Any, Any], tuple[Decision, tuple[ImageInfo, ...]]]
+#: the decisions made in one judgement, by shape of module and driver (its type and repr: a
+#: :class:`~fatbinkit.driver.Driver` equals the CUDA version it stands for)
+Shapes = dict[Hashable, _Decided]
 
 
 def _moved(d: Decision, was: tuple[ImageInfo, ...], images: tuple[ImageInfo, ...]) -> Decision:
     """``d``, made for ``was``, for ``images`` whose keys are the same, position by
     position: it names the image of ``images`` at the position of the one it named, and so do
     its verdicts (made here field by field: :func:`dataclasses.replace` took 0.35 s of
-    libtorch_cuda.so's 22 GPUs)."""
+    libtorch_cuda.so's 22 GPUs; tests/test_judge.py holds the fields to keep this in step)."""
     if was is images:
         return d
     at = {id(old): new for old, new in zip(was, images, strict=True)}

@@ -56,6 +56,7 @@ import os
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -151,7 +152,8 @@ def gc_paused() -> Iterator[None]:
     live until it ends (per-kernel rows, image records): each full collection walks every one of
     them, and they come often while objects pile up (24 of them, 0.5 s, in the report of torch
     2.14.1's wheel). Reference counting frees what is not in a cycle meanwhile. The collector is
-    on again, if it was, when the last call of the process (of any thread) leaves."""
+    on again, if it was when the first came in, when the last call of the process (of any
+    thread) leaves (a caller that turns it off meanwhile finds it on again then)."""
     global _gc_holds, _gc_was_on
     with _GC_LOCK:
         if not _gc_holds:
@@ -374,8 +376,9 @@ def _enter_worker() -> None:
 def _after_fork_in_child() -> None:
     """Any child forked while a thread held the registry's lock (a worker, or a process the
     caller forks) gets a free one: the thread that held it does not exist there."""
-    global _LOCK
+    global _LOCK, _GC_LOCK
     _LOCK = threading.Lock()
+    _GC_LOCK = threading.Lock()  # gc_paused's, likewise
 
 
 if hasattr(os, "register_at_fork"):
@@ -410,8 +413,9 @@ def beside(fn: Callable[[], R], *, jobs: int | None = None) -> Iterator[Callable
     again here, as :func:`map_codes` raises them). In this process instead, when that call is
     made, where :func:`map_codes` would not fork (``jobs`` 1, no ``fork``, a worker, a
     daemonic process) and where another thread runs: ``fn`` may run any code, and a lock
-    another thread held at the fork would stay held in the child. The child is joined when
-    the context ends."""
+    another thread held at the fork would stay held in the child; and here too if the child
+    dies. The child is joined when the context ends (an error in the caller's work waits for
+    ``fn`` to finish)."""
     jobs = as_jobs(jobs)
     if (jobs <= 1 or _IN_WORKER or multiprocessing.current_process().daemon
             or "fork" not in multiprocessing.get_all_start_methods()
@@ -428,7 +432,10 @@ def beside(fn: Callable[[], R], *, jobs: int | None = None) -> Iterator[Callable
                 future = pool.submit(_call, token)
 
             def result() -> R:
-                out = future.result()
+                try:
+                    out = future.result()
+                except BrokenProcessPool:  # the child died (killed for memory): here, then
+                    return fn()
                 if isinstance(out, _Failure):
                     raise out.error()
                 return out  # type: ignore[no-any-return]

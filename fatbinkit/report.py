@@ -170,18 +170,25 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
     read = []
     first: Member | None = None
     held = inventory(source)
+    passed: list[tuple[Member, FatbinkitError]] = []  # told to how.skipped in name order
+    note = None if how.skipped is None else lambda m, e: passed.append((m, e))
     # the largest first (torch's libtorch_cuda.so is read while libtorch_cpu.so is inflated and
     # scanned), then back in name order
-    for m, binary in binaries(source, how.progress, how.skipped, jobs=jobs,
-                              everywhere=how.everywhere, largest_first=True, listed=held):
-        first = first or m
-        with named(m):
-            lib = read_library(binary, m.name, how.max_decompressed, known, jobs=jobs)
-            assert lib.summary is not None  # read_library's, headers only
-            summary = lib.summary  # named as ls names it: a file given by its path,
-            if m.path != m.origin:  # a wheel's or folder's library by its path inside
-                summary = replace(summary, file=m.name)
-        read.append((m.name, lib, summary, *_library(m, binary, lib, summary)))
+    try:
+        for m, binary in binaries(source, how.progress, note, jobs=jobs,
+                                  everywhere=how.everywhere, largest_first=True, listed=held):
+            first = first or m
+            with named(m):
+                lib = read_library(binary, m.name, how.max_decompressed, known, jobs=jobs)
+                assert lib.summary is not None  # read_library's, headers only
+                summary = lib.summary  # named as ls names it: a file given by its path,
+                if m.path != m.origin:  # a wheel's or folder's library by its path inside
+                    summary = replace(summary, file=m.name)
+            read.append((m.name, lib, summary, *_library(m, binary, lib, summary)))
+    finally:
+        for m, e in sorted(passed, key=lambda p: p[0].name):
+            if how.skipped is not None:
+                how.skipped(m, e)
     read.sort(key=lambda r: r[0])
     libs = [r[1] for r in read]
     summaries: list[Summary] = [r[2] for r in read]

@@ -656,7 +656,7 @@ def test_inventory_lists_every_file_as_zipfile_and_os_walk(cupy_wheel: Path,
     assert inventory(lib).files == ((lib.name, lib.stat().st_size),)
 
 
-def test_binaries_largest_first(cupy_wheel: Path) -> None:
+def test_binaries_largest_first(cupy_wheel: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """binaries(largest_first=True) yields the same libraries, the largest first; given the
     inventory, it does not list the input again."""
     from fatbinkit import collection
@@ -664,14 +664,59 @@ def test_binaries_largest_first(cupy_wheel: Path) -> None:
 
     by_name = [m for m, _ in binaries(cupy_wheel)]
     held = inventory(cupy_wheel)
-    calls = []
-    original = collection.inventory
-    collection.inventory = (  # type: ignore[assignment]
-        lambda source: calls.append(source) or original(source))
-    try:
-        largest = [m for m, _ in binaries(cupy_wheel, largest_first=True, listed=held)]
-    finally:
-        collection.inventory = original  # type: ignore[assignment]
+    calls: list[object] = []
+
+    def listing(source: Path) -> collection.Inventory:
+        calls.append(source)
+        return inventory(source)
+
+    monkeypatch.setattr(collection, "inventory", listing)
+    largest = [m for m, _ in binaries(cupy_wheel, largest_first=True, listed=held)]
     assert not calls
     assert sorted(largest, key=lambda m: m.name) == by_name and largest != by_name
     assert [m.size for m in largest] == sorted((m.size for m in by_name), reverse=True)
+
+
+def test_binaries_opened_on_threads_keep_the_callers_spelling(
+        cupy_wheel: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Members are opened on the prefetch threads, in the caller's context: an error raised
+    while opening one still gives its advice as the command line spells it
+    (``--everywhere``) when the command line called, and names the member."""
+    from fatbinkit import binary
+    from fatbinkit.collection import binaries
+    from fatbinkit.errors import FormatError, option, spelled_for_cli
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise FormatError(f"cannot read it; try {option('everywhere')}")
+
+    monkeypatch.setattr(binary, "open", refuse)
+    with spelled_for_cli(), pytest.raises(FormatError) as caught:
+        list(binaries(cupy_wheel))
+    assert "try --everywhere" in str(caught.value) and ".so" in str(caught.value)
+    with pytest.raises(FormatError) as caught:
+        list(binaries(cupy_wheel))
+    assert "try everywhere=True" in str(caught.value)
+
+
+def test_report_tells_skipped_files_in_name_order(tmp_path: Path) -> None:
+    """The report reads the largest library first, and still tells the files it passes over
+    (32-bit ELF files here, the larger one last by name) in name order, as ls does."""
+    import struct
+
+    from fatbinkit.report import report
+
+    def elf32(n: int) -> bytes:
+        return b"\x7fELF\x01\x01\x01" + bytes(9) + struct.pack("<HHI", 3, 3, 1) + bytes(n)
+
+    (tmp_path / "sub").mkdir()
+    shutil.copy(fetch(CURAND13), tmp_path / "libcurand.so.10")
+    (tmp_path / "e32.so").write_bytes(elf32(100))
+    (tmp_path / "sub" / "f32.so").write_bytes(elf32(5000))
+    seen: list[str] = []
+    report(tmp_path, skipped=lambda m, e: seen.append(m.name))
+    assert seen == ["e32.so", "sub/f32.so"]
+    listed = fatbinkit("ls", "--summary", tmp_path)
+    made = fatbinkit("report", tmp_path, "-o", tmp_path / "page.html")
+    notes = [line for line in made.stderr.splitlines() if "note: skipped" in line]
+    assert notes == [line for line in listed.stderr.splitlines() if "note: skipped" in line]
+    assert len(notes) == 2

@@ -1,6 +1,6 @@
-"""A judgement decides each shape of module once (ImageSet.judged with ``alike``): a module whose
-images the vendor reads alike gets the decision made for the first such module, naming its own
-images. The expected decisions are the modules' own, made without sharing anything: every field
+"""A judgement decides each shape of module once (ImageSet.judged with ``shapes``): a module
+whose images the vendor reads alike gets the decision made for the first such module, naming its
+own images. The expected decisions are the modules' own, made without sharing anything: every field
 equal, image included (ImageInfo's equality compares kernels, label and offset, so a decision
 that named the first module's image would differ).
 """
@@ -16,10 +16,11 @@ from fatbinkit import vendors
 from fatbinkit.binary import judge
 from fatbinkit.binary import open as open_binary
 from fatbinkit.compat import ImageSet
-from fatbinkit.decision import PTX, SASS, ImageInfo
+from fatbinkit.decision import PTX, SASS, Decision, ImageInfo, Verdict
 from fatbinkit.device_code import LINUX, WINDOWS
+from fatbinkit.driver import as_cuda_version
 from fatbinkit.formats.arch import Arch
-from fatbinkit.imagesets import image_sets
+from fatbinkit.imagesets import Shapes, image_sets
 
 
 def _sass(n: int, kernels: set[str], label: str, toolkit: tuple[int, int] | None = (12, 8),
@@ -59,9 +60,9 @@ GPUS = [Arch(n) for n in (75, 80, 86, 89, 90, 100, 120)]
 
 @pytest.mark.parametrize("driver", [None, (12, 4), (12, 8), "575.51.03", (13, 0)])
 def test_alike_modules_get_their_own_decisions(driver: object) -> None:
-    alike: dict = {}
+    shapes: Shapes = {}
     for module in MODULES:
-        shared = module.judged(GPUS, driver, alike)  # type: ignore[arg-type]
+        shared = module.judged(GPUS, driver, shapes)  # type: ignore[arg-type]
         own = module.judged(GPUS, driver)  # type: ignore[arg-type]
         assert shared == own, module.label
         for _, decisions in shared:
@@ -69,11 +70,38 @@ def test_alike_modules_get_their_own_decisions(driver: object) -> None:
                 assert d.image is None or any(d.image is i for i in module.images)
                 assert all(any(v.image is i for i in module.images) for v in d.verdicts)
     # a's and b's shape, j's and l's: 10 shapes among 12 modules, each decided once per GPU
-    assert len(alike) == len(MODULES) - 2
-    assert all(len(per) == len(GPUS) for per in alike.values())
+    assert len(shapes) == len(MODULES) - 2
+    assert all(len(per) == len(GPUS) for per in shapes.values())
     # the warning of a cubin with no toolkit names its own module's image, not the first's
-    f = dict(MODULES[5].judged([Arch(86)], (13, 0), alike))["f"][0]
+    f = dict(MODULES[5].judged([Arch(86)], (13, 0), shapes))["f"][0]
     assert any("old two" in w for w in f.warnings) and not any("old one" in w for w in f.warnings)
+
+
+def test_one_dict_over_drivers_and_future_gpus() -> None:
+    """A dict kept over several judgements tells drivers apart by what they are (the driver
+    450.51.06 equals the CUDA version 11.0 it stands for, and its floors are another's) and a
+    future GPU from the one it is named after (an Arch's future flag is not part of its
+    equality)."""
+    module = ImageSet("m", (_sass(80, {"k"}, "m", toolkit=(11, 1)),))
+    twin = ImageSet("t", (_sass(80, {"t"}, "t", toolkit=(11, 1)),))
+    shapes: Shapes = {}
+    for driver in [(11, 0), as_cuda_version("450.51.06"), as_cuda_version("450.80.02"), None]:
+        for gpus in ([Arch(80)], [Arch(80, future=True)]):
+            module.judged(gpus, driver, shapes)  # type: ignore[arg-type]
+            assert twin.judged(gpus, driver, shapes) == twin.judged(gpus, driver)  # type: ignore[arg-type]
+    assert twin.judged([Arch(80, future=True)], None, shapes)[0][1][0].device.future
+
+
+def test_moved_keeps_every_field() -> None:
+    """_moved makes a decision and its verdicts field by field (dataclasses.replace was too
+    slow): a field added to either must be added there too."""
+    import dataclasses
+
+    assert [f.name for f in dataclasses.fields(Decision)] == [
+        "device", "driver", "image", "how", "reason", "error", "verdicts", "floors", "floor",
+        "warnings", "outcome"]
+    assert [f.name for f in dataclasses.fields(Verdict)] == [
+        "image", "usable", "reason", "error", "floor"]
 
 
 def _library(item: WheelMember) -> Path:
@@ -104,8 +132,8 @@ def test_real_libraries_share_shapes() -> None:
     counted = []
     for item in ALL_TEST_MEMBERS:
         sets = image_sets(_library(item))
-        alike: dict = {}
+        shapes: Shapes = {}
         for s in sets:
-            s.judged([Arch(90)], None, alike)
-        counted.append((len(sets), len(alike)))
+            s.judged([Arch(90)], None, shapes)
+        counted.append((len(sets), len(shapes)))
     assert any(shapes < modules for modules, shapes in counted), counted

@@ -305,6 +305,14 @@ def bad():
 with parallel.beside(bad, jobs=2) as result, pytest.raises(FormatError) as caught:
     result()
 assert caught.value.offset == 12 and "not a fatbin" in str(caught.value)
+
+def dies():  # the child killed (for memory, say): the function runs here instead
+    if os.getpid() != here:
+        os._exit(9)
+    return "here"
+
+with parallel.beside(dies, jobs=2) as result:
+    assert result() == "here"
 print("ok")
 """
 
@@ -312,8 +320,9 @@ print("ok")
 def test_beside_runs_in_a_child_or_in_place() -> None:
     """beside(): the function in a forked child while the caller works (its pid is not the
     caller's), its result pickled back; a FatbinkitError comes back with its type, text and
-    attributes (in a new process: this one may have other tests' threads); in this process
-    with jobs=1, and while another thread runs."""
+    attributes; a child that dies leaves the function to this process (in a new process: this
+    one may have other tests' threads); in this process with jobs=1, and while another thread
+    runs."""
     import subprocess
     import sys
     import threading

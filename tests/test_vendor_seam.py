@@ -245,6 +245,9 @@ class ToyVendor:
     def floors(self, image: ImageInfo) -> tuple[tuple[Any, ...], tuple[str, ...]]:
         return (), ()
 
+    def decision_key(self, image: ImageInfo) -> Any:
+        return image.kind, image.arch
+
 
 def toy_image(target: str, *kernels: str) -> bytes:
     return MAGIC + f"target {target}\n".encode() + b"".join(

@@ -300,7 +300,9 @@ class Vendor(Protocol):
     def decision_key(self, image: ImageInfo) -> Hashable:
         """What :meth:`decide` reads of an image: two modules whose images have equal keys,
         position by position, are decided alike, but for which of their images the decision
-        names (:meth:`fatbinkit.imagesets.ImageSet.judged` decides each such shape once)."""
+        names (:meth:`fatbinkit.imagesets.ImageSet.judged` decides each such shape once per
+        GPU and runtime). :meth:`decide` must name the very image objects it is given (they
+        are swapped for the other module's by position)."""
         ...
 
 

@@ -279,8 +279,9 @@ class HipVendor:
         return image_floors(image)
 
     def decision_key(self, image: ImageInfo) -> Hashable:
-        """The image but its kernels and offset (its decide reads its kind and target)."""
-        return replace(image, kernels=None, offset=None)
+        """The image but its kernels, offset and label (its decide reads its kind and
+        target; a label names the image's offset)."""
+        return replace(image, kernels=None, offset=None, label="")
 
 
 #: the HIP vendor (registered in :data:`fatbinkit.vendors.VENDORS` as ``"hip"``)
