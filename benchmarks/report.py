@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's fatbinkit, as in the children
 
 from hidden import Figure, child  # noqa: E402  (benchmarks/hidden.py: GNU time of a child)
 from inputs import TORCH, TORCH_OLD, torch_wheel  # noqa: E402
+from revision import prepared  # noqa: E402
 
 RUNS = 3
 MB = 10**6
@@ -444,12 +445,7 @@ def main() -> int:
     for path in (CHROMIUM, CHROMEDRIVER):
         if not os.access(path, os.X_OK):
             raise SystemExit(f"{path} not found: apt-get install chromium chromium-driver")
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "fatbinkit")],
-                   check=True)
-    commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "fatbinkit"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    measured = prepared()
     started = time.gmtime()
     with tempfile.TemporaryDirectory(prefix="fatbinkit-report-bench-") as t:
         tmp = Path(t)
@@ -464,7 +460,7 @@ def main() -> int:
         shots = screenshots(page, cmp, args.screenshots) if args.screenshots else []
     load = os.getloadavg()
     lines = document(args, figures, sizes, load_page, load_cmp, clicks, shots, new, old,
-                     started, commit + (" + changes" if dirty else ""), load)
+                     started, measured, load)
     print("\n".join(lines))
     if args.write:
         args.write.write_text("\n".join(lines) + "\n")

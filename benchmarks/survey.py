@@ -63,6 +63,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's fatbinkit, as in the children
 
 from hidden import child  # noqa: E402  (benchmarks/hidden.py: GNU time of a child)
 from inputs import wheel  # noqa: E402  (benchmarks/inputs.py: registry -> fixtures cache)
+from revision import prepared  # noqa: E402
 
 from fatbinkit.toolchain import find_tool  # noqa: E402
 
@@ -368,12 +369,7 @@ def main() -> int:
     cuobjdump = str(find_tool("cuobjdump"))
     version = subprocess.run([cuobjdump, "--version"], capture_output=True, text=True,
                              check=True).stdout.strip().splitlines()[-2]
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "fatbinkit")],
-                   check=True)
-    commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "fatbinkit"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    measured = prepared()
     started = time.gmtime()
     runs: dict[str, list[Run]] = {"loop": [], "local": [], "dask": []}
     with tempfile.TemporaryDirectory(prefix="fatbinkit-survey-bench-") as t:
@@ -395,7 +391,7 @@ def main() -> int:
                            survey_archs(tmp / "last-out"))
     load = os.getloadavg()
     lines = document(args, paths, runs, compared, started,
-                     commit + (" + changes" if dirty else ""), load, version)
+                     measured, load, version)
     print("\n".join(lines))
     if args.write:
         args.write.write_text("\n".join(lines) + "\n")
