@@ -54,7 +54,6 @@ import mmap
 import os
 import struct
 import tempfile
-import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -67,7 +66,6 @@ from .device_code import DeviceCode
 from .driver import CudaVersion, as_device, dotted
 from .errors import (
     CompatibilityError,
-    DecompressionError,
     EmptiedError,
     FatbinkitError,
     FormatError,
@@ -81,7 +79,7 @@ from .errors import (
 from .formats import elf, elf_edit, pe
 from .formats.arch import Arch, ArchLike
 from .formats.archive import is_archive, is_archive_file
-from .formats.codec import ZSTD_MAGIC
+from .formats.codec import ZSTD_MAGIC, ZSTD_STEP, zstd_steps
 from .formats.cubin import cubin_toolkit
 from .formats.fatbin import (
     CONTAINER_HEADER_SIZE,
@@ -118,6 +116,7 @@ from .vendors.cuda.finding import (
     PE_RELFATBIN_SECTION,
     RELFATBIN_SECTION,
 )
+from .vendors.cuda.loading import streamed_cubin
 from .vendors.hip.finding import FATBIN_SECTION as HIP_FATBIN_SECTION
 from .vendors.hip.finding import OBJECT_PREFIX, OFFLOADING_SECTION
 from .vendors.hip.finding import PE_FATBIN_SECTION as HIP_PE_FATBIN_SECTION
@@ -478,41 +477,23 @@ def _checked_recode(entry: FatbinEntry, codec: str | None, level: int | None) ->
     return new
 
 
-_STEP = 1 << 20  # what _inflated_head inflates at a time
-_steps = threading.local()  # each thread's buffer for them
+_STEP = ZSTD_STEP  # what _inflated_head inflates at a time
 
 
 def _inflated_head(entry: FatbinEntry) -> bytes:
     """The first four bytes of a compressed entry's payload, all of it inflated once to check
     it (:meth:`FatbinEntry.data`'s errors): a zstd frame larger than a few steps inflated in
-    1 MiB steps into one buffer per thread, never held whole (NCCL 2.28's cubins inflate to
-    133 MiB); a smaller one, or an LZ4 block (LZ4 blocks have no streaming form), whole."""
+    1 MiB steps (:func:`~fatbinkit.formats.codec.zstd_steps`), never held whole (NCCL 2.28's
+    cubins inflate to 133 MiB); a smaller one, or an LZ4 block (LZ4 blocks have no streaming
+    form), whole."""
     h = entry.header
     expected = h.uncompressed_size
     if entry.compression != "zstd" or expected > MAX_DATA_SIZE or expected <= 4 * _STEP:
         return entry.data()[:4]
-    import zstandard
-
-    buffer = getattr(_steps, "buffer", None)
-    if buffer is None:
-        buffer = _steps.buffer = memoryview(bytearray(_STEP))
     head = b""
-    total = 0
-    try:
-        with zstandard.ZstdDecompressor().stream_reader(
-                entry.stored[: h.compressed_size], read_across_frames=False) as reader:
-            while total <= expected:
-                n = reader.readinto(buffer[: min(_STEP, expected + 1 - total)])
-                if not n:
-                    break
-                head += bytes(buffer[: min(n, 4 - len(head))])
-                total += n
-    except zstandard.ZstdError as e:
-        raise DecompressionError(f"corrupt zstd payload: {e}", offset=entry.offset) from e
-    if total != expected:
-        raise DecompressionError(f"zstd payload inflates to {total}"
-                                 f"{'+' if total > expected else ''} bytes, header records "
-                                 f"{expected}", offset=entry.offset)
+    for step in zstd_steps(entry.stored[: h.compressed_size], expected, entry.offset, _STEP):
+        if len(head) < 4:
+            head += bytes(step[: 4 - len(head)])
     return head
 
 
@@ -541,7 +522,7 @@ def _kernel_names(entry: FatbinEntry) -> tuple[frozenset[str], ImageInfo | None]
     """The kernels an image holds (none for one that cannot be read), and the image as its
     driver floors read it (:func:`_floor_image`; None where that reads it anew), from one
     inflation; charged by the caller."""
-    img = image_from_entry(entry)
+    img = image_from_entry(entry, streamed=True)
     names = frozenset() if img is None or img.kernels is None else img.kernels
     if img is None or img.unread:
         return names, None
@@ -835,6 +816,12 @@ def _give_back(view: object) -> None:
 def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> ImageInfo | None:
     """The image with what its driver floors read (a cubin's toolkit and ELF ABI; PTX whole)."""
     if entry.header.kind == _ELF:
+        compact = streamed_cubin(entry, budget)  # a large zstd image: never inflated whole
+        if compact is not None:
+            with contextlib.suppress(FormatError, UnsupportedError):  # read whole: its error
+                return ImageInfo(SASS, entry.arch, toolkit=cubin_toolkit(compact),
+                                 abi_version=compact[elf.EI_ABIVERSION],
+                                 compression=entry.compression)
         data = entry.data(budget=budget)
         try:
             toolkit = cubin_toolkit(data)

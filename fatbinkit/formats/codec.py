@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import threading
 import zlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DecompressionError, InvalidArgumentError, option
@@ -37,6 +38,7 @@ __all__ = [
     "decompress",
     "inflated_head",
     "zstd_frame",
+    "zstd_steps",
 ]
 
 #: The first four bytes of a zstd frame (RFC 8878, 3.1.1: 0xFD2FB528 little-endian).
@@ -179,6 +181,39 @@ def decompress(codec: str, src: Buffer, expected: int, offset: int) -> bytes:
             sink.write(chunk)
             total += len(chunk)
     return sink.getvalue()
+
+
+ZSTD_STEP = 1 << 20  # what zstd_steps inflates at a time
+
+
+def zstd_steps(src: Buffer, expected: int, offset: int,
+               step: int = ZSTD_STEP) -> Iterator[memoryview]:
+    """The zstd frame ``src`` inflated in steps of at most ``step`` bytes, never held whole: each
+    step a view of one buffer that the next step overwrites (NCCL 2.28's cubins inflate to
+    133 MiB). Read to its end, the frame is checked as :meth:`FatbinEntry.data
+    <fatbinkit.formats.fatbin.FatbinEntry.data>` checks a payload: a corrupt frame, or one that
+    inflates to another size than the ``expected`` its header records, raises
+    :class:`~fatbinkit.errors.DecompressionError` (``offset``: the record's, for the error), after
+    the steps read so far; at most one byte beyond ``expected`` is inflated. A reader that stops
+    early checks nothing more."""
+    import zstandard
+
+    buffer = memoryview(bytearray(max(1, min(step, expected + 1))))
+    total = 0
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(src, read_across_frames=False) as reader:
+            while total <= expected:
+                n = reader.readinto(buffer[: min(len(buffer), expected + 1 - total)])
+                if not n:
+                    break
+                total += n
+                yield buffer[:n]
+    except zstandard.ZstdError as e:
+        raise DecompressionError(f"corrupt zstd payload: {e}", offset=offset) from e
+    if total != expected:
+        raise DecompressionError(f"zstd payload inflates to {total}"
+                                 f"{'+' if total > expected else ''} bytes, header records "
+                                 f"{expected}", offset=offset)
 
 
 def compress(codec: str, data: Buffer, level: int | None = None) -> bytes:

@@ -11,13 +11,14 @@ writes are accepted.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import operator
 import os
 import re
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -73,6 +74,7 @@ __all__ = [
     "CubinFunction",
     "CubinOutline",
     "KernelParam",
+    "compact_cubin",
     "cubin_arch",
     "cubin_extent",
     "cubin_outline",
@@ -83,6 +85,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .elf import Buffer
     from .reader import Reader
 
 CUINFO = struct.Struct("<HHI")  # version, virtual SM, toolkit (major * 10 + minor)
@@ -349,6 +352,132 @@ def cubin_toolkit(data: bytes | bytearray | memoryview) -> tuple[int, int] | Non
     if tk is not None:
         return tk // 10, tk % 10
     return Cubin.from_bytes(data).toolkit
+
+
+# compact_cubin: the section types whose bytes cubin_outline and cubin_toolkit read (the symbol
+# tables, the notes, the attribute records: a cubin that records no toolkit is parsed in full);
+# sections of other types are kept up to _SMALL bytes unless of a _BULK type, so that a
+# .nv.compat (read by name, whatever its type; ptxas writes 0x70000086) is kept before the names
+# are known. Neither reader reads the bytes of any other section (the SASS, constant banks,
+# relocations, sm_100's .nv.capmerc.<f>: a third of NCCL's).
+_READ_TYPES = frozenset({SHT_SYMTAB, SHT_NOTE, SHT_CUDA_INFO})
+_BULK = frozenset({elf.SHT_PROGBITS, elf.SHT_REL, elf.SHT_RELA, elf.SHT_NULL, elf.SHT_NOBITS})
+_SMALL = 4096
+_COMPAT_NAME = b".nv.compat\0"
+
+
+def compact_cubin(passes: Callable[[], Iterable[Buffer]], size: int) -> bytes | None:
+    """A cubin of ``size`` bytes that is read in passes (``passes()``: its bytes in order, in
+    chunks, anew at each call; a chunk is used before the next is asked for), made into a
+    compact ELF of what :func:`cubin_outline` and :func:`cubin_toolkit` read, which give the
+    same values on it: the large zstd images of NCCL 2.28 are never held whole.
+
+    Three passes: the ELF header (its first chunk), the section and program header tables
+    (read to the end: the caller's stream checks its length there), then the bytes of the
+    sections that the readers read: the name table, the symbol tables and their string tables,
+    the notes, the attribute records, ``.nv.compat`` (see ``_READ_TYPES``). Those are placed
+    one after another, and the section table is rewritten to point at them; a section whose
+    bytes are not read (``.text.<f>``, ``.nv.constant<N>``, ...) becomes ``SHT_NOBITS`` at
+    offset 0, its name, size, flags, link and info kept: the readers take only its header (a
+    function's size, a bank's size) and its name, and no reader tests for the types so replaced.
+
+    None where the cubin is not one this makes equal (not an EM_CUDA ELF64 LSB file, extended
+    section numbering, section header entries not 64 bytes, a table or a section outside
+    ``size``, a ``.nv.compat`` of a bulk type or larger than ``_SMALL``): the caller reads it
+    whole, as it does where a reader refuses the compact ELF (its errors would name offsets of
+    the compact file)."""
+    ehsize = elf.FileHeader.FORMAT.size
+    if size < ehsize:
+        return None
+    first = bytearray(ehsize)
+    if _copy(passes(), [(0, ehsize, 0)], first, whole=False) < ehsize:
+        return None
+    head = elf.FileHeader.unpack(first)
+    shsize = elf.SectionHeader.FORMAT.size
+    phsize = head.phnum * head.phentsize
+    if head.ident[:4] != elf.ELFMAG or not head.is_elf64_le or head.machine != elf.EM_CUDA or \
+            head.shoff == 0 or head.shentsize != shsize or head.shnum == 0 or \
+            not 0 < head.shstrndx < head.shnum or head.shoff + head.shnum * shsize > size or \
+            head.phoff + phsize > size:
+        return None
+    tables = bytearray(head.shnum * shsize + phsize)
+    _copy(passes(), [(head.shoff, head.shoff + head.shnum * shsize, 0),
+                     (head.phoff, head.phoff + phsize, head.shnum * shsize)], tables, whole=True)
+    rows = [list(row) for row in elf.SectionHeader.FORMAT.iter_unpack(
+        memoryview(tables)[: head.shnum * shsize])]
+    forced = {head.shstrndx} | {row[_SH_LINK] for row in rows if row[_SH_TYPE] == SHT_SYMTAB
+                                and 0 < row[_SH_LINK] < head.shnum}
+    kept: list[int] = []
+    for i, row in enumerate(rows):
+        kind, end = row[_SH_TYPE], row[_SH_OFFSET] + row[_SH_SIZE]
+        if kind == elf.SHT_NOBITS and i != head.shstrndx:  # the names are read whatever it is
+            continue
+        if i in forced or kind in _READ_TYPES or (kind not in _BULK and row[_SH_SIZE] <= _SMALL):
+            if end > size:
+                return None
+            kept.append(i)
+        elif kind != elf.SHT_NULL and end > size:
+            return None
+    at = ehsize + phsize
+    spans = []
+    for i in kept:
+        at = (at + 7) & ~7
+        spans.append((rows[i][_SH_OFFSET], rows[i][_SH_OFFSET] + rows[i][_SH_SIZE], at))
+        at += rows[i][_SH_SIZE]
+    shoff = (at + 7) & ~7
+    out = bytearray(shoff + head.shnum * shsize)
+    _copy(passes(), spans, out, whole=False)
+    names_at = spans[kept.index(head.shstrndx)][2]
+    names = out[names_at : names_at + rows[head.shstrndx][_SH_SIZE]]
+    chosen = set(kept)
+    for i, row in enumerate(rows):
+        if i in chosen or row[_SH_TYPE] in (elf.SHT_NOBITS, elf.SHT_NULL):
+            continue
+        if names.startswith(_COMPAT_NAME, row[0]):
+            return None
+        row[_SH_TYPE], row[_SH_OFFSET] = elf.SHT_NOBITS, 0
+    for i, (_start, _end, to) in zip(kept, spans, strict=True):
+        rows[i][_SH_OFFSET] = to
+    out[:ehsize] = dataclasses.replace(head, phoff=ehsize, shoff=shoff).pack()
+    out[ehsize : ehsize + phsize] = tables[head.shnum * shsize :]
+    for i, row in enumerate(rows):
+        elf.SectionHeader.FORMAT.pack_into(out, shoff + i * shsize, *row)
+    return bytes(out)
+
+
+def _copy(chunks: Iterable[Buffer], spans: Sequence[tuple[int, int, int]], out: bytearray,
+          whole: bool) -> int:
+    """Copy from a stream of ``chunks`` each ``(start, end, to)`` span of its bytes to ``out``
+    at ``to``; read to the end of the stream if ``whole``, else only as far as the spans go.
+    The number of bytes read."""
+    todo = sorted(spans)
+    last = max((end for _start, end, _to in todo), default=0)
+    k = 0
+    active: list[tuple[int, int, int]] = []
+    pos = 0
+    it = iter(chunks)
+    try:
+        for chunk in it:
+            stop = pos + len(chunk)
+            while k < len(todo) and todo[k][0] < stop:
+                active.append(todo[k])
+                k += 1
+            held = []
+            for start, end, to in active:
+                a, b = max(start, pos), min(end, stop)
+                if a < b:
+                    out[to + a - start : to + b - start] = chunk[a - pos : b - pos]
+                if end > stop:
+                    held.append((start, end, to))
+            active = held
+            pos = stop
+            if not whole and pos >= last and k == len(todo):
+                break
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+    return pos
 
 
 def cubin_extent(src: Reader, offset: int) -> int | None:

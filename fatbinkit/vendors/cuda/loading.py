@@ -55,6 +55,7 @@ test (tests/gpu/test_check_gpu.py) checks these predictions against the driver.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Iterable
@@ -72,10 +73,17 @@ from ...decision import (
     Verdict,
     dotted,
 )
-from ...errors import FatbinkitError, FormatError, InvalidArgumentError, UnsupportedError
+from ...errors import (
+    DecompressionError,
+    FatbinkitError,
+    FormatError,
+    InvalidArgumentError,
+    UnsupportedError,
+)
 from ...formats.arch import Arch, ArchLike
-from ...formats.cubin import ABI_V2, cubin_outline, is_cubin
-from ...formats.fatbin import DecompressionBudget, EntryKind, FatbinEntry
+from ...formats.codec import ZSTD_STEP, zstd_steps
+from ...formats.cubin import ABI_V2, compact_cubin, cubin_outline, is_cubin
+from ...formats.fatbin import MAX_DATA_SIZE, DecompressionBudget, EntryKind, FatbinEntry
 from ...formats.ptx import (
     NEWEST_KNOWN_CUDA,
     Ptx,
@@ -127,6 +135,7 @@ __all__ = [
     "ptx_narrower",
     "refusal",
     "sass_runs_on",
+    "streamed_cubin",
 ]
 
 
@@ -551,14 +560,21 @@ def image_from_bytes(data: bytes | bytearray | memoryview, label: str = "") -> I
 
 
 def image_from_entry(entry: FatbinEntry, label: str = "",
-                     budget: DecompressionBudget | None = None) -> ImageInfo | None:
+                     budget: DecompressionBudget | None = None, *,
+                     streamed: bool = False) -> ImageInfo | None:
     """The image of a fatbin entry (None for kinds the driver does not load: LTO-IR...).
 
     Arch and ``a``/``f`` come from the entry header as the driver reads them; the PTX ISA version
     from the PTX text, which is what the JIT compiler checks. Decompression is charged to
-    ``budget``.
+    ``budget``. ``streamed``: a SASS image stored as zstd that inflates to more than
+    :data:`STREAM_ABOVE` bytes is read in steps, never whole (:func:`streamed_cubin`: prune's
+    memory; it inflates the payload about once more, so the other commands read whole).
     """
     if entry.header.kind == EntryKind.ELF:
+        compact = streamed_cubin(entry, budget) if streamed else None
+        if compact is not None:
+            with contextlib.suppress(FormatError, UnsupportedError):  # read whole: its error
+                return image_from_cubin(compact, label, entry.arch, entry.compression)
         data = entry.data(budget=budget)
         try:
             return image_from_cubin(data, label, entry.arch, entry.compression)
@@ -569,6 +585,43 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
     if entry.header.kind == EntryKind.PTX:
         return image_from_ptx(entry.data(budget=budget), label, entry.arch, entry.compression)
     return None
+
+
+#: SASS images stored as zstd that inflate to more than this many bytes are read in steps by
+#: :func:`streamed_cubin`, never held whole (NCCL 2.28's inflate to 105-133 MiB each).
+STREAM_ABOVE = 4 * ZSTD_STEP
+
+
+def streamed_cubin(entry: FatbinEntry, budget: DecompressionBudget | None = None,
+                   above: int | None = None) -> bytes | None:
+    """What :func:`~fatbinkit.formats.cubin.cubin_outline` and
+    :func:`~fatbinkit.formats.cubin.cubin_toolkit` read of a SASS entry stored as zstd that
+    inflates to more than ``above`` bytes (:data:`STREAM_ABOVE` by default), as a compact ELF
+    on which they give the same values (:func:`~fatbinkit.formats.cubin.compact_cubin`),
+    inflated in steps and never whole; charged to ``budget`` as :meth:`FatbinEntry.data` does.
+    None for any other entry, and where the payload or the cubin is not read that way (a
+    corrupt frame, one of another size than its header records, a cubin the compact form does
+    not cover): the caller then reads the entry whole, which raises its own error. A reader
+    that refuses the compact ELF is refused in offsets of it: the caller reads the entry whole
+    for the error too."""
+    h = entry.header
+    expected = h.uncompressed_size
+    if h.kind != EntryKind.ELF or entry.compression != "zstd" or expected > MAX_DATA_SIZE or \
+            expected <= (STREAM_ABOVE if above is None else above):
+        return None
+    src = entry.stored
+    if isinstance(src, memoryview):
+        try:
+            src.nbytes  # noqa: B018 (a closed Binary's view: entry.data() says so)
+        except ValueError:
+            return None
+    if budget is not None:
+        budget.charge(expected, entry.offset, id(entry))
+    src = src[: h.compressed_size]
+    try:
+        return compact_cubin(lambda: zstd_steps(src, expected, entry.offset), expected)
+    except DecompressionError:
+        return None
 
 
 def header_image(entry: FatbinEntry, label: str = "") -> ImageInfo:
