@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib
 import os
 import re
 import zipfile
@@ -50,8 +51,9 @@ if TYPE_CHECKING:
     from .progress import Progress
     from .verdict import ArchVerdict, MinDriver, TotalVerdict
 
-__all__ = ["MAX_MEMBER", "Inventory", "Member", "TotalCheck", "alternatives", "binaries",
-           "check", "cuda_build", "extract", "inventory", "member_key", "members", "min_driver",
+__all__ = ["MAX_MEMBER", "OPENING_MODULES", "Inventory", "Member", "TotalCheck", "alternatives",
+           "binaries", "check", "cuda_build", "extract", "inventory", "member_key", "members",
+           "min_driver",
            "named", "total_check"]
 
 MAX_MEMBER = 8 << 30  # a wheel member declared larger than this is refused, not inflated
@@ -253,6 +255,17 @@ def _wheel(path: Path, files: list[tuple[str, int]]) -> Iterator[Member]:
                 yield Member(info.filename, path, None, info.file_size)
 
 
+#: the modules opening a binary imports on first use (each vendor's finder, the cubin reader,
+#: zstd bundles, Intel's SPIR-V): imported before the prefetch threads start, so that no thread
+#: is ever part-way through importing one when a process pool forks (a child that needs a module
+#: another thread was importing at the fork waits for its lock forever: this hung ``check
+#: --min-driver`` of bitsandbytes' wheel). tests/test_collection.py checks that opening imports
+#: nothing else.
+OPENING_MODULES = (".vendors.cuda.finding", ".vendors.hip.finding", ".vendors.hip.wrappers",
+                   ".vendors.xpu.finding", ".formats.cubin", ".formats.nvinfo",
+                   ".formats.offload_binary", ".formats.wrapper", ".formats.spirv", "zstandard")
+
+
 def binaries(source: str | os.PathLike[str], progress: Progress = None,
              skipped: Callable[[Member, FatbinkitError], None] | None = None, *,
              all: bool = False, jobs: int | None = None, everywhere: bool = False,
@@ -277,6 +290,8 @@ def binaries(source: str | os.PathLike[str], progress: Progress = None,
     from .progress import reporter
 
     depth = as_jobs(jobs)  # members being inflated and opened at once, each on a thread
+    for module in OPENING_MODULES:
+        importlib.import_module(module, __package__)
     found = list((listed or inventory(source)).members)
     if largest_first:
         found.sort(key=lambda m: -m.size)

@@ -110,7 +110,8 @@ _IN_WORKER = False
 #: modules the work of fatbinkit's own callers imports in workers (reading cubins and PTX,
 #: demangling for a kernel filter): imported before a fork, once, rather than in every worker
 #: (and a module another thread is importing at the fork is left locked in the child)
-_WORKER_MODULES = (".formats.cubin", ".formats.ptx", ".vendors", ".vendors.cuda.loading", "cxxfilt")
+_WORKER_MODULES = (".formats.cubin", ".formats.ptx", ".vendors", ".vendors.cuda.loading", "cxxfilt",
+                   "zstandard", "lz4.block")
 
 
 @dataclass(frozen=True)

@@ -720,3 +720,38 @@ def test_report_tells_skipped_files_in_name_order(tmp_path: Path) -> None:
     notes = [line for line in made.stderr.splitlines() if "note: skipped" in line]
     assert notes == [line for line in listed.stderr.splitlines() if "note: skipped" in line]
     assert len(notes) == 2
+
+
+_OPENING_ONLY = """
+import importlib
+import sys
+
+sys.path.insert(0, {tests!r})
+from thirdparty import ALL_TEST_MEMBERS, ROCM_TEST_MEMBERS, fetch
+from xpubuild import DPNP_TENSOR
+
+from fatbinkit import collection
+from fatbinkit.binary import open as open_binary  # as binaries() imports it
+
+for module in collection.OPENING_MODULES:
+    importlib.import_module(module, "fatbinkit")
+paths = [fetch(m) for m in (*ALL_TEST_MEMBERS, *ROCM_TEST_MEMBERS, DPNP_TENSOR)]
+before = set(sys.modules)
+for path in paths:
+    for everywhere in (False, True):
+        open_binary(path, everywhere=everywhere).close()  # what a prefetch thread does
+print(sorted(set(sys.modules) - before))
+"""
+
+
+def test_opening_imports_nothing_beyond_opening_modules() -> None:
+    """binaries() imports OPENING_MODULES before its threads open members: opening the suite's
+    CUDA, ROCm and Intel libraries (the deep scan too) then imports no other module, so no
+    prefetch thread is ever part-way through an import when a process pool forks (a child
+    needing that module would wait for its lock forever). A new import on the opening path
+    fails this test: add it to OPENING_MODULES."""
+    script = _OPENING_ONLY.format(tests=str(ROOT / "tests"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
