@@ -415,7 +415,9 @@ def test_the_local_engine_retries_and_outlives_its_processes(
     """The local engine (a process pool): a task whose first read fails is an engine errors row
     with no retry, and run again with one; a process that dies mid-task (os._exit) breaks the
     pool, and its tasks go to a new one with no retry allowed (a lost process is not a failed
-    task). Each run ends with every wheel's rows, each wheel read twice."""
+    task). Each run ends with every wheel's rows. Each wheel is read twice, or, when a process
+    dies, three times at most: the other wheel's task in the broken pool, part-way through its
+    second read, is lost with it and run again (which depends on how the two tasks overlap)."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import survey_flaky\nsurvey_flaky.register()\n")
@@ -440,7 +442,9 @@ def test_the_local_engine_retries_and_outlives_its_processes(
             [(n, None) for n in names], protocol
         assert sorted(r["filename"] for r in _table(tmp_path / protocol, "wheels")) == names
         assert _table(tmp_path / protocol, "errors") == []
-        assert [survey_flaky.attempts(two_wheels, n) for n in names] == [2, 2], protocol
+        attempts = [survey_flaky.attempts(two_wheels, n) for n in names]
+        assert attempts == [2, 2] if protocol == "flaky" else \
+            set(attempts) <= {2, 3} and 2 in attempts, (protocol, attempts)
 
 
 def test_kernel_rows_are_ls_resources(tmp_path: Path) -> None:
