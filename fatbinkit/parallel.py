@@ -126,6 +126,13 @@ class _Failure:
     trace: str
     done: list[Any]  # the results of the chunk's codes before the failing one
 
+    @classmethod
+    def of(cls, e: FatbinkitError, done: list[Any]) -> _Failure:
+        """The error being handled, by value (in the worker's ``except`` clause)."""
+        import traceback
+
+        return cls(type(e), e.args, dict(e.__dict__), traceback.format_exc(), done)
+
     def error(self) -> FatbinkitError:
         """The exception, rebuilt without calling ``__init__`` (which would format it again)."""
         err = self.kind.__new__(self.kind, *self.args)
@@ -297,11 +304,17 @@ def iter_codes(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], *,
         progress = None  # about a second of work or less: no bar
     jobs = min(jobs, len(codes))
     check(progress)  # at the call; the report (a bar) starts with the work
-    if (jobs <= 1 or size < PARALLEL_MIN_BYTES or _IN_WORKER
-            or multiprocessing.current_process().daemon  # a Pool worker may not fork
-            or "fork" not in multiprocessing.get_all_start_methods()):
+    if jobs <= 1 or size < PARALLEL_MIN_BYTES or not _may_fork():
         return _in_place(fn, codes, progress, desc)
     return _pooled(fn, codes, jobs, progress, desc)
+
+
+def _may_fork() -> bool:
+    """Whether this process may start forked workers: not one of fatbinkit's own workers, not
+    a daemonic process (a ``multiprocessing.Pool`` worker may not fork), and ``fork`` is
+    there."""
+    return (not _IN_WORKER and not multiprocessing.current_process().daemon
+            and "fork" in multiprocessing.get_all_start_methods())
 
 
 def _in_place(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], progress: Progress,
@@ -389,8 +402,6 @@ if hasattr(os, "register_at_fork"):
 def _run(token: int, start: int, stop: int) -> list[Any] | _Failure:
     """In a worker: the function over ``codes[start:stop]`` of the map ``token`` names, or the
     first FatbinkitError. The registry is read without its lock (see ``_WORK``)."""
-    import traceback
-
     work = _WORK.get(token)
     assert work is not None, "map_codes workers are forked after their work is registered"
     fn, codes = work
@@ -399,7 +410,7 @@ def _run(token: int, start: int, stop: int) -> list[Any] | _Failure:
         try:
             out.append(fn(codes[i]))
         except FatbinkitError as e:
-            return _Failure(type(e), e.args, dict(e.__dict__), traceback.format_exc(), out)
+            return _Failure.of(e, out)
     return out
 
 
@@ -418,9 +429,7 @@ def beside(fn: Callable[[], R], *, jobs: int | None = None) -> Iterator[Callable
     dies. The child is joined when the context ends (an error in the caller's work waits for
     ``fn`` to finish)."""
     jobs = as_jobs(jobs)
-    if (jobs <= 1 or _IN_WORKER or multiprocessing.current_process().daemon
-            or "fork" not in multiprocessing.get_all_start_methods()
-            or threading.active_count() > 1):
+    if jobs <= 1 or not _may_fork() or threading.active_count() > 1:
         yield fn
         return
     with _LOCK:
@@ -449,12 +458,10 @@ def beside(fn: Callable[[], R], *, jobs: int | None = None) -> Iterator[Callable
 
 def _call(token: int) -> Any:
     """In the child of :func:`beside`: the function's result, or its FatbinkitError."""
-    import traceback
-
     try:
         return _BESIDE[token]()
     except FatbinkitError as e:
-        return _Failure(type(e), e.args, dict(e.__dict__), traceback.format_exc(), [])
+        return _Failure.of(e, [])
 
 
 def functions_of(codes: Sequence[DeviceCode], *, budget: DecompressionBudget | None = None,

@@ -168,7 +168,6 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
     driver, keep, jobs = how.driver, how.keep, how.jobs
     known = {} if like is None else {d: o for lib in like.libraries for d, o in lib.read.items()}
     read = []
-    first: Member | None = None
     held = inventory(source)
     passed: list[tuple[Member, FatbinkitError]] = []  # told to how.skipped in name order
     note = None if how.skipped is None else lambda m, e: passed.append((m, e))
@@ -177,7 +176,6 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
     try:
         for m, binary in binaries(source, how.progress, note, jobs=jobs,
                                   everywhere=how.everywhere, largest_first=True, listed=held):
-            first = first or m
             with named(m):
                 lib = read_library(binary, m.name, how.max_decompressed, known, jobs=jobs)
                 assert lib.summary is not None  # read_library's, headers only
@@ -227,13 +225,13 @@ def _read(source: str | os.PathLike[str], how: _Reader, like: Snapshot | None) -
         for entry, units in zip(libraries, every_unit, strict=True):
             entry["what_if"] = [_what_if(units, gpus) for gpus in sets]
             entry["choosable"] = _choosable(units, devices)
+        one = held.members[0]  # a wheel's or folder's libraries are totalled, even one
         total = Summary.combined(f"{os.fspath(source)} (total of {len(summaries)} files)",
-                                 summaries) if len(summaries) > 1 or first is None or \
-            first.path != first.origin else None
+                                 summaries) if len(summaries) > 1 or one.path != one.origin \
+            else None
         copies = _copies(every_image)
         for entry, images in zip(libraries, every_image, strict=True):  # the copies after
             entry["duplicated"] = _duplicated(images, copies)  # the first
-        assert first is not None  # binaries() yields one at least, or raises
         names = {lib["name"] for lib in libraries}
         others = [(n, size) for n, size in held.files if n not in names]
         tree = _tree(os.fspath(source), libraries, every_image, copies, others)

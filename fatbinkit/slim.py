@@ -116,7 +116,7 @@ from .vendors.cuda.finding import (
     PE_RELFATBIN_SECTION,
     RELFATBIN_SECTION,
 )
-from .vendors.cuda.loading import streamed_cubin
+from .vendors.cuda.loading import STREAM_ABOVE, streamed_cubin
 from .vendors.hip.finding import FATBIN_SECTION as HIP_FATBIN_SECTION
 from .vendors.hip.finding import OBJECT_PREFIX, OFFLOADING_SECTION
 from .vendors.hip.finding import PE_FATBIN_SECTION as HIP_PE_FATBIN_SECTION
@@ -477,7 +477,7 @@ def _checked_recode(entry: FatbinEntry, codec: str | None, level: int | None) ->
     return new
 
 
-_STEP = ZSTD_STEP  # what _inflated_head inflates at a time
+_STEP = ZSTD_STEP  # what the output's check reads at a time
 
 
 def _inflated_head(entry: FatbinEntry) -> bytes:
@@ -488,10 +488,10 @@ def _inflated_head(entry: FatbinEntry) -> bytes:
     form), whole."""
     h = entry.header
     expected = h.uncompressed_size
-    if entry.compression != "zstd" or expected > MAX_DATA_SIZE or expected <= 4 * _STEP:
+    if entry.compression != "zstd" or expected > MAX_DATA_SIZE or expected <= STREAM_ABOVE:
         return entry.data()[:4]
     head = b""
-    for step in zstd_steps(entry.stored[: h.compressed_size], expected, entry.offset, _STEP):
+    for step in zstd_steps(entry.stored[: h.compressed_size], expected, entry.offset):
         if len(head) < 4:
             head += bytes(step[: 4 - len(head)])
     return head

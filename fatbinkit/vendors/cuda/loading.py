@@ -587,8 +587,9 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
     return None
 
 
-#: SASS images stored as zstd that inflate to more than this many bytes are read in steps by
-#: :func:`streamed_cubin`, never held whole (NCCL 2.28's inflate to 105-133 MiB each).
+#: zstd payloads that inflate to more than this many bytes are read in steps, never held whole
+#: (NCCL 2.28's cubins inflate to 105-133 MiB each): SASS images by :func:`streamed_cubin`,
+#: and every payload prune checks.
 STREAM_ABOVE = 4 * ZSTD_STEP
 
 
