@@ -341,3 +341,31 @@ def test_beside_runs_in_a_child_or_in_place() -> None:
     finally:
         leave.set()
         t.join(10)
+
+
+def _faults_of_a_second_large_buffer(_code: DeviceCode) -> tuple[int, int]:
+    """In a worker: the minor page faults that making a 64 MiB buffer costs after one of that
+    size was made and freed, and this process's id."""
+    import resource
+
+    first = bytearray(64 << 20)  # made and freed
+    del first
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    again = bytearray(64 << 20)  # zeroed: every page written
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    del again
+    return faults, os.getpid()
+
+
+@pytest.mark.skipif(parallel._mallopt() is None, reason="glibc's mallopt is not here")
+def test_a_worker_keeps_the_memory_it_frees() -> None:
+    """A worker does not give an inflated image's pages back to the kernel and fault them in
+    again for the next one (glibc's default above its mmap threshold): a second 64 MiB
+    buffer faults in none of its 16,384 pages. In this process (not a worker) the default
+    stands: the same buffer faults its pages in again."""
+    codes = scan(fetch(CURAND13))[:2]
+    found = parallel.map_codes(_faults_of_a_second_large_buffer, codes, jobs=2)
+    assert os.getpid() not in {pid for _, pid in found}
+    assert all(faults < 1024 for faults, _ in found), found
+    assert _faults_of_a_second_large_buffer(codes[0])[0] > 8192
+    assert _no_children()
