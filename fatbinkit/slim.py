@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import dataclasses
 import mmap
 import os
@@ -550,7 +551,7 @@ def _keep_kernels(modules: Sequence[_Module], budget: DecompressionBudget, jobs:
         if e.compression is not None:
             budget.charge(e.data_size, e.offset, id(e))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = _bounded(pool, _kernel_names, entries)
+        results = _bounded(pool, _given_back(_kernel_names), entries)
         read = 0
         for m in todo:  # each decided as soon as its images are read: their names go then
             images = _loadable(m.old.entries)
@@ -671,8 +672,9 @@ def _plan(modules: list[_Module], req: _Request) -> None:
             reporter(req.progress if req.codec is not None else None, len(work), "entry",
                      f"recompressing as {req.codec}") as report:
         spill = _Spill(file)
-        recoded = _in_order(pool, lambda e: _checked_recode(e, req.codec, req.level), work,
-                            2 * req.jobs)
+        recoded = _in_order(pool, _given_back(lambda e: _checked_recode(e, req.codec,
+                                                                         req.level)),
+                            work, 2 * req.jobs)
         read = 0
         for m in modules:
             entries = []
@@ -707,6 +709,44 @@ def _in_order(pool: ThreadPoolExecutor, fn: Callable[[FatbinEntry], FatbinEntry]
 
 
 _T = TypeVar("_T")
+
+
+def _given_back(fn: Callable[[FatbinEntry], _T]) -> Callable[[FatbinEntry], _T]:
+    """``fn``, then the pages of the entry's payload given back (:func:`_give_back_bytes`):
+    what a worker read of the mapped input leaves it as soon as it is read."""
+    def run(entry: FatbinEntry) -> _T:
+        try:
+            return fn(entry)
+        finally:
+            _give_back_bytes(entry.stored)
+            if entry.data_size > _TRIM_ABOVE:
+                _trim()
+    return run
+
+
+#: an image inflating to more than this many bytes: the heap is trimmed once it is read
+_TRIM_ABOVE = 4 << 20
+
+
+def _libc() -> Any:
+    """glibc, where this process runs on it (None elsewhere: :func:`_trim` is a no-op)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None)
+        return libc if hasattr(libc, "malloc_trim") else None
+    return None
+
+
+_LIBC = _libc()
+
+
+def _trim() -> None:
+    """Give the heap's free pages back (glibc's ``malloc_trim``): glibc keeps what a thread
+    freed of a large image's buffers in its arena (cuBLASLt's 15 MiB PTX texts, the 8 MiB
+    windows of NCCL's zstd frames), so each thread's arena peaks at its largest image
+    otherwise."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
 #: the bytes images being inflated at once may take (one larger image alone: NCCL's)
 _INFLATING = 64 << 20
 
@@ -770,6 +810,7 @@ class _Spill:
             size += len(view)
             while view:
                 view = view[os.write(fd, view):]
+            _give_back_bytes(part)  # a payload kept as stored: the input's pages
         # the entries recoded anew are not kept: they are read back from the file
         same = tuple(e if any(e is o for o in m.old.entries) else None for e in new.entries)
         self._modules.append((m, (new.version, new.header_extra, new.tail), same, self._at,
@@ -799,6 +840,59 @@ def _drop_pages(entries: Sequence[FatbinEntry]) -> None:
     once."""
     if entries:
         _give_back(entries[0].stored)
+
+
+class _Py_buffer(ctypes.Structure):
+    """CPython's ``Py_buffer`` (the stable ABI's since 3.11): where a buffer's bytes lie."""
+
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int),
+                ("ndim", ctypes.c_int), ("format", ctypes.c_char_p),
+                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
+
+
+def _address(buffer: object) -> int | None:
+    """Where ``buffer``'s bytes start in this process's memory (None: not known here)."""
+    api = getattr(ctypes, "pythonapi", None)
+    if api is None:  # not CPython
+        return None
+    view = _Py_buffer()
+    try:
+        if api.PyObject_GetBuffer(ctypes.py_object(buffer), ctypes.byref(view), 0) != 0:
+            return None
+    except (AttributeError, ValueError, BufferError):
+        return None
+    try:
+        return int(view.buf or 0)
+    finally:
+        api.PyBuffer_Release(ctypes.byref(view))
+
+
+def _give_back_bytes(view: object) -> None:
+    """The pages under ``view`` alone (a memoryview of part of a read-only mmap, the input's
+    or the spill file's; anything else: a no-op) leave this process's memory, as
+    :func:`_give_back` gives back a whole mapping's: a worker done with one large payload gives
+    its pages back at once, not when the module's last entry is read (NCCL 2.28's largest
+    module stores 56 MiB of cubins; recompress mapped them all)."""
+    mapped = view.obj if isinstance(view, memoryview) else None
+    if not isinstance(mapped, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED") or \
+            len(view) < _GIVE_BACK_ABOVE:  # type: ignore[arg-type]
+        return
+    with contextlib.suppress(ValueError, OSError):  # closed: nothing mapped
+        whole = memoryview(mapped)
+        if not whole.readonly:  # a private mapping may hold changes: never drop them
+            return
+        start, base = _address(view), _address(whole)
+        if start is None or base is None or not base <= start < base + len(whole):
+            return
+        at = start - base
+        first = at - at % mmap.PAGESIZE
+        mapped.madvise(mmap.MADV_DONTNEED, first, at + len(view) - first)  # type: ignore[arg-type]
+
+
+#: payloads smaller than this are given back with the others, every :data:`_PAGES_HELD`
+_GIVE_BACK_ABOVE = 1 << 20
 
 
 def _give_back(view: object) -> None:
@@ -866,8 +960,8 @@ def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
     todo = [e for k, e in wanted.items() if k not in full]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         read = 0
-        for e, img in zip(todo, _bounded(pool, lambda e: _floor_image(e, unlimited), todo),
-                          strict=True):
+        for e, img in zip(todo, _bounded(pool, _given_back(lambda e: _floor_image(e, unlimited)),
+                                         todo), strict=True):
             full[id(e)] = img
             read += len(e)
             if read >= _PAGES_HELD:
@@ -2084,6 +2178,7 @@ def _holds(src: elf.FileSource, at: int, want: bytes | memoryview) -> bool:
         part = bytes(want[i : i + _STEP])
         if src.read(at + i, len(part)) != part:
             return False
+        _give_back_bytes(want[i : i + _STEP])  # a spilled module's pages: read once
     return True
 
 
@@ -2108,7 +2203,10 @@ def _pack(fat: Sequence[tuple[int, str, int]], by_section: dict[int, list[_Modul
             if at < end:
                 raise UnsupportedError(f"{m.label} cannot stay where it was: the containers "
                                        "before it grew")
-            parts.append((at, m.data))
+            # in steps: the rewrite gives back a spilled view's pages after every few MiB
+            # written, and a module's may be more (NCCL 2.28's largest is 56 MiB)
+            parts.extend((at + k, m.data[k : k + _SPILL_HELD])
+                         for k in range(0, len(m.data), _SPILL_HELD))
             end = at + len(m.data)
             m.new_offset = at
             if at != m.old_offset:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import mmap
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from thirdparty import CUPY13_RANDOM, fetch
 import fatbinkit
 from fatbinkit import slim as slim_module
 from fatbinkit.errors import DecompressionError
-from fatbinkit.formats import elf_edit
+from fatbinkit.formats import elf, elf_edit
 from fatbinkit.formats.fatbin import EntryKind, FatbinEntry
 from fatbinkit.slim import recompress, slim
 
@@ -114,3 +115,123 @@ def test_images_inflated_at_once_are_bounded(sizes: list[int], most: int) -> Non
     assert peak <= most
     if most > 1:
         assert peak > 1  # the bound still lets small images share the cores
+
+
+def _mapped_kib(path: Path) -> int:
+    """The resident KiB of this process's mappings of ``path`` (Linux's /proc/self/smaps)."""
+    total, ours = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            ours = line.endswith(str(path))
+        elif ours and line.startswith("Rss:"):
+            total += int(head[1])
+    return total
+
+
+def _mapped_file(tmp_path: Path, size: int) -> tuple[Path, memoryview]:
+    path = tmp_path / "mapped.bin"
+    path.write_bytes(bytes(range(256)) * (size // 256))
+    with path.open("rb") as f:
+        view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    assert bytes(view) == path.read_bytes()  # every page mapped
+    return path, view
+
+
+needs_smaps = pytest.mark.skipif(not Path("/proc/self/smaps").exists() or
+                                 not hasattr(mmap, "MADV_DONTNEED"),
+                                 reason="reads Linux's /proc/self/smaps")
+
+
+@needs_smaps
+def test_a_read_payload_leaves_memory_alone_and_at_once(tmp_path: Path) -> None:
+    """A worker done with a large payload (a view of part of the mapped input) gives back
+    that payload's pages, not the rest of the mapping, even when its reader fails; the bytes
+    read again are the same. Small payloads, and views of anything but a read-only mapping,
+    are left as they are."""
+    path, view = _mapped_file(tmp_path, 32 << 20)
+    full = _mapped_kib(path)
+    assert full >= 31 << 10
+    part = view[(8 << 20) + 100 : 24 << 20]
+
+    def fails(e: Any) -> int:
+        raise DecompressionError("corrupt")
+
+    with pytest.raises(DecompressionError):
+        slim_module._given_back(fails)(SimpleNamespace(stored=part, data_size=0))  # type: ignore[arg-type]
+    left = _mapped_kib(path)
+    assert full - left >= 15 << 10  # the payload's 16 MiB went
+    assert left >= 15 << 10  # the others stayed
+    assert bytes(part[:256]) == bytes(view[(8 << 20) + 100 : (8 << 20) + 356])
+    slim_module._give_back_bytes(view[: 1 << 19])  # under 1 MiB: given back with the others
+    slim_module._give_back_bytes(bytearray(4 << 20))  # not mapped: nothing to do
+    assert _mapped_kib(path) >= left
+
+
+@needs_smaps
+def test_the_check_of_the_output_gives_back_the_spilled_pages(tmp_path: Path) -> None:
+    """The output's check reads each spilled module once: the pages it read of the spill
+    file's mapping leave the process as it goes, not once the module is done."""
+    path, view = _mapped_file(tmp_path, 24 << 20)
+    with path.open("rb") as f:
+        assert slim_module._holds(elf.FileSource(f.fileno(), len(view)), 0, view)
+    assert _mapped_kib(path) < 4 << 10
+
+
+def test_a_module_reaches_the_rewrite_in_steps() -> None:
+    """A module's new bytes larger than a few MiB (NCCL 2.28's largest: 56 MiB) are given to
+    the rewrite as several views, none over the bytes it writes between two give-backs of
+    their pages, laid end to end where the module goes."""
+    data = memoryview(bytes(range(256)) * ((10 << 20) // 256 + 3))
+    m = slim_module._Module("s", 0, 0, None, [], data=data)
+    contents, moved = slim_module._pack([(1, "s", len(data))], {1: [m]}, False, 8, {1: {0}})
+    parts = contents[1].parts
+    assert len(parts) == 3 and moved == {1: {}}
+    assert all(len(p) <= slim_module._SPILL_HELD and isinstance(p, memoryview)
+               for _, p in parts)
+    assert [at for at, _ in parts] == [0, 4 << 20, 8 << 20]
+    assert b"".join(bytes(p) for _, p in parts) == bytes(data)
+
+
+@pytest.mark.parametrize(("size", "trims"), [(5 << 20, 1), (1 << 20, 0)])
+def test_the_heap_is_trimmed_after_a_large_image(size: int, trims: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image that inflates to more than 4 MiB read, the heap's free pages go back
+    (glibc keeps a thread's freed buffers in its arena); smaller ones trim nothing."""
+    calls = []
+    monkeypatch.setattr(slim_module, "_trim", lambda: calls.append(1))
+    got = slim_module._given_back(lambda e: 7)(SimpleNamespace(stored=b"", data_size=size))  # type: ignore[arg-type]
+    assert got == 7 and len(calls) == trims
+
+
+def test_trimming_the_heap_is_harmless() -> None:
+    """glibc's malloc_trim where there is one, nothing elsewhere; either way no error."""
+    slim_module._trim()
+
+
+@needs_smaps
+def test_a_payload_kept_as_stored_leaves_memory_once_spilled(tmp_path: Path) -> None:
+    """A payload kept as stored is a view of the mapped input: once planning has written it
+    to the spill file, its pages leave the process (a module's may be tens of MiB)."""
+    path, view = _mapped_file(tmp_path, 16 << 20)
+    new = SimpleNamespace(parts=lambda: [b"head", view], entries=(), version=1,
+                          header_extra=b"", tail=b"")
+    m = SimpleNamespace(old=SimpleNamespace(entries=()))
+    with (tmp_path / "spill").open("w+b") as f:
+        spill = slim_module._Spill(f)
+        spill.add(m, new)  # type: ignore[arg-type]
+        assert _mapped_kib(path) < 1 << 10
+        assert os.pread(f.fileno(), 16, 4) == bytes(view[:16])
+
+
+def test_a_private_mapping_keeps_its_changes(tmp_path: Path) -> None:
+    """Only a read-only mapping's pages are given back: a private one's may hold changes,
+    which dropping its pages would lose."""
+    path = tmp_path / "copy.bin"
+    path.write_bytes(bytes(4 << 20))
+    with path.open("rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    view = memoryview(mapped)
+    view[: 2 << 20] = b"\x01" * (2 << 20)
+    slim_module._give_back_bytes(view[: 2 << 20])
+    assert bytes(view[:8]) == b"\x01" * 8
