@@ -60,6 +60,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import memory
 from .device_code import DeviceCode
 from .errors import FatbinkitError, InvalidArgumentError
 from .formats.codec import DecompressionBudget
@@ -345,7 +346,7 @@ def _pooled(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], jobs: in
     ranges = [(start, min(start + step, len(codes))) for start in range(0, len(codes), step)]
     for name in _WORKER_MODULES:
         importlib.import_module(name, __package__)
-    _mallopt()  # found here: a worker imports nothing
+    memory.prepare()  # glibc found here: a worker imports and loads nothing
     with reporter(progress, len(codes), "image", desc) as report:
         with _LOCK:
             token = next(_TOKENS)
@@ -386,39 +387,12 @@ def _pooled(fn: Callable[[DeviceCode], R], codes: Sequence[DeviceCode], jobs: in
 def _enter_worker() -> None:
     global _IN_WORKER
     _IN_WORKER = True
-    mallopt = _mallopt()
-    if mallopt is not None:  # a worker keeps the memory it frees (see _mallopt)
-        mallopt(_M_MMAP_THRESHOLD, _WORKER_HEAP)
-        mallopt(_M_TRIM_THRESHOLD, _WORKER_HEAP)
+    memory.keep_freed_heap(_WORKER_HEAP)  # no fresh pages for each inflated image
 
 
-# glibc's mallopt(3) parameters (malloc.h)
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: in a worker, allocations up to this size come from the heap, and freed memory up to this
 #: size stays in the process: the work is short and its peak is one or two inflated images
 _WORKER_HEAP = 256 << 20
-
-
-@functools.cache
-def _mallopt() -> Callable[[int, int], int] | None:
-    """glibc's ``mallopt``, or None (another C library, or none to be found). Workers call it as
-    they start: by default glibc gives each inflated image larger than its mmap threshold (128
-    KiB to 32 MiB, moving) fresh pages from the kernel and returns them when it is freed, so the
-    next image faults its pages in again (libtorch_cuda.so, ``check`` of three archs: 2.5 GiB
-    inflated, 110,000 page faults and 0.27 s of system time in one process; 34,000 and 0.11 s
-    with the heap kept). Looked up in the caller, before the fork: a worker imports nothing."""
-    import ctypes
-    import platform
-
-    if platform.libc_ver()[0] != "glibc":
-        return None
-    try:
-        fn = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = (ctypes.c_int, ctypes.c_int)
-    fn.restype = ctypes.c_int
-    return fn
 
 
 def _after_fork_in_child() -> None:

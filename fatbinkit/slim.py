@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import dataclasses
 import mmap
 import os
@@ -107,6 +106,7 @@ from .formats.wrapper import (
     HipWrapper,
 )
 from .infile import Content, FilePath, as_input, as_path, open_input
+from .memory import give_back, give_back_range, trim_heap
 from .outfile import atomic_path
 from .parallel import as_jobs
 from .progress import Progress, reporter
@@ -712,41 +712,20 @@ _T = TypeVar("_T")
 
 
 def _given_back(fn: Callable[[FatbinEntry], _T]) -> Callable[[FatbinEntry], _T]:
-    """``fn``, then the pages of the entry's payload given back (:func:`_give_back_bytes`):
+    """``fn``, then the pages of the entry's payload given back (:func:`_give_back_payload`):
     what a worker read of the mapped input leaves it as soon as it is read."""
     def run(entry: FatbinEntry) -> _T:
         try:
             return fn(entry)
         finally:
-            _give_back_bytes(entry.stored)
+            _give_back_payload(entry.stored)
             if entry.data_size > _TRIM_ABOVE:
-                _trim()
+                trim_heap()
     return run
 
 
 #: an image inflating to more than this many bytes: the heap is trimmed once it is read
 _TRIM_ABOVE = 4 << 20
-
-
-def _libc() -> Any:
-    """glibc, where this process runs on it (None elsewhere: :func:`_trim` is a no-op)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None)
-        return libc if hasattr(libc, "malloc_trim") else None
-    return None
-
-
-_LIBC = _libc()
-
-
-def _trim() -> None:
-    """Give the heap's free pages back (glibc's ``malloc_trim``): glibc keeps what a thread
-    freed of a large image's buffers in its arena (cuBLASLt's 15 MiB PTX texts, the 8 MiB
-    windows of NCCL's zstd frames), so each thread's arena peaks at its largest image
-    otherwise."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
 #: the bytes images being inflated at once may take (one larger image alone: NCCL's)
 _INFLATING = 64 << 20
 
@@ -810,7 +789,7 @@ class _Spill:
             size += len(view)
             while view:
                 view = view[os.write(fd, view):]
-            _give_back_bytes(part)  # a payload kept as stored: the input's pages
+            _give_back_payload(part)  # a payload kept as stored: the input's pages
         # the entries recoded anew are not kept: they are read back from the file
         same = tuple(e if any(e is o for o in m.old.entries) else None for e in new.entries)
         self._modules.append((m, (new.version, new.header_extra, new.tail), same, self._at,
@@ -836,72 +815,22 @@ _SPILL_HELD = 4 << 20
 
 def _drop_pages(entries: Sequence[FatbinEntry]) -> None:
     """Give back the pages of the mapped input that reading ``entries`` touched (all of the
-    mapping's, read so far: :func:`_give_back`). A plan reads hundreds of MiB of device code
-    once."""
+    mapping's, read so far: :func:`~fatbinkit.memory.give_back`). A plan reads hundreds of MiB
+    of device code once."""
     if entries:
-        _give_back(entries[0].stored)
+        give_back(entries[0].stored)
 
 
-class _Py_buffer(ctypes.Structure):
-    """CPython's ``Py_buffer`` (the stable ABI's since 3.11): where a buffer's bytes lie."""
-
-    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
-                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int),
-                ("ndim", ctypes.c_int), ("format", ctypes.c_char_p),
-                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
-
-
-def _address(buffer: object) -> int | None:
-    """Where ``buffer``'s bytes start in this process's memory (None: not known here)."""
-    api = getattr(ctypes, "pythonapi", None)
-    if api is None:  # not CPython
-        return None
-    view = _Py_buffer()
-    try:
-        if api.PyObject_GetBuffer(ctypes.py_object(buffer), ctypes.byref(view), 0) != 0:
-            return None
-    except (AttributeError, ValueError, BufferError):
-        return None
-    try:
-        return int(view.buf or 0)
-    finally:
-        api.PyBuffer_Release(ctypes.byref(view))
-
-
-def _give_back_bytes(view: object) -> None:
-    """The pages under ``view`` alone (a memoryview of part of a read-only mmap, the input's
-    or the spill file's; anything else: a no-op) leave this process's memory, as
-    :func:`_give_back` gives back a whole mapping's: a worker done with one large payload gives
-    its pages back at once, not when the module's last entry is read (NCCL 2.28's largest
-    module stores 56 MiB of cubins; recompress mapped them all)."""
-    mapped = view.obj if isinstance(view, memoryview) else None
-    if not isinstance(mapped, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED") or \
-            len(view) < _GIVE_BACK_ABOVE:  # type: ignore[arg-type]
-        return
-    with contextlib.suppress(ValueError, OSError):  # closed: nothing mapped
-        whole = memoryview(mapped)
-        if not whole.readonly:  # a private mapping may hold changes: never drop them
-            return
-        start, base = _address(view), _address(whole)
-        if start is None or base is None or not base <= start < base + len(whole):
-            return
-        at = start - base
-        first = at - at % mmap.PAGESIZE
-        mapped.madvise(mmap.MADV_DONTNEED, first, at + len(view) - first)  # type: ignore[arg-type]
+def _give_back_payload(view: object) -> None:
+    """The pages of one payload (or spilled part) larger than :data:`_GIVE_BACK_ABOVE` given
+    back as soon as it is read (:func:`~fatbinkit.memory.give_back_range`), not when the
+    module's last entry is: NCCL 2.28's largest module stores 56 MiB of cubins."""
+    if isinstance(view, memoryview) and len(view) >= _GIVE_BACK_ABOVE:
+        give_back_range(view)
 
 
 #: payloads smaller than this are given back with the others, every :data:`_PAGES_HELD`
 _GIVE_BACK_ABOVE = 1 << 20
-
-
-def _give_back(view: object) -> None:
-    """The pages of the file mapped under ``view`` (a memoryview of an mmap; anything else: a
-    no-op) leave this process's memory: they stay in the page cache, and whatever reads them
-    again maps them again."""
-    mapped = view.obj if isinstance(view, memoryview) else None
-    if isinstance(mapped, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
-        mapped.madvise(mmap.MADV_DONTNEED)
 
 
 # -- per-arch report ------------------------------------------------------------------------------
@@ -1811,7 +1740,7 @@ def _slim_elf(src: _Input, out: _Output, req: _Request) -> SlimReport:
     rewritten = [m for m in hidden if m.new is not m.old]
     writes += [w for m in rewritten for at in (offsets[m.section] + m.old_offset,)
                for w in ((at, m.data), (at + len(m.data), bytes(m.zeroed)))]
-    _give_back(src.view)  # planning read the device code; the rewrite copies the file
+    give_back(src.view)  # planning read the device code; the rewrite copies the file
     with src.file() as source, out.file() as tmp:
         layout = elf_edit.rewrite(source, tmp, resizes, writes, shrink=not same_size)
         _verify(tmp, modules + rewritten, pointers, moves)
@@ -2178,7 +2107,7 @@ def _holds(src: elf.FileSource, at: int, want: bytes | memoryview) -> bool:
         part = bytes(want[i : i + _STEP])
         if src.read(at + i, len(part)) != part:
             return False
-        _give_back_bytes(want[i : i + _STEP])  # a spilled module's pages: read once
+        _give_back_payload(want[i : i + _STEP])  # a spilled module's pages: read once
     return True
 
 
@@ -2261,7 +2190,7 @@ def _verify(path: os.PathLike[str], modules: Sequence[_Module], pointers: Sequen
                                   "where the loader maps them")
             read += len(want)
             if read >= _SPILL_HELD:
-                _give_back(want)
+                give_back(want)
                 read = 0
             if m.zeroed and src.read(at + len(want), m.zeroed) != bytes(m.zeroed):
                 raise FormatError(f"{m.label}: its freed tail is not zero-filled in the output")

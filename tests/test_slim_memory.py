@@ -163,8 +163,8 @@ def test_a_read_payload_leaves_memory_alone_and_at_once(tmp_path: Path) -> None:
     assert full - left >= 15 << 10  # the payload's 16 MiB went
     assert left >= 15 << 10  # the others stayed
     assert bytes(part[:256]) == bytes(view[(8 << 20) + 100 : (8 << 20) + 356])
-    slim_module._give_back_bytes(view[: 1 << 19])  # under 1 MiB: given back with the others
-    slim_module._give_back_bytes(bytearray(4 << 20))  # not mapped: nothing to do
+    slim_module._give_back_payload(view[: 1 << 19])  # under 1 MiB: given back with the others
+    slim_module._give_back_payload(bytearray(4 << 20))  # not mapped: nothing to do
     assert _mapped_kib(path) >= left
 
 
@@ -199,14 +199,9 @@ def test_the_heap_is_trimmed_after_a_large_image(size: int, trims: int,
     """An image that inflates to more than 4 MiB read, the heap's free pages go back
     (glibc keeps a thread's freed buffers in its arena); smaller ones trim nothing."""
     calls = []
-    monkeypatch.setattr(slim_module, "_trim", lambda: calls.append(1))
+    monkeypatch.setattr(slim_module, "trim_heap", lambda: calls.append(1))
     got = slim_module._given_back(lambda e: 7)(SimpleNamespace(stored=b"", data_size=size))  # type: ignore[arg-type]
     assert got == 7 and len(calls) == trims
-
-
-def test_trimming_the_heap_is_harmless() -> None:
-    """glibc's malloc_trim where there is one, nothing elsewhere; either way no error."""
-    slim_module._trim()
 
 
 @needs_smaps
@@ -222,16 +217,3 @@ def test_a_payload_kept_as_stored_leaves_memory_once_spilled(tmp_path: Path) -> 
         spill.add(m, new)  # type: ignore[arg-type]
         assert _mapped_kib(path) < 1 << 10
         assert os.pread(f.fileno(), 16, 4) == bytes(view[:16])
-
-
-def test_a_private_mapping_keeps_its_changes(tmp_path: Path) -> None:
-    """Only a read-only mapping's pages are given back: a private one's may hold changes,
-    which dropping its pages would lose."""
-    path = tmp_path / "copy.bin"
-    path.write_bytes(bytes(4 << 20))
-    with path.open("rb") as f:
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-    view = memoryview(mapped)
-    view[: 2 << 20] = b"\x01" * (2 << 20)
-    slim_module._give_back_bytes(view[: 2 << 20])
-    assert bytes(view[:8]) == b"\x01" * 8

@@ -14,12 +14,14 @@ codec is asked for more than one byte beyond it, so a lying size is detected, ne
 from __future__ import annotations
 
 import io
+import mmap
 import threading
 import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DecompressionError, InvalidArgumentError, option
+from ..memory import ReleasedBehind
 
 if TYPE_CHECKING:
     from .elf import Buffer
@@ -200,8 +202,13 @@ def zstd_steps(src: Buffer, expected: int, offset: int,
 
     buffer = memoryview(bytearray(max(1, min(step, expected + 1))))
     total = 0
+    # a view of a mapped file is read through a source that gives its pages back as the frame
+    # is read (the stepped cubin read makes three passes over a payload of up to tens of MiB)
+    source: Any = ReleasedBehind(src) if isinstance(src, memoryview) and \
+        isinstance(src.obj, mmap.mmap) else src
     try:
-        with zstandard.ZstdDecompressor().stream_reader(src, read_across_frames=False) as reader:
+        with zstandard.ZstdDecompressor().stream_reader(source,
+                                                        read_across_frames=False) as reader:
             while total <= expected:
                 n = reader.readinto(buffer[: min(len(buffer), expected + 1 - total)])
                 if not n:

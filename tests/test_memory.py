@@ -1,0 +1,93 @@
+"""fatbinkit.memory: pages of a read-only mapping given back (all of it, part of it, behind a
+reader), glibc's heap trimmed; never a change to what is read. Resident pages are read from
+Linux's /proc/self/smaps, for the test's own file only."""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from fatbinkit import memory
+from fatbinkit.formats.codec import zstd_steps
+
+needs_smaps = pytest.mark.skipif(not Path("/proc/self/smaps").exists() or
+                                 not hasattr(mmap, "MADV_DONTNEED"),
+                                 reason="reads Linux's /proc/self/smaps")
+
+
+def _mapped_kib(path: Path) -> int:
+    """The resident KiB of this process's mappings of ``path``."""
+    total, ours = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            ours = line.endswith(str(path))
+        elif ours and line.startswith("Rss:"):
+            total += int(head[1])
+    return total
+
+
+def _mapped(path: Path, data: bytes) -> memoryview:
+    path.write_bytes(data)
+    with path.open("rb") as f:
+        return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+
+
+@needs_smaps
+def test_a_range_and_a_whole_mapping_are_given_back(tmp_path: Path) -> None:
+    """give_back_range drops the pages under a view and no others; give_back drops them all;
+    the bytes read again are the same."""
+    data = bytes(range(256)) * ((8 << 20) // 256)
+    path = tmp_path / "m.bin"
+    view = _mapped(path, data)
+    assert bytes(view) == data and _mapped_kib(path) >= 8 << 10 - 4
+    memory.give_back_range(view[(2 << 20) + 5 : 6 << 20])
+    left = _mapped_kib(path)
+    assert 3 << 10 <= left <= (4 << 10) + 8
+    memory.give_back(view)
+    assert _mapped_kib(path) == 0
+    assert bytes(view) == data
+
+
+def test_a_private_mapping_keeps_its_changes(tmp_path: Path) -> None:
+    """Only a read-only mapping's pages are given back: a private one's may hold changes,
+    which dropping its pages would lose; anything but a mapping is left alone."""
+    path = tmp_path / "copy.bin"
+    path.write_bytes(bytes(4 << 20))
+    with path.open("rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    view = memoryview(mapped)
+    view[: 2 << 20] = b"\x01" * (2 << 20)
+    memory.give_back_range(view[: 2 << 20])
+    assert bytes(view[:8]) == b"\x01" * 8
+    memory.give_back_range(memoryview(bytearray(16)))
+    memory.give_back_range(b"not a view")
+
+
+@needs_smaps
+def test_a_frame_read_in_steps_leaves_its_input_behind(tmp_path: Path) -> None:
+    """zstd_steps reads a frame that lies in a mapped file through ReleasedBehind: once read
+    to its end, none of its 12 MiB of input pages stay resident (without it, all of them do),
+    and what it inflates is the frame's content."""
+    import os
+
+    content = os.urandom(12 << 20)  # incompressible: the frame is as large as its content
+    frame = zstandard.ZstdCompressor(level=1, write_content_size=True).compress(content)
+    path = tmp_path / "frame.bin"
+    view = _mapped(path, frame)
+    out = bytearray()
+    for step in zstd_steps(view, len(content), 0):
+        out += step
+        assert _mapped_kib(path) <= (2 << 10) + 256  # behind the reader: about one step
+    assert out == content
+    assert _mapped_kib(path) < 256
+    reader = memory.ReleasedBehind(view, step=1 << 20)
+    assert reader.read(5) == frame[:5] and reader.read() == frame[5:] and reader.read() == b""
+
+
+def test_trimming_the_heap_is_harmless() -> None:
+    """glibc's malloc_trim where there is one, nothing elsewhere; either way no error."""
+    memory.trim_heap()
