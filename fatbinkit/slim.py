@@ -512,7 +512,7 @@ def _keep_empty(m: _Module, budget: DecompressionBudget) -> None:
     images = _loadable(m.old.entries)
     if not images or not set(images).isdisjoint(m.kept):
         return
-    infos = [image_from_entry(m.old.entries[i], budget=budget) for i in images]
+    infos = [image_from_entry(m.old.entries[i], budget=budget, streamed=True) for i in images]
     if all(img is not None and img.kernels is not None and not img.kernels
            and not img.variables for img in infos):
         m.kept = sorted({*m.kept, min(images, key=lambda i: (len(m.old.entries[i]), i))})
@@ -837,7 +837,8 @@ _GIVE_BACK_ABOVE = 1 << 20
 
 
 def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> ImageInfo | None:
-    """The image with what its driver floors read (a cubin's toolkit and ELF ABI; PTX whole)."""
+    """The image with what its driver floors read (a cubin's toolkit and ELF ABI; PTX as
+    :func:`~fatbinkit.vendors.cuda.loading.streamed_ptx` reads it, in steps where large)."""
     if entry.header.kind == _ELF:
         compact = streamed_cubin(entry, budget)  # a large zstd image: never inflated whole
         if compact is not None:
@@ -852,7 +853,7 @@ def _floor_image(entry: FatbinEntry, budget: DecompressionBudget) -> ImageInfo |
             return image_from_entry(entry, budget=budget)
         return ImageInfo(SASS, entry.arch, toolkit=toolkit,
                          abi_version=data[elf.EI_ABIVERSION], compression=entry.compression)
-    return image_from_entry(entry, budget=budget)
+    return image_from_entry(entry, budget=budget, streamed=True)  # PTX: a large text in steps
 
 
 def _floors_need(img: ImageInfo | None, device: Arch, codec: str | None) -> CudaVersion | None:

@@ -8,6 +8,7 @@ parameters. Nothing is compiled; comments are skipped as the PTX ISA defines the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..errors import FormatError, InvalidArgumentError, UnsupportedError
@@ -27,6 +28,7 @@ __all__ = [
     "min_driver_for_ptx_isa",
     "parse_ptx_version",
     "ptx_header",
+    "ptx_in_steps",
 ]
 
 # Minimum CUDA version (driver, nvPTXCompiler, nvJitLink) able to load each PTX ISA version: the
@@ -71,6 +73,11 @@ _NAME_RE = re.compile(r"^([A-Za-z_$%][\w$]*)(?:\[([0-9]{0,9})\])?$")
 # optional `[count]` (a lazy run of non-separators: linear, it cannot backtrack across commas)
 _DECL_RE = re.compile(
     r"\s*\.param\s((?:[^,\[\]]*?\s)?)([A-Za-z_$%][\w$]*)(?:\s*\[([0-9]{0,9})\])?\s*\Z")
+_NOT_NUL_RE = re.compile(rb"[^\0]")
+_SPACE_TO_END_RE = re.compile(r"\s*\Z")
+#: how much text :func:`ptx_in_steps` carries from one step to the next at most (a line or an
+#: entry's opening longer than this: the caller reads whole)
+STEP_CARRY = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,121 @@ class Ptx:
         return (f"PTX {self.version[0]}.{self.version[1]} {self.arch.compute}, "
                 f"{self.address_size}-bit, {n} entr{'y' if n == 1 else 'ies'}"
                 + (f" ({names})" if n else ""))
+
+
+def ptx_in_steps(steps: Iterable[bytes | bytearray | memoryview],
+                 lines: Callable[[bytes], object] | None = None,
+                 carry: int = STEP_CARRY) -> Ptx | None:
+    """:meth:`Ptx.from_bytes` of the text that ``steps`` give one after the other (each step may
+    be overwritten by the next: what is kept is copied), never holding the whole text nor a
+    decoded copy of it: prune's memory on cuBLASLt's 16 MiB PTX texts. ``lines`` is given the
+    raw bytes of the text in pieces of whole lines (the last one perhaps without its line
+    break; trailing NULs left out), in order: a per-line reader sees what it would see whole.
+
+    The same :class:`Ptx`, or None where this read is not known to give it (the caller then
+    reads whole, which gives its value or its error): a ``/*`` block comment anywhere; a NUL
+    followed by anything but NULs (trailing NULs are padding); ``.version``, ``.target`` and
+    ``.address_size`` not all in the first ``carry`` characters; a line, or a piece that cannot
+    be cut before an ``.entry``, longer than ``carry`` characters; any error the parse raises (a
+    bad header, an unclosed parameter list, a parameter with no name).
+
+    How it stays exact: the text is cut only after a line break, so every line is whole in one
+    piece and UTF-8 decoding (a line break never continues a sequence), line comments and the
+    line-anchored header directives read the same in the piece as in the whole text. An
+    ``.entry`` match may span lines, so a piece is parsed only where its last match is closed
+    (``)``) or ends before the piece does, and its last ``.entry`` is followed by more than
+    white space; otherwise the piece is cut just before the line of its last ``.entry`` (the
+    rest carried to the next step), or, where that cannot be done, carried whole. The header
+    regexes take their first match, so the first piece parsed, carried until it holds all
+    three, gives the whole text's header.
+    """
+    raw = b""  # the text after the last line break seen (a line not yet complete)
+    code = ""  # comment-free text carried: from the line of an .entry whose match is not closed
+    padding = False  # a NUL was seen: only NULs may follow
+    head: tuple[tuple[int, int], tuple[str, ...], Arch, int] | None = None
+    entries: list[PtxEntry] = []
+
+    def parse(piece: str, matches: list[re.Match[str]]) -> bool:
+        """Take the header (first piece) and the entries (``matches``) of the comment-free
+        ``piece``; False where that is not what the whole read takes."""
+        nonlocal head
+        if head is None:
+            a = _ADDRESS_RE.search(piece)
+            if not (a and _VERSION_RE.search(piece) and _TARGET_RE.search(piece)):
+                return False
+            version, targets, arch = _header(piece)
+            size = int(a.group(1))
+            if size not in (32, 64):
+                return False
+            head = version, targets, arch, size
+        for m in matches:
+            if m.group(2) and not m.group(4):
+                return False  # never closed (at the end of the text: the whole read raises it)
+            entries.append(PtxEntry(m.group(1), _params(m.group(3) or "")))
+        return True
+
+    def closed(piece: str) -> list[re.Match[str]] | None:
+        """The ``.entry`` matches of ``piece`` where they are those of the whole text there (a
+        piece of whole lines followed by more text), else None."""
+        matches = list(_ENTRY_RE.finditer(piece))
+        if matches and matches[-1].end() == len(piece) and matches[-1].group(4) != ")":
+            return None  # the whole text may go on: more white space, a '(' or parameters
+        k = piece.rfind(".entry")
+        if k >= 0 and _SPACE_TO_END_RE.match(piece, k + 6) is not None:
+            return None  # '.entry' and white space: its name may follow
+        return matches
+
+    def take(text: bytes, final: bool) -> bool:
+        """Take whole lines of raw ``text`` (all that is left when ``final``); False: read
+        whole."""
+        nonlocal code
+        if b"/*" in text:
+            return False
+        if lines is not None and text:
+            lines(text)
+        buf = code + _LINE_COMMENT_RE.sub("", text.decode("utf-8", "replace"))
+        code = ""
+        if final:
+            return parse(buf, list(_ENTRY_RE.finditer(buf)))
+        if head is None and not (_ADDRESS_RE.search(buf) and _VERSION_RE.search(buf)
+                                 and _TARGET_RE.search(buf)):
+            code = buf  # the header is read from the first piece that holds it all
+            return len(code) <= carry
+        matches = closed(buf)
+        if matches is not None:
+            return parse(buf, matches)
+        k = buf.rfind(".entry")  # cut before the line of the last .entry, carry the rest
+        cut = buf.rfind("\n", 0, k) + 1 if k >= 0 else 0
+        matches = closed(buf[:cut]) if cut else None
+        if matches is not None:
+            code = buf[cut:]
+            return parse(buf[:cut], matches)
+        code = buf  # no cut: wait for the text that closes it
+        return len(code) <= carry
+
+    try:
+        for step in steps:
+            if padding:
+                if _NOT_NUL_RE.search(step):
+                    return None
+                continue
+            data = raw + bytes(step)
+            nul = data.find(b"\0")
+            if nul >= 0:
+                if _NOT_NUL_RE.search(data, nul):
+                    return None
+                padding, data = True, data[:nul]
+            end = data.rfind(b"\n") + 1
+            raw = data[end:]
+            if len(raw) > carry or (end and not take(data[:end], False)):
+                return None
+        if not take(raw, True):
+            return None
+    except FormatError:
+        return None  # the whole read raises it, or another error it meets first
+    assert head is not None
+    version, targets, arch, address_size = head
+    return Ptx(version, targets, arch, address_size, tuple(entries))
 
 
 def is_ptx(data: bytes | bytearray | memoryview) -> bool:

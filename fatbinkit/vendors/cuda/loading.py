@@ -90,6 +90,7 @@ from ...formats.ptx import (
     is_ptx,
     max_ptx_isa_for_driver,
     min_driver_for_ptx_isa,
+    ptx_in_steps,
 )
 from .driver import (
     DEVICE_SUPPORT,
@@ -136,6 +137,7 @@ __all__ = [
     "refusal",
     "sass_runs_on",
     "streamed_cubin",
+    "streamed_ptx",
 ]
 
 
@@ -518,12 +520,17 @@ def image_from_cubin(data: bytes | bytearray | memoryview, label: str = "",
 def image_from_ptx(data: bytes | bytearray | memoryview, label: str = "",
                    arch: Arch | None = None, compression: str | None = None) -> ImageInfo:
     """The PTX image of a PTX module, with its entry names (``arch`` as for cubins)."""
-    p = Ptx.from_bytes(data)
+    return _ptx_image(Ptx.from_bytes(data), label, arch, compression,
+                      _ptx_variables(bytes(data)))
+
+
+def _ptx_image(p: Ptx, label: str, arch: Arch | None, compression: str | None,
+               variables: bool) -> ImageInfo:
+    """The PTX image of the parsed text ``p`` (``arch``: its label's, as for cubins)."""
     label_arch = arch or p.arch
     target = p.arch if p.arch != label_arch and ptx_narrower(p.arch, label_arch) else None
     return ImageInfo(PTX, label_arch, p.version, label, frozenset(e.name for e in p.entries),
-                     target, compression=compression,
-                     variables=_ptx_variables(bytes(data)))
+                     target, compression=compression, variables=variables)
 
 
 def _ptx_variables(text: bytes) -> bool:
@@ -568,7 +575,8 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
     from the PTX text, which is what the JIT compiler checks. Decompression is charged to
     ``budget``. ``streamed``: a SASS image stored as zstd that inflates to more than
     :data:`STREAM_ABOVE` bytes is read in steps, never whole (:func:`streamed_cubin`: prune's
-    memory; it inflates the payload about once more, so the other commands read whole).
+    memory; it inflates the payload about once more, so the other commands read whole), and so
+    is a PTX image of more than :data:`STREAM_PTX_ABOVE` bytes (:func:`streamed_ptx`).
     """
     if entry.header.kind == EntryKind.ELF:
         compact = streamed_cubin(entry, budget) if streamed else None
@@ -583,6 +591,9 @@ def image_from_entry(entry: FatbinEntry, label: str = "",
             return ImageInfo(SASS, entry.arch, None, label, None, abi_version=abi,
                              compression=entry.compression, unread=str(exc))
     if entry.header.kind == EntryKind.PTX:
+        img = streamed_ptx(entry, label, budget) if streamed else None
+        if img is not None:
+            return img
         return image_from_ptx(entry.data(budget=budget), label, entry.arch, entry.compression)
     return None
 
@@ -623,6 +634,57 @@ def streamed_cubin(entry: FatbinEntry, budget: DecompressionBudget | None = None
         return compact_cubin(lambda: zstd_steps(src, expected, entry.offset), expected)
     except DecompressionError:
         return None
+
+
+#: PTX texts longer than this are read in steps by :func:`streamed_ptx` (one step: a text of
+#: one step is read whole either way)
+STREAM_PTX_ABOVE = ZSTD_STEP
+
+
+def streamed_ptx(entry: FatbinEntry, label: str = "",
+                 budget: DecompressionBudget | None = None,
+                 above: int | None = None) -> ImageInfo | None:
+    """:func:`image_from_ptx` of a PTX entry whose text is longer than ``above`` bytes
+    (:data:`STREAM_PTX_ABOVE` by default), its text read in steps of :data:`ZSTD_STEP` bytes and
+    parsed as it comes (:func:`~fatbinkit.formats.ptx.ptx_in_steps`): never held whole, nor
+    decoded whole (cuBLASLt's 16 MiB texts cost 62 MiB to parse whole). A zstd payload is
+    inflated in steps (charged to ``budget`` as :meth:`FatbinEntry.data` charges it), an
+    uncompressed one walked where it lies, an LZ4 block (no streaming form) inflated whole as
+    :meth:`FatbinEntry.data` does, its error raised as there. None for any other entry, and
+    where the text is not read that way (a corrupt zstd frame, one of another size than its
+    header records, text the stepped parse does not cover or that the parse refuses): the
+    caller then reads the entry whole, which gives its value or raises its error."""
+    h = entry.header
+    size = entry.data_size
+    codec = entry.compression
+    if h.kind != EntryKind.PTX or size <= (STREAM_PTX_ABOVE if above is None else above) or \
+            size > MAX_DATA_SIZE:
+        return None
+    src = entry.stored
+    if isinstance(src, memoryview):
+        try:
+            src.nbytes  # noqa: B018 (a closed Binary's view: entry.data() says so)
+        except ValueError:
+            return None
+    if codec == "lz4":
+        src = entry.data(budget=budget)
+    elif codec == "zstd":
+        if budget is not None:
+            budget.charge(size, entry.offset, id(entry))
+        src = src[: h.compressed_size]
+    elif codec is not None:
+        return None
+    view = memoryview(src)
+    steps = (zstd_steps(view, size, entry.offset) if codec == "zstd" else
+             (view[i : i + ZSTD_STEP] for i in range(0, len(view), ZSTD_STEP)))
+    found = False
+
+    def lines(text: bytes) -> None:
+        nonlocal found
+        found = found or _ptx_variables(text)
+
+    p = ptx_in_steps(steps, lines)
+    return None if p is None else _ptx_image(p, label, entry.arch, codec, found)
 
 
 def header_image(entry: FatbinEntry, label: str = "") -> ImageInfo:
