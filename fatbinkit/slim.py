@@ -929,12 +929,14 @@ def _arch_reports(modules: Sequence[_Module], devices: Sequence[Arch],
 
 def _lost_kernels(m: _Module, old_pick: int | None, new_pick: int | None,
                   budget: DecompressionBudget) -> list[str]:
-    """The kernels of the image the input loaded that the output's pick lacks."""
+    """The kernels of the image the input loaded that the output's pick lacks (large images
+    read in steps, as planning reads them)."""
     if old_pick is None:
         return []
-    old = image_from_entry(m.old.entries[old_pick], budget=budget)
+    old = image_from_entry(m.old.entries[old_pick], budget=budget, streamed=True)
     assert m.new is not None
-    new = None if new_pick is None else image_from_entry(m.new.entries[new_pick], budget=budget)
+    new = None if new_pick is None else \
+        image_from_entry(m.new.entries[new_pick], budget=budget, streamed=True)
     have: frozenset[str] = frozenset() if new is None else (new.kernels or frozenset())
     return sorted(set(old.kernels or ()) - have) if old is not None else []
 
