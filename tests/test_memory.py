@@ -7,27 +7,11 @@ from __future__ import annotations
 import mmap
 from pathlib import Path
 
-import pytest
 import zstandard
+from resident import mapped_kib, needs_smaps
 
 from fatbinkit import memory
 from fatbinkit.formats.codec import zstd_steps
-
-needs_smaps = pytest.mark.skipif(not Path("/proc/self/smaps").exists() or
-                                 not hasattr(mmap, "MADV_DONTNEED"),
-                                 reason="reads Linux's /proc/self/smaps")
-
-
-def _mapped_kib(path: Path) -> int:
-    """The resident KiB of this process's mappings of ``path``."""
-    total, ours = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()
-        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
-            ours = line.endswith(str(path))
-        elif ours and line.startswith("Rss:"):
-            total += int(head[1])
-    return total
 
 
 def _mapped(path: Path, data: bytes) -> memoryview:
@@ -43,12 +27,12 @@ def test_a_range_and_a_whole_mapping_are_given_back(tmp_path: Path) -> None:
     data = bytes(range(256)) * ((8 << 20) // 256)
     path = tmp_path / "m.bin"
     view = _mapped(path, data)
-    assert bytes(view) == data and _mapped_kib(path) >= 8 << 10 - 4
+    assert bytes(view) == data and mapped_kib(path) >= 8 << 10 - 4
     memory.give_back_range(view[(2 << 20) + 5 : 6 << 20])
-    left = _mapped_kib(path)
+    left = mapped_kib(path)
     assert 3 << 10 <= left <= (4 << 10) + 8
     memory.give_back(view)
-    assert _mapped_kib(path) == 0
+    assert mapped_kib(path) == 0
     assert bytes(view) == data
 
 
@@ -81,9 +65,9 @@ def test_a_frame_read_in_steps_leaves_its_input_behind(tmp_path: Path) -> None:
     out = bytearray()
     for step in zstd_steps(view, len(content), 0):
         out += step
-        assert _mapped_kib(path) <= (2 << 10) + 256  # behind the reader: about one step
+        assert mapped_kib(path) <= (2 << 10) + 256  # behind the reader: about one step
     assert out == content
-    assert _mapped_kib(path) < 256
+    assert mapped_kib(path) < 256
     reader = memory.ReleasedBehind(view, step=1 << 20)
     assert reader.read(5) == frame[:5] and reader.read() == frame[5:] and reader.read() == b""
 

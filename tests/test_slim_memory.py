@@ -24,6 +24,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from resident import mapped_kib, needs_smaps
 from thirdparty import CUPY13_RANDOM, fetch
 
 import fatbinkit
@@ -117,18 +118,6 @@ def test_images_inflated_at_once_are_bounded(sizes: list[int], most: int) -> Non
         assert peak > 1  # the bound still lets small images share the cores
 
 
-def _mapped_kib(path: Path) -> int:
-    """The resident KiB of this process's mappings of ``path`` (Linux's /proc/self/smaps)."""
-    total, ours = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split()
-        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
-            ours = line.endswith(str(path))
-        elif ours and line.startswith("Rss:"):
-            total += int(head[1])
-    return total
-
-
 def _mapped_file(tmp_path: Path, size: int) -> tuple[Path, memoryview]:
     path = tmp_path / "mapped.bin"
     path.write_bytes(bytes(range(256)) * (size // 256))
@@ -138,11 +127,6 @@ def _mapped_file(tmp_path: Path, size: int) -> tuple[Path, memoryview]:
     return path, view
 
 
-needs_smaps = pytest.mark.skipif(not Path("/proc/self/smaps").exists() or
-                                 not hasattr(mmap, "MADV_DONTNEED"),
-                                 reason="reads Linux's /proc/self/smaps")
-
-
 @needs_smaps
 def test_a_read_payload_leaves_memory_alone_and_at_once(tmp_path: Path) -> None:
     """A worker done with a large payload (a view of part of the mapped input) gives back
@@ -150,7 +134,7 @@ def test_a_read_payload_leaves_memory_alone_and_at_once(tmp_path: Path) -> None:
     read again are the same. Small payloads, and views of anything but a read-only mapping,
     are left as they are."""
     path, view = _mapped_file(tmp_path, 32 << 20)
-    full = _mapped_kib(path)
+    full = mapped_kib(path)
     assert full >= 31 << 10
     part = view[(8 << 20) + 100 : 24 << 20]
 
@@ -159,13 +143,13 @@ def test_a_read_payload_leaves_memory_alone_and_at_once(tmp_path: Path) -> None:
 
     with pytest.raises(DecompressionError):
         slim_module._given_back(fails)(SimpleNamespace(stored=part, data_size=0))  # type: ignore[arg-type]
-    left = _mapped_kib(path)
+    left = mapped_kib(path)
     assert full - left >= 15 << 10  # the payload's 16 MiB went
     assert left >= 15 << 10  # the others stayed
     assert bytes(part[:256]) == bytes(view[(8 << 20) + 100 : (8 << 20) + 356])
     slim_module._give_back_payload(view[: 1 << 19])  # under 1 MiB: given back with the others
     slim_module._give_back_payload(bytearray(4 << 20))  # not mapped: nothing to do
-    assert _mapped_kib(path) >= left
+    assert mapped_kib(path) >= left
 
 
 @needs_smaps
@@ -175,7 +159,7 @@ def test_the_check_of_the_output_gives_back_the_spilled_pages(tmp_path: Path) ->
     path, view = _mapped_file(tmp_path, 24 << 20)
     with path.open("rb") as f:
         assert slim_module._holds(elf.FileSource(f.fileno(), len(view)), 0, view)
-    assert _mapped_kib(path) < 4 << 10
+    assert mapped_kib(path) < 4 << 10
 
 
 def test_a_module_reaches_the_rewrite_in_steps() -> None:
@@ -215,5 +199,5 @@ def test_a_payload_kept_as_stored_leaves_memory_once_spilled(tmp_path: Path) -> 
     with (tmp_path / "spill").open("w+b") as f:
         spill = slim_module._Spill(f)
         spill.add(m, new)  # type: ignore[arg-type]
-        assert _mapped_kib(path) < 1 << 10
+        assert mapped_kib(path) < 1 << 10
         assert os.pread(f.fileno(), 16, 4) == bytes(view[:16])

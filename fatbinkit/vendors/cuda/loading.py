@@ -59,6 +59,7 @@ import contextlib
 import functools
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ...decision import (
     BELOW_FLOOR,
@@ -111,6 +112,9 @@ from .driver import (
     release_for,
     version_tuple,
 )
+
+if TYPE_CHECKING:
+    from ...formats.elf import Buffer
 
 __all__ = [
     "ABI_V2_MIN_CUDA",
@@ -621,12 +625,9 @@ def streamed_cubin(entry: FatbinEntry, budget: DecompressionBudget | None = None
     if h.kind != EntryKind.ELF or entry.compression != "zstd" or expected > MAX_DATA_SIZE or \
             expected <= (STREAM_ABOVE if above is None else above):
         return None
-    src = entry.stored
-    if isinstance(src, memoryview):
-        try:
-            src.nbytes  # noqa: B018 (a closed Binary's view: entry.data() says so)
-        except ValueError:
-            return None
+    src = _open_payload(entry)
+    if src is None:
+        return None
     if budget is not None:
         budget.charge(expected, entry.offset, id(entry))
     src = src[: h.compressed_size]
@@ -634,6 +635,18 @@ def streamed_cubin(entry: FatbinEntry, budget: DecompressionBudget | None = None
         return compact_cubin(lambda: zstd_steps(src, expected, entry.offset), expected)
     except DecompressionError:
         return None
+
+
+def _open_payload(entry: FatbinEntry) -> Buffer | None:
+    """The entry's payload as stored, or None where it is a view of a closed Binary (the
+    caller then reads whole: :meth:`FatbinEntry.data` says so)."""
+    src = entry.stored
+    if isinstance(src, memoryview):
+        try:
+            src.nbytes  # noqa: B018 (raises for a released view)
+        except ValueError:
+            return None
+    return src
 
 
 #: PTX texts longer than this are read in steps by :func:`streamed_ptx` (one step: a text of
@@ -660,12 +673,9 @@ def streamed_ptx(entry: FatbinEntry, label: str = "",
     if h.kind != EntryKind.PTX or size <= (STREAM_PTX_ABOVE if above is None else above) or \
             size > MAX_DATA_SIZE:
         return None
-    src = entry.stored
-    if isinstance(src, memoryview):
-        try:
-            src.nbytes  # noqa: B018 (a closed Binary's view: entry.data() says so)
-        except ValueError:
-            return None
+    src = _open_payload(entry)
+    if src is None:
+        return None
     if codec == "lz4":
         src = entry.data(budget=budget)
     elif codec == "zstd":
