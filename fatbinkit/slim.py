@@ -726,6 +726,7 @@ def _given_back(fn: Callable[[FatbinEntry], _T]) -> Callable[[FatbinEntry], _T]:
 
 #: an image inflating to more than this many bytes: the heap is trimmed once it is read
 _TRIM_ABOVE = 4 << 20
+
 #: the bytes images being inflated at once may take (one larger image alone: NCCL's)
 _INFLATING = 64 << 20
 
