@@ -118,9 +118,15 @@ def main(argv: list[str]) -> int:
     children = []
     for share in _shares(payloads, jobs):  # type: ignore[arg-type]
         pid = os.fork()
-        if pid == 0:
-            _inflate(share)
-            os._exit(0)
+        if pid == 0:  # the child leaves here, whatever happens: never back into the loop
+            status = 1
+            try:
+                _inflate(share)
+                status = 0
+            except BaseException as e:  # said here; the exit status says it to the parent
+                print(f"floor.py: {e}", file=sys.stderr)
+            finally:
+                os._exit(status)
         children.append(pid)
     failed = [pid for pid in children if os.waitpid(pid, 0)[1] != 0]
     return 1 if failed else 0

@@ -56,6 +56,7 @@ from hidden import Figure, measure, worktree  # noqa: E402  (benchmarks/hidden.p
 from inputs import TORCH, TORCH_OLD, member, torch_cuda  # noqa: E402
 from thirdparty import CUBLASLT131, JAX_CUDA12_PRNG, NCCL13  # noqa: E402
 
+from fatbinkit.parallel import default_jobs  # noqa: E402
 from fatbinkit.toolchain import find_tool  # noqa: E402
 
 RUNS = 3
@@ -187,11 +188,12 @@ def floor_row(label: str, payloads: list[Any], runs: int, tmp: Path, ours: Figur
     (benchmarks/floor.py), beside the command (``ours``) and the goal (``goal`` seconds)."""
     listed = tmp / "floor.json"
     listed.write_text(json.dumps(payloads))
+    jobs = default_jobs()  # as many processes as the command's own reading uses
     floor = measure([sys.executable, str(ROOT / "benchmarks" / "floor.py"), str(listed),
-                     str(os.cpu_count() or 1)], runs)
+                     str(jobs)], runs)
     return (f"{label}: {len(payloads):,} images inflated "
                  f"({sum(p[4] for p in payloads) / 2**30:.2f} GiB), nothing else, on "
-                 f"{os.cpu_count()} processes", str(floor),
+                 f"{jobs} processes", str(floor),
                  f"the command takes {ours.wall - floor.wall:.2f} s more; the goal "
                  f"({goal:.2f} s) leaves {goal - floor.wall:.2f} s for everything else")
 
