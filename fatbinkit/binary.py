@@ -857,7 +857,7 @@ class Binary:
         ``sets``: the modules with every image read, when the caller has them
         (:attr:`fatbinkit.diff.Library.sets`): nothing is read again. Images are read on
         ``jobs`` processes, reporting to ``progress``, charged to ``max_decompressed``."""
-        from .imagesets import image_sets
+        from .imagesets import read_image_sets
 
         budget = self._budget(max_decompressed, jobs, progress)
         if isinstance(archs, (str, int)) or not isinstance(archs, Iterable):
@@ -872,12 +872,13 @@ class Binary:
         source = self.path if self.path is not None else self.data
         assert source is not None
         every_image = every_image or kf is not None
-        if sets is None:
-            sets = image_sets(source, budget, jobs=jobs, progress=progress,
-                              devices=None if every_image else wanted,
-                              codes=self.codes, entryless=self.entryless) \
-                if self.codes or self.entryless else ()
-        return judge(str(self.path) if self.path else self.name, sets, wanted, runtime, kf)
+        name = str(self.path) if self.path else self.name
+        if sets is not None:
+            return judge(name, sets, wanted, runtime, kf)
+        read = read_image_sets(source, self.codes, budget, jobs=jobs, progress=progress,
+                               devices=None if every_image else wanted)
+        with contextlib.closing(read):  # an error stops the workers here
+            return judge(name, read, wanted, runtime, kf, entryless=self.entryless)
 
     @_names_its_file
     def min_driver(self, archs: Iterable[ArchLike] | ArchLike | None = None,
@@ -904,18 +905,25 @@ class Binary:
         return MinDriver(c.file, len(c.rows), tuple(ArchMinDriver.of(v) for v in c.verdicts))
 
 
-def judge(file: str, sets: Sequence[ImageSet], devices: Sequence[Any],
-          runtime: Version | None, kernel: KernelFilter | None = None) -> Check:
+def judge(file: str, sets: Iterable[ImageSet], devices: Sequence[Any],
+          runtime: Version | None, kernel: KernelFilter | None = None, *,
+          entryless: Sequence[EntrylessContainer] = ()) -> Check:
     """The :class:`Check` of modules already read (``sets``) on ``devices`` (the vendors'
     GPUs: :func:`fatbinkit.vendors.device`'s) with ``runtime`` (the vendor's runtime version,
     None: floors reported): :meth:`Binary.check`'s judgement, for a caller that holds the
-    modules and not the file (``file`` names it)."""
+    modules and not the file (``file`` names it). Each module is judged as ``sets`` gives it
+    (:func:`~fatbinkit.imagesets.read_image_sets` gives them while its workers read the rest);
+    ``entryless``: the containers with no entry, put among them
+    (:func:`~fatbinkit.imagesets.placed`)."""
+    from .imagesets import placed
     from .verdict import ArchVerdict
 
-    rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
+    judged: dict[int, list[tuple[str | None, list[Decision]]]] = {}
     shapes: Shapes = {}
-    for s in sets:
-        kernels = s.judged(devices, runtime, shapes)
+    order = placed((_judged(s, devices, runtime, shapes, judged) for s in sets), entryless)
+    rows: list[tuple[ImageSet, list[tuple[str | None, list[Decision]]]]] = []
+    for s in order:
+        kernels = judged[id(s)] if id(s) in judged else s.judged(devices, runtime, shapes)
         if kernel is not None:
             kernels = [(k, ds) for k, ds in kernels if k is not None and kernel.matches(k)]
             if not kernels:
@@ -925,8 +933,15 @@ def judge(file: str, sets: Sequence[ImageSet], devices: Sequence[Any],
     verdicts = tuple(ArchVerdict.of(a, runtime,
                                     [(s, [ds[i] for _, ds in ks]) for s, ks in rows], names)
                      for i, a in enumerate(devices))
-    unread = sum(i.kernels is None and not i.unread for s in sets for i in s.images)
+    unread = sum(i.kernels is None and not i.unread for s in order for i in s.images)
     return Check(file, tuple(devices), runtime, tuple(rows), verdicts, unread == 0)
+
+
+def _judged(s: ImageSet, devices: Sequence[Any], runtime: Version | None, shapes: Shapes,
+            into: dict[int, list[tuple[str | None, list[Decision]]]]) -> ImageSet:
+    """``s``, its :meth:`~fatbinkit.imagesets.ImageSet.judged` rows put ``into`` by its id."""
+    into[id(s)] = s.judged(devices, runtime, shapes)
+    return s
 
 
 @dataclass(frozen=True, repr=False)

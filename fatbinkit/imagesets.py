@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Generator, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from .driver import DriverLike
     from .formats.arch import ArchLike
 
-__all__ = ["ImageSet", "host_of", "image_sets", "input_host", "module_label", "predict_load"]
+__all__ = ["ImageSet", "host_of", "image_sets", "input_host", "module_label", "placed",
+           "predict_load", "read_image_sets"]
 
 
 @dataclass(frozen=True)
@@ -255,12 +256,29 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     caller has it, and ``entryless`` the containers with no entry
     (:func:`~fatbinkit.scan.scan_modules`): each is a module too (:attr:`ImageSet.entryless`),
     in its place in file order."""
-    from .parallel import charge, map_codes
     from .scan import scan_modules
 
     source = as_input(source, "image_sets() source")
     if codes is None:
         codes, entryless = scan_modules(source)
+    return placed(read_image_sets(source, codes, max_decompressed, jobs=jobs, progress=progress,
+                                  devices=devices), entryless)
+
+
+def read_image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
+                    codes: Sequence[DeviceCode],
+                    max_decompressed: int | DecompressionBudget | None = None, *,
+                    jobs: int | None = None, progress: Progress = None,
+                    devices: Iterable[ArchLike] | None = None,
+                    ) -> Generator[ImageSet, None, None]:
+    """:func:`image_sets` of ``codes`` (what :func:`~fatbinkit.scan.scan` found in
+    ``source``), each module as soon as its images are read, in file order, and without the
+    containers that have no entry (:func:`placed` puts those in): a caller judges the first
+    modules while the workers read the rest. The budget is charged, and the arguments checked,
+    at the call."""
+    from .parallel import charge, iter_codes
+
+    source = as_input(source, "image_sets() source")
     host = input_host(source)
     budget = DecompressionBudget.of(max_decompressed, len(source) if isinstance(
         source, (bytes, bytearray, memoryview)) else os.path.getsize(source))
@@ -272,41 +290,64 @@ def image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
                                        (code.vendor, []))
         if code.kind in vendors.of(code).loadable:
             members.append(i)
+    heads: dict[int, ImageInfo] = {}  # what the headers say, of the images not read
     read = {i for _, members in groups.values() for i in members}
     if devices is not None:
         wanted = [vendors.device(d, "device") for d in devices]
-        read = {i for i in read if _may_load(codes[i], wanted)}
+        heads = {i: _header(codes[i]) for i in read}
+        read = {i for i in read if _may_load(codes[i], heads[i], wanted)}
         read |= {i for _, members in groups.values() if read.isdisjoint(members)
                  for i in members}
     order = sorted(read)
     chosen = [codes[i] for i in order]
     charge(chosen, budget)
-    found = dict(zip(order, map_codes(
-        lambda c: vendors.of(c).image(c), chosen, jobs=jobs, progress=progress,
-        desc="reading images"), strict=True))
-    sets: list[ImageSet] = []
+    found = iter_codes(lambda c: vendors.of(c).image(c), chosen, jobs=jobs, progress=progress,
+                       desc="reading images")
+    return _modules(groups, codes, read, heads, host, zip(order, found, strict=True))
+
+
+def _modules(groups: dict[tuple[str, str, int], tuple[str, list[int]]],
+             codes: Sequence[DeviceCode], read: set[int], heads: dict[int, ImageInfo],
+             host: str | None, found: Iterator[tuple[int, ImageInfo | None]],
+             ) -> Generator[ImageSet, None, None]:
+    """Each group of codes as a module, as soon as its images ``read`` have come back from
+    ``found`` (in code order); the others from their headers (``heads`` where made)."""
+    images: dict[int, ImageInfo | None] = {}
     for (member, src, c), (vendor, members) in groups.items():
-        images = []
+        own = []
         for i in members:
-            img = found[i] if i in found else _header(codes[i])
+            if i in read:
+                while i not in images:
+                    at, img = next(found)
+                    images[at] = img
+                img = images.pop(i)
+            else:
+                img = heads[i] if i in heads else _header(codes[i])
             assert img is not None  # loadable images only
-            images.append(replace(img, offset=codes[i].offset, host=host))
-        sets.append(ImageSet(module_label(src, c, member), tuple(images), raw=c < 0,
-                             source=src, container=c if c >= 0 else None, vendor=vendor))
-    for hole in reversed(entryless):  # each where it is in the file: before the next one
-        at = next((i for i, s in enumerate(sets)
-                   if s.container is not None and s.container > hole.container), len(sets))
-        sets.insert(at, ImageSet.of_entryless(hole))
-    return tuple(sets)
+            own.append(replace(img, offset=codes[i].offset, host=host))
+        yield ImageSet(module_label(src, c, member), tuple(own), raw=c < 0, source=src,
+                       container=c if c >= 0 else None, vendor=vendor)
+    for _ in found:  # nothing is left: the workers are joined
+        raise AssertionError("an image read of no module")
 
 
-def _may_load(code: DeviceCode, devices: Sequence[tuple[vendors.Vendor, Any]]) -> bool:
-    """Whether one of ``devices`` (each with its vendor) could load ``code``, by its header."""
-    own = [(v, d) for v, d in devices if v.name == code.vendor]
-    if not own:
-        return False
-    image = _header(code)
-    return any(v.may_load(image, d) for v, d in own)
+def placed(sets: Iterable[ImageSet], entryless: Sequence[EntrylessContainer]
+           ) -> tuple[ImageSet, ...]:
+    """``sets`` (:func:`read_image_sets`) with a module for each container with no entry
+    (:attr:`ImageSet.entryless`), each where it is in the file: before the next container."""
+    out = list(sets)
+    for hole in reversed(entryless):
+        at = next((i for i, s in enumerate(out)
+                   if s.container is not None and s.container > hole.container), len(out))
+        out.insert(at, ImageSet.of_entryless(hole))
+    return tuple(out)
+
+
+def _may_load(code: DeviceCode, image: ImageInfo,
+              devices: Sequence[tuple[vendors.Vendor, Any]]) -> bool:
+    """Whether one of ``devices`` (each with its vendor) could load ``code``, by its header
+    (``image``)."""
+    return any(v.may_load(image, d) for v, d in devices if v.name == code.vendor)
 
 
 def _header(code: DeviceCode) -> ImageInfo:

@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 from thirdparty import CUPY12_RANDOM, CURAND13, fetch
 
+import fatbinkit
 from fatbinkit import memory, parallel
 from fatbinkit.compat import image_sets
 from fatbinkit.errors import DecompressionError, FormatError, InvalidArgumentError
 from fatbinkit.formats import elf
 from fatbinkit.formats.cubin import Cubin, cubin_arch
 from fatbinkit.formats.fatbin import DecompressionBudget, EntryKind, build_fatbin, make_entry
+from fatbinkit.imagesets import ImageSet, read_image_sets
 from fatbinkit.parallel import functions_of
 from fatbinkit.scan import DeviceCode, scan
 
@@ -110,6 +112,50 @@ def test_iter_codes_yields_what_comes_before_an_error_and_stops_when_closed() ->
     results = parallel.iter_codes(lambda c: c.offset, codes, jobs=2)
     assert next(results) == codes[0].offset
     results.close()  # the caller stops early: the workers are joined
+    assert _no_children()
+
+
+def test_modules_come_as_their_images_are_read() -> None:
+    """read_image_sets gives each module as soon as its images are back: the first before
+    most images are read (a progress callable counts the chunks done), all of them equal to
+    image_sets' modules; check judges them as they come and gives the same rows."""
+    path = fetch(CURAND13)
+    binary = fatbinkit.open(path)
+    done: list[int] = []
+    sets = read_image_sets(path, binary.codes, jobs=2, progress=lambda step: done.append(step.done))
+    first = next(sets)
+    assert max(done, default=0) < len([c for c in binary.codes if c.kind in ("sass", "ptx")]) // 2
+    assert (first, *sets) == image_sets(path, jobs=1)
+    assert _no_children()
+    streamed = binary.check(["sm_80", "sm_90"], jobs=2)
+    whole = binary.check(["sm_80", "sm_90"], sets=image_sets(path, jobs=1,
+                                                             devices=["sm_80", "sm_90"]))
+    assert streamed.rows == whole.rows and streamed.verdicts == whole.verdicts
+    assert streamed.every_image_read == whole.every_image_read
+
+
+def test_a_check_that_fails_while_reading_stops_its_workers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Judging the second module fails while the workers read the rest: the error comes out of
+    check and no worker is left; a reader closed after its first module leaves none either."""
+    path = fetch(CURAND13)
+    binary = fatbinkit.open(path)
+    sets = read_image_sets(path, binary.codes, jobs=2)
+    next(sets)
+    sets.close()
+    assert _no_children()
+    judged = ImageSet.judged
+    seen: list[ImageSet] = []
+
+    def failing(self: ImageSet, *args: object, **kwargs: object) -> object:
+        seen.append(self)
+        if len(seen) == 2:
+            raise FormatError("judging failed")
+        return judged(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ImageSet, "judged", failing)
+    with pytest.raises(FormatError, match="judging failed"):
+        binary.check(["sm_80"], jobs=2)
     assert _no_children()
 
 
