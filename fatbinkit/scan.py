@@ -81,9 +81,10 @@ def _symbol_pairs(
         if not 0 <= sec.link < len(sections):
             continue
         strtab = sections[sec.link].header
+        if not (src.holds(b"_start\0", strtab.offset, strtab.size)
+                and src.holds(b"_end\0", strtab.offset, strtab.size)):
+            continue  # libtorch_cuda.so's 72 MB of names: searched in place, not read
         names = src.read(strtab.offset, strtab.size)
-        if not (b"_start\0" in names and b"_end\0" in names):
-            continue
         raw = src.read(sec.offset, sec.size)
         raw = raw[: len(raw) - len(raw) % sym.size]
         lookup = elf.StringTable(names)

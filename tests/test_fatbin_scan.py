@@ -118,10 +118,11 @@ def blobs(kernels: Kernels, tmp_path_factory: pytest.TempPathFactory) -> dict[st
 
 @pytest.mark.parametrize("name", ["obj", "lib"])
 def test_symbol_pair_blobs(
-    name: str, blobs: dict[str, Path], kernels: Kernels, tmp_path: Path
+    name: str, blobs: dict[str, Path], kernels: Kernels, tmp_path: Path, cubin_reader: str
 ) -> None:
     """Section-relative (.o) and virtual-address (.so) symbol values both find the blobs; the
-    entries are those cuobjdump extracts from the raw fatbin, plus the bare cubin and PTX."""
+    entries are those cuobjdump extracts from the raw fatbin, plus the bare cubin and PTX (the
+    string table searched in place in C, and read without it)."""
     codes = scan(blobs[name])
     assert cuobjdump_list(blobs[name]) == []  # invisible to cuobjdump
     assert [c.source for c in codes] == ["__kfat_start"] * 2 + ["__kcubin_start", "__kptx_start"]

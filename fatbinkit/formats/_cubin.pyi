@@ -1,4 +1,6 @@
-# The per-function walk of a cubin in C (_cubin.c): see fatbinkit/formats/cubin.py's _walked.
+# The per-function walk of a cubin in C (_cubin.c): see fatbinkit/formats/cubin.py's _walked;
+# find: Reader.holds (fatbinkit/formats/reader.py).
 from typing import Any
 
 def walk(data: bytes, mode: int, param: type, function: type, /) -> tuple[Any, ...] | None: ...
+def find(data: bytes | bytearray | memoryview, needle: bytes, /) -> int: ...

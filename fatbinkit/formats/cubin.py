@@ -10,12 +10,9 @@ writes are accepted.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import importlib
 import operator
-import os
 import re
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -32,7 +29,7 @@ from ..errors import (
     UnsupportedError,
 )
 from ..infile import as_content
-from . import elf
+from . import elf, native
 from .arch import Arch
 from .elf import SHT_NOTE, SHT_SYMTAB, STT_FUNC
 from .nvinfo import (
@@ -585,11 +582,8 @@ def _arch(head: elf.FileHeader, compat: Sequence[NvInfoRecord]) -> Arch:
 # The per-function walk in C (fatbinkit/formats/_cubin.c), where the install could build it:
 # the same reading as _Reader for the cubins it covers, None for the others (and for anything
 # malformed), which _Reader then reads. tests/test_cubin_fast.py holds the two equal.
-# FATBINKIT_PURE_PYTHON=1 in the environment reads every cubin with _Reader alone.
-_compiled: ModuleType | None = None
-if not os.environ.get("FATBINKIT_PURE_PYTHON"):
-    with contextlib.suppress(ImportError):  # an install without a C compiler: _Reader alone
-        _compiled = importlib.import_module("._cubin", __package__)
+# FATBINKIT_PURE_PYTHON=1 in the environment reads every cubin with _Reader alone (native).
+_compiled: ModuleType | None = native.compiled
 _FUNCTIONS, _OUTLINE = 0, 1  # what the walk makes: CubinFunctions, or entry kernel names
 
 
