@@ -9,9 +9,11 @@ CUDA's: :mod:`fatbinkit.vendors.cuda.loading`); these records are what the rules
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import operator
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .errors import InvalidArgumentError
@@ -53,6 +55,17 @@ PTX = "ptx"
 #: (:func:`fatbinkit.vendors.register` keeps it: CUDA's ``sass`` and ``ptx``): an
 #: :class:`ImageInfo` of another kind is refused
 LOADABLE_KINDS: list[str] = []
+
+@functools.cache
+def _fields_but(without: tuple[str, ...]) -> Callable[[ImageInfo], tuple[Any, ...]]:
+    """A getter of :class:`ImageInfo`'s fields but ``without``, as one tuple (in C)."""
+    names = [f.name for f in fields(ImageInfo) if f.name not in without]
+    unknown = set(without).difference(f.name for f in fields(ImageInfo))
+    if unknown:
+        raise InvalidArgumentError(f"ImageInfo has no field {sorted(unknown)[0]!r}")
+    get = operator.attrgetter(*names)
+    return get if len(names) > 1 else lambda image: (get(image),)
+
 
 def _loadable_kinds() -> list[str]:
     """:data:`LOADABLE_KINDS`, the registry loaded first if nothing has loaded it yet (this
@@ -115,6 +128,20 @@ class ImageInfo:
                                            f"{' or '.join(map(repr, kinds))}")
         if self.kind == PTX and self.ptx_version is None:
             raise InvalidArgumentError("a PTX image needs its PTX ISA version")
+
+    def at(self, offset: int | None, host: str | None) -> ImageInfo:
+        """This image with ``offset`` and ``host`` (:func:`dataclasses.replace` of those two,
+        without its ``__init__``: nothing it checks changes; libtorch_cuda.so's 2,975 images
+        are placed on every ``check``)."""
+        placed = object.__new__(ImageInfo)
+        placed.__dict__.update(self.__dict__, offset=offset, host=host)
+        return placed
+
+    def key(self, *without: str) -> tuple[Any, ...]:
+        """Its fields but ``without``, in order: what a vendor's
+        :meth:`~fatbinkit.vendors.Vendor.decision_key` compares (equal keys: equal images but
+        for those fields)."""
+        return _fields_but(without)(self)
 
     @property
     def arch_name(self) -> str:

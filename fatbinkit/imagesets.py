@@ -324,7 +324,7 @@ def _modules(groups: dict[tuple[str, str, int], tuple[str, list[int]]],
             else:
                 img = heads[i] if i in heads else _header(codes[i])
             assert img is not None  # loadable images only
-            own.append(replace(img, offset=codes[i].offset, host=host))
+            own.append(img.at(codes[i].offset, host))
         yield ImageSet(module_label(src, c, member), tuple(own), raw=c < 0, source=src,
                        container=c if c >= 0 else None, vendor=vendor)
     for _ in found:  # nothing is left: the workers are joined

@@ -19,6 +19,7 @@ from fatbinkit.compat import ImageSet
 from fatbinkit.decision import PTX, SASS, Decision, ImageInfo, Verdict
 from fatbinkit.device_code import LINUX, WINDOWS
 from fatbinkit.driver import as_cuda_version
+from fatbinkit.errors import InvalidArgumentError
 from fatbinkit.formats.arch import Arch
 from fatbinkit.imagesets import Shapes, image_sets
 
@@ -102,6 +103,29 @@ def test_moved_keeps_every_field() -> None:
         "warnings", "outcome"]
     assert [f.name for f in dataclasses.fields(Verdict)] == [
         "image", "usable", "reason", "error", "floor"]
+
+
+def test_placing_and_keying_an_image_equal_replace() -> None:
+    """ImageInfo.at is dataclasses.replace of offset and host, and ImageInfo.key(*without)
+    tells two images apart exactly when replace(..., each of without cleared) does: over every
+    image of MODULES, pairwise."""
+    import dataclasses
+
+    images = [i for m in MODULES for i in m.images]
+    for image in images:
+        placed = image.at(4096, WINDOWS)
+        assert placed == dataclasses.replace(image, offset=4096, host=WINDOWS)
+        assert placed is not image and image.offset != 4096 and type(placed) is ImageInfo
+    without = ("kernels", "offset", "label")
+
+    def cleared(i: ImageInfo) -> ImageInfo:
+        return dataclasses.replace(i, kernels=None, offset=None, label="")
+
+    for a in images:
+        for b in images:
+            assert (a.key(*without) == b.key(*without)) == (cleared(a) == cleared(b))
+    with pytest.raises(InvalidArgumentError, match="no field 'kernel'"):
+        images[0].key("kernel")
 
 
 def _library(item: WheelMember) -> Path:

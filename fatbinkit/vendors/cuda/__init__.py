@@ -347,12 +347,10 @@ class CudaVendor:
     def decision_key(self, image: ImageInfo) -> Hashable:
         """The image but its kernels, offset and variables, which :func:`.loading.decide`
         does not read, and its label, which only a cubin of unknown toolkit's warning names."""
-        from dataclasses import replace
-
         from ...decision import SASS
 
         label = image.label if image.kind == SASS and image.toolkit is None else ""
-        return replace(image, kernels=None, offset=None, variables=False, label=label)
+        return image.key("kernels", "offset", "variables", "label"), label
 
 
 #: the CUDA vendor (registered in :data:`fatbinkit.vendors.VENDORS` as ``"cuda"``)

@@ -6,7 +6,7 @@ runtime's loading rules (:mod:`.loading`), as the :class:`~fatbinkit.vendors.Ven
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -281,7 +281,7 @@ class HipVendor:
     def decision_key(self, image: ImageInfo) -> Hashable:
         """The image but its kernels, offset and label (its decide reads its kind and
         target; a label names the image's offset)."""
-        return replace(image, kernels=None, offset=None, label="")
+        return image.key("kernels", "offset", "label")
 
 
 #: the HIP vendor (registered in :data:`fatbinkit.vendors.VENDORS` as ``"hip"``)

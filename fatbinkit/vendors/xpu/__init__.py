@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -299,7 +299,7 @@ class XpuVendor:
     def decision_key(self, image: ImageInfo) -> Hashable:
         """The image but its kernels, offset and label (its decide reads its kind and
         target; a label names the image's offset)."""
-        return replace(image, kernels=None, offset=None, label="")
+        return image.key("kernels", "offset", "label")
 
 
 #: the Intel XPU vendor (registered in :data:`fatbinkit.vendors.VENDORS` as ``"xpu"``)
