@@ -744,7 +744,10 @@ static PyObject *walk(PyObject *self, PyObject *args) {
     for (size_t i = 0; i < w.shnum; i++) w.own[i] = -1;
     for (size_t i = 0; i < w.shnum; i++) {
         const Sec *s = &w.sec[i];
-        if (starts(s, ".text.", 6)) {
+        if (mode == 1 && (starts(s, ".text.", 6) || starts(s, ".nv.shared.", 11) ||
+                          starts(s, ".nv.local.", 10))) {
+            /* the outline reads no function's own sections */
+        } else if (starts(s, ".text.", 6)) {
             slot(&w.names, s->name + 6, s->nlen - 6);
         } else if (starts(s, ".nv.shared.", 11)) {
             Slot *t = slot(&w.names, s->name + 11, s->nlen - 11);
@@ -759,7 +762,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
             size_t nlen = 0;
             long bank = bank_of(s, &name, &nlen);
             if (bank == -2) goto done;
-            if (bank >= 0) {
+            if (bank >= 0 && (mode == 0 || name == NULL)) { /* the outline: module banks */
                 PyObject *key = PyLong_FromLong(bank), *size = PyLong_FromUnsignedLongLong(s->size);
                 PyObject *into = module_banks;
                 if (name != NULL) {
