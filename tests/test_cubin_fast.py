@@ -25,35 +25,41 @@ from thirdparty import CUPY12_CUB, CUPY102_RANDOM, CURAND11, CURAND13, fetch
 import fatbinkit
 from fatbinkit.errors import FatbinkitError
 from fatbinkit.formats import cubin
-from fatbinkit.formats.cubin import Cubin, cubin_outline
+from fatbinkit.formats.cubin import Cubin, cubin_outline, cubin_profile
 
 _WALK = cubin._compiled
 
 
-def _read(data: bytes, outline: bool) -> object:
+#: the walk's modes, by the public reader that uses each: functions (Cubin.from_bytes), the
+#: outline (cubin_outline), the rows diff compares (cubin_profile)
+_READERS = (Cubin.from_bytes, cubin_outline, cubin_profile)
+MODES = range(len(_READERS))
+
+
+def _read(data: bytes, mode: int) -> object:
     """What the public reader returns, or the type and text of its error."""
     try:
-        return cubin_outline(data) if outline else Cubin.from_bytes(data)
+        return _READERS[mode](data)
     except FatbinkitError as e:
         return type(e), str(e)
 
 
-def _pure(data: bytes, outline: bool = False) -> object:
+def _pure(data: bytes, mode: int = 0) -> object:
     """What the pure reader returns, or the type and text of its error."""
     saved, cubin._compiled = cubin._compiled, None
     try:
-        return _read(data, outline)
+        return _read(data, mode)
     finally:
         cubin._compiled = saved
 
 
-def _walked(data: bytes, outline: bool = False) -> object | None:
+def _walked(data: bytes, mode: int = 0) -> object | None:
     """What the public reader gives with the walk (a ``.nv.compat`` is parsed after it, and
     may raise); None where the walk left the cubin to the pure reader."""
     assert _WALK is not None
-    if _WALK.walk(data, 1 if outline else 0, cubin.KernelParam, cubin.CubinFunction) is None:
+    if _WALK.walk(data, mode, cubin.KernelParam, cubin.CubinFunction) is None:
         return None
-    return _read(data, outline)
+    return _read(data, mode)
 
 
 def _same(a: object, b: object) -> None:
@@ -96,7 +102,10 @@ def test_every_real_cubin_is_walked_and_read_the_same(builds: Builds) -> None:  
         fast = _walked(data)
         assert fast is not None, f"the walk left {name} to the pure reader"
         _same(fast, _pure(data))
-        _same(_walked(data, outline=True), _pure(data, outline=True))
+        _same(_walked(data, 1), _pure(data, 1))
+        profile = _walked(data, 2)
+        _same(profile, _pure(data, 2))
+        assert isinstance(profile, tuple) and len(profile.rows) == len(fast.functions)  # type: ignore[attr-defined,union-attr]
         cubins += 1
         functions += len(fast.functions) if isinstance(fast, Cubin) else 0
     assert cubins >= 240 and functions >= 8000, (cubins, functions)
@@ -108,10 +117,10 @@ def sm90(builds: Builds) -> bytes:  # noqa: F811
 
 
 def _agree(data: bytes) -> None:
-    for outline in (False, True):
-        fast = _walked(data, outline)
+    for mode in MODES:
+        fast = _walked(data, mode)
         if fast is not None:  # accepted: the pure reader reads it, and the same
-            _same(fast, _pure(data, outline))
+            _same(fast, _pure(data, mode))
 
 
 @needs_walk

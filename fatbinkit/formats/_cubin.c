@@ -16,6 +16,9 @@
  *         mode 1: (sm, virtual_sm or None, toolkit or None, [entry kernel name, ...],
  *                  {bank: size}, global_size, [(offset, bytes) of each .nv.compat])
  *   mode 1 gives None where the cubin records no toolkit (the pure outline parses in full).
+ *         mode 2: as mode 0, each function as the row diff and gate compare (cubin.py's
+ *                  cubin_profile): (name, entry, registers, stack, shared, local,
+ *                  ((bank, size), ...), spill stores or None, spill loads or None, size)
  *
  * Also find(data, needle), a search of any buffer in place (below).
  */
@@ -518,7 +521,7 @@ static PyObject *int_value(const Own *o, const Val *first, unsigned attr) {
 
 /* the CubinFunction of .text section i (cubin.py's _Reader.function) */
 static PyObject *function(Walk *w, size_t i, unsigned annotated, PyObject *kcls, PyObject *fcls,
-                          Own *o, Val *first) {
+                          Own *o, Val *first, int mode) {
     const Sec *s = &w->sec[i];
     int64_t sym = w->sym[i];
     int entry = sym >= 0 && (w->sym_other[i] & STO_CUDA_ENTRY);
@@ -532,15 +535,18 @@ static PyObject *function(Walk *w, size_t i, unsigned annotated, PyObject *kcls,
     int64_t ownsec = w->own[i];
     const Sec *os = ownsec >= 0 ? &w->sec[ownsec] : NULL;
     if (os != NULL && os->size > 0) nraw++;
-    PyObject *raw = PyTuple_New(nraw);
+    /* mode 2 (a row) keeps no raw records */
+    PyObject *raw = PyTuple_New(mode == 2 ? 0 : nraw);
     if (raw == NULL) return NULL;
     Py_ssize_t k = 0;
     if (sym >= 0)
         for (int64_t r = w->head[sym]; r >= 0; r = w->recs[r].next) {
             const ModRec *m = &w->recs[r];
-            PyObject *item = run(m->at, m->p, m->len);
-            if (item == NULL) goto fail_raw;
-            PyTuple_SET_ITEM(raw, k++, item);
+            if (mode != 2) {
+                PyObject *item = run(m->at, m->p, m->len);
+                if (item == NULL) goto fail_raw;
+                PyTuple_SET_ITEM(raw, k++, item);
+            }
             if (m->len >= 12 && !has_second[m->attr]) {
                 has_second[m->attr] = 1;
                 second[m->attr] = rd32(m->p + 8);
@@ -548,7 +554,7 @@ static PyObject *function(Walk *w, size_t i, unsigned annotated, PyObject *kcls,
         }
     if (os != NULL) {
         if (own_values(w->d + os->off, (size_t)os->size, o, first)) goto fail_decline;
-        if (os->size > 0) {
+        if (os->size > 0 && mode != 2) {
             PyObject *item = run(os->off, w->d + os->off, os->size);
             if (item == NULL) goto fail_raw;
             PyTuple_SET_ITEM(raw, k++, item);
@@ -569,6 +575,21 @@ static PyObject *function(Walk *w, size_t i, unsigned annotated, PyObject *kcls,
         const uint8_t *text = s->type == SHT_NOBITS ? w->d : w->d + s->off;
         uint64_t tlen = s->type == SHT_NOBITS ? 0 : s->size;
         spilled = spills(o, text, tlen, annotated, &st, &ld) ? 1 : -1;
+    }
+    if (mode == 2) { /* the row: diff's and gate's figures of the function (profile) */
+        Py_DECREF(raw);
+        PyObject *banks = by_name->banks != NULL ? PyDict_Items(by_name->banks) : PyList_New(0);
+        PyObject *constant = banks != NULL ? PyList_AsTuple(banks) : NULL;
+        Py_XDECREF(banks);
+        if (constant == NULL) return NULL;
+        return Py_BuildValue(
+            "(NNNNNNNNNN)", PyUnicode_DecodeASCII(s->name + 6, (Py_ssize_t)(s->nlen - 6), NULL),
+            PyBool_FromLong(entry), u32(registers),
+            u32(has_second[EIATTR_MIN_STACK_SIZE] ? second[EIATTR_MIN_STACK_SIZE] : 0),
+            PyLong_FromUnsignedLongLong(by_name->has_shared ? by_name->shared : 0),
+            PyLong_FromUnsignedLongLong(by_name->has_local ? by_name->local : 0), constant,
+            spilled > 0 ? PyLong_FromLong(st) : none(), spilled > 0 ? PyLong_FromLong(ld) : none(),
+            PyLong_FromUnsignedLongLong(s->size));
     }
     /* params, by ordinal */
     PyObject *params = PyTuple_New((Py_ssize_t)o->nkp);
@@ -762,7 +783,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
             size_t nlen = 0;
             long bank = bank_of(s, &name, &nlen);
             if (bank == -2) goto done;
-            if (bank >= 0 && (mode == 0 || name == NULL)) { /* the outline: module banks */
+            if (bank >= 0 && (mode != 1 || name == NULL)) { /* the outline: module banks */
                 PyObject *key = PyLong_FromLong(bank), *size = PyLong_FromUnsignedLongLong(s->size);
                 PyObject *into = module_banks;
                 if (name != NULL) {
@@ -838,7 +859,7 @@ static PyObject *walk(PyObject *self, PyObject *args) {
                                                        : spill_arch_64(sm) ? 8 : 0;
         for (size_t i = 0; i < w.shnum; i++) {
             if (!starts(&w.sec[i], ".text.", 6)) continue;
-            PyObject *f = function(&w, i, annotated, kcls, fcls, o, first);
+            PyObject *f = function(&w, i, annotated, kcls, fcls, o, first, mode);
             if (f == Py_Ellipsis) {
                 Py_DECREF(f);
                 goto done;
@@ -908,8 +929,8 @@ static PyObject *find(PyObject *self, PyObject *args) {
 
 static PyMethodDef METHODS[] = {
     {"walk", walk, METH_VARARGS,
-     "walk(data, mode, KernelParam, CubinFunction): a cubin's functions (mode 0) or outline "
-     "(mode 1), or None where the pure reader decides."},
+     "walk(data, mode, KernelParam, CubinFunction): a cubin's functions (mode 0), outline "
+     "(mode 1) or function rows (mode 2), or None where the pure reader decides."},
     {"find", find, METH_VARARGS,
      "find(data, needle): the first position of needle in the buffer data, or -1."},
     {NULL, NULL, 0, NULL}};

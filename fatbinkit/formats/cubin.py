@@ -70,11 +70,14 @@ __all__ = [
     "Cubin",
     "CubinFunction",
     "CubinOutline",
+    "CubinProfile",
+    "FunctionRow",
     "KernelParam",
     "compact_cubin",
     "cubin_arch",
     "cubin_extent",
     "cubin_outline",
+    "cubin_profile",
     "cubin_toolkit",
     "function_code",
     "header_arch",
@@ -336,6 +339,45 @@ def cubin_outline(data: bytes | bytearray | memoryview) -> CubinOutline:
         raise FormatError(f"malformed cubin: {e}") from e
 
 
+#: a function as ``diff`` and ``gate`` compare it (:func:`cubin_profile`): name, entry,
+#: registers, stack, shared, local, constant banks ``((bank, size), ...)``, spill stores, spill
+#: loads, size
+FunctionRow = tuple[str, bool, int, int, int, int, tuple[tuple[int, int], ...], int | None,
+                    int | None, int]
+
+
+class CubinProfile(NamedTuple):
+    """A cubin as ``diff`` compares it: :class:`Cubin`'s arch, ELF ABI and producer toolkit,
+    whether it has module-scope variables, and a :data:`FunctionRow` per function."""
+
+    arch: Arch
+    abi_version: int
+    toolkit: tuple[int, int] | None
+    variables: bool
+    rows: list[FunctionRow]
+
+
+def cubin_profile(data: bytes | bytearray | memoryview) -> CubinProfile:
+    """The :class:`CubinProfile` of a cubin, equal to what :meth:`Cubin.from_bytes` gives
+    (``rows`` from its :attr:`Cubin.functions`), the same errors raised. The C walk makes the
+    rows without a :class:`CubinFunction` (its attribute records and kernel parameters): a
+    fifth of the walk's time on libtorch_cuda.so, which ``diff`` reads twice."""
+    as_content(data, "cubin_profile()")
+    data = data if type(data) is bytes else bytes(data)
+    try:
+        walked = _walked(data, _PROFILE)
+    except (struct.error, UnicodeDecodeError, IndexError, ValueError) as e:  # as from_bytes
+        raise FormatError(f"malformed cubin: {e}") from e
+    if walked is not None:
+        return CubinProfile(walked.arch, walked.head.abi_version, _toolkit(walked.toolkit),
+                            bool(walked.global_size or walked.banks), walked.items)
+    c = Cubin.from_bytes(data)
+    return CubinProfile(c.arch, c.abi_version, c.toolkit, bool(c.global_size or c.constant),
+                        [(f.name, f.entry, f.registers, f.stack, f.shared, f.local,
+                          tuple(f.constant.items()), f.spill_stores, f.spill_loads, f.size)
+                         for f in c.functions])
+
+
 def cubin_toolkit(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
     """The CUDA release that built a cubin, as :attr:`Cubin.toolkit` gives it, from the ELF
     header and notes alone where those record it (``e_version`` of ABI v1, ``.note.nv.cuinfo``,
@@ -584,7 +626,8 @@ def _arch(head: elf.FileHeader, compat: Sequence[NvInfoRecord]) -> Arch:
 # malformed), which _Reader then reads. tests/test_cubin_fast.py holds the two equal.
 # FATBINKIT_PURE_PYTHON=1 in the environment reads every cubin with _Reader alone (native).
 _compiled: ModuleType | None = native.compiled
-_FUNCTIONS, _OUTLINE = 0, 1  # what the walk makes: CubinFunctions, or entry kernel names
+# what the walk makes: CubinFunctions, entry kernel names, or rows (cubin_profile)
+_FUNCTIONS, _OUTLINE, _PROFILE = 0, 1, 2
 
 
 class _Walked(NamedTuple):

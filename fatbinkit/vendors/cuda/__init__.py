@@ -228,17 +228,15 @@ class CudaVendor:
         data = e.data()
         label = f"entry at {code.offset:#x}"
         if e.header.kind == EntryKind.ELF:
-            from ...formats.cubin import Cubin
+            from ...formats.cubin import cubin_profile
 
-            c = Cubin.from_bytes(data)
+            c = cubin_profile(data)
             image = ImageInfo(SASS, e.arch, None, label,
-                              frozenset(f.name for f in c.functions if f.entry),
+                              frozenset(row[0] for row in c.rows if row[1]),
                               toolkit=c.toolkit, abi_version=c.abi_version,
-                              compression=e.compression,
-                              variables=bool(c.global_size or c.constant), offset=code.offset)
-            return image, [(f.name, f.entry, f.registers, f.stack, f.shared, f.local,
-                            tuple(f.constant.items()), f.spill_stores, f.spill_loads, f.size)
-                           for f in c.functions]
+                              compression=e.compression, variables=c.variables,
+                              offset=code.offset)
+            return image, c.rows
         image = replace(image_from_ptx(data, label, e.arch, e.compression), offset=code.offset)
         return image, [(name, True) for name in sorted(image.kernels or ())]
 
