@@ -65,10 +65,10 @@ def images_read(command: str, libs: list[Path], archs: tuple[str, ...] = ()) -> 
 
     if command == "check":
         codes: list[Any] = []
-        with _recording(parallel, "map_codes", lambda fn, c, **_: c, codes), \
+        with _recording(parallel, "iter_codes", lambda fn, c, **_: c, codes), \
                 fatbinkit.open(libs[0]) as binary:
             binary.check(list(archs), jobs=1)
-        return _payloads(libs[0], codes)
+        return _payloads(libs[0], _seen(codes, "check"))
     assert command == "diff"
     found: list[Payload] = []
     old = None
@@ -76,8 +76,17 @@ def images_read(command: str, libs: list[Path], archs: tuple[str, ...] = ()) -> 
         read: list[Any] = []
         with _recording(Binary, "imap", lambda self, fn, c, **_: c, read):
             old = diff.snapshot(lib, jobs=1, like=old)
-        found += _payloads(lib, read)
+        found += _payloads(lib, _seen(read, "diff"))
     return found
+
+
+def _seen(read: list[Any], command: str) -> list[Any]:
+    """``read``, which holds something: an empty record means the recorder no longer sees
+    how ``command`` reads its images (the engine changed), not a floor of nothing."""
+    if not read:
+        raise SystemExit(f"benchmarks/floor.py: no image seen read by {command}: the function "
+                         "recorded is no longer the one that reads them")
+    return read
 
 
 def _inflate(payloads: list[Payload]) -> None:
