@@ -164,6 +164,31 @@ def test_a_failing_verdict_and_an_unreadable_input_exit_differently(
     assert run(["ls", fatbin], capsys)[0] == 130
 
 
+def test_read_only_commands_leave_at_once_with_all_their_output(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """ls, check, diff and gate, run as the process's own command, leave through os._exit
+    (their records not freed one by one): the output, block-buffered into a pipe, is all there
+    and the exit status is the command's, as when main() returns it in this process; an exit
+    handler registered before shows which way each left."""
+    fatbin = str(_fatbin(tmp_path))
+    other = tmp_path / "other.fatbin"
+    assert main(["build", "-o", str(other), "--ptx", f"sm_80={tmp_path / 'k.ptx'}"]) == 0
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    program = ("import atexit, sys; atexit.register(lambda: print('exit handlers ran', "
+               "file=sys.stderr)); from fatbinkit.cli import main; sys.exit(main())")
+    for argv, leaves in ((["ls", fatbin], True), (["ls", "--resources", fatbin, "--json"], True),
+                         (["check", fatbin, "--arch", "sm_70"], True),
+                         (["check", fatbin, "--arch", "sm_90", "--json"], True),
+                         (["gate", fatbin, "--require-arch", "sm_70"], True),
+                         (["diff", fatbin, str(other)], True),
+                         (["extract", fatbin, "-o", str(tmp_path / "x")], False)):
+        expected = run(argv, capsys)
+        proc = subprocess.run([sys.executable, "-c", program, *argv], capture_output=True,
+                              text=True, timeout=300, env=buffered)
+        assert (proc.returncode, proc.stdout) == expected[:2], argv
+        assert ("exit handlers ran" in proc.stderr) is not leaves, argv
+
+
 def test_every_command_has_a_summary() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -34,6 +34,12 @@ from .args import (
 )
 
 _GROUPS = (embed, fatbin, check, diff, report, survey, slim, load, demo)
+# The commands that read and print only. Run as the process's own command (``main()`` without
+# ``argv``: the console script, ``python -m fatbinkit``), each leaves through ``os._exit`` once
+# its output is flushed, as mypy's does: the hundreds of thousands of records it made are not
+# freed one by one (0.18 s of a diff of two libtorch_cuda.so). By then its worker pools are
+# joined, its files written and closed; no exit handler of theirs has anything left to do.
+_LEAVE_AT_ONCE = frozenset({"ls", "check", "diff", "gate"})
 # When each command exits 1 (args.EXIT_FAILS); the others never do.
 _FAILS = {
     "check": "an arch fails (with --strict: also a module that cannot load for it)",
@@ -76,6 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with spelled_for_cli():  # advice in errors and reports names flags, not keywords
             status: int = args.func(args)
+        if argv is None and args.command in _LEAVE_AT_ONCE:
+            sys.stdout.flush()  # a closed pipe raises here, and is handled below
+            sys.stderr.flush()
+            os._exit(status)
     except UsageError as exc:
         args.parser.error(str(exc))  # exits 2
     except FatbinkitError as exc:
