@@ -1073,11 +1073,12 @@ def _devices(sets: Sequence[tuple[str, tuple[ImageInfo, ...]]],
                 picks[images] = [(d.how, "" if d.image is None else d.image.arch_name)
                                  for d in decisions]
         nowhere = sum(c.vendor == name for c in entryless)
+        per_module = [picks[images] for images in own]  # a tuple of images hashes each time
         for i, device in enumerate(devices):
             counts = {NATIVE: 0, JIT: 0, NONE: nowhere}
             used: dict[str, int] = {}
-            for images in own:
-                how, img = picks[images][i]
+            for pick in per_module:
+                how, img = pick[i]
                 counts[how if how in counts else NONE] += 1
                 if img:
                     used[img] = used.get(img, 0) + 1
