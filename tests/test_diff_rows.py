@@ -115,6 +115,42 @@ def test_a_known_header_with_other_bytes_is_read(pair: tuple[Path, Path],
     assert len(calls) == len(images)  # each hashed before reading, not again when read
 
 
+def test_the_payload_digest_is_the_faster_of_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_payload_hash is SHA-256 or BLAKE2b cut to 20 bytes, whichever hashes faster: a SHA-256
+    made slow here gives BLAKE2b, one made fast gives SHA-256 (the choice is made once per
+    process, and a pool's workers inherit it: test_a_known_header_with_other_bytes_is_read
+    reads with workers, its digests equal to this process's)."""
+    import hashlib
+    import time as time_module
+
+    data = b"payload" * 1000
+    made = {"sha256": hashlib.sha256(data).digest()[:20],
+            "blake2b": hashlib.blake2b(data, digest_size=20).digest()}
+    saved = fd._payload_hash()
+    assert saved(data) in made.values() and len(saved(memoryview(data))) == 20
+    real, real_b2 = hashlib.sha256, hashlib.blake2b
+
+    for slow, expected in ((True, "blake2b"), (False, "sha256")):
+        def timed(*args: Any, slow: bool = slow) -> Any:
+            if slow:
+                time_module.sleep(0.01)
+            return real(*args)
+
+        def b2(*args: Any, slow: bool = slow, **kwargs: Any) -> Any:
+            if not slow:
+                time_module.sleep(0.01)
+            return real_b2(*args, **kwargs)
+
+        monkeypatch.setattr(hashlib, "sha256", timed)
+        monkeypatch.setattr(hashlib, "blake2b", b2)
+        fd._payload_hash.cache_clear()
+        try:
+            assert fd._payload_hash()(data) == made[expected]
+        finally:
+            monkeypatch.undo()
+            fd._payload_hash.cache_clear()
+
+
 def test_kernel_image_dict_is_its_values() -> None:
     """``to_dict`` spells out :meth:`KernelImage.values` (FIELDS, then the banks in order)."""
     for k in (KernelImage("l", "k", "sm_90", 0, 1, True, 32, 0, 4, 8, 1024, 0, 512,
