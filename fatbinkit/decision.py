@@ -56,6 +56,7 @@ PTX = "ptx"
 #: :class:`ImageInfo` of another kind is refused
 LOADABLE_KINDS: list[str] = []
 
+
 @functools.cache
 def _fields_but(without: tuple[str, ...]) -> Callable[[ImageInfo], tuple[Any, ...]]:
     """A getter of :class:`ImageInfo`'s fields but ``without``, as one tuple (in C)."""

@@ -290,7 +290,7 @@ def read_image_sets(source: str | os.PathLike[str] | bytes | bytearray | memoryv
                                        (code.vendor, []))
         if code.kind in vendors.of(code).loadable:
             members.append(i)
-    heads: dict[int, ImageInfo] = {}  # what the headers say, of the images not read
+    heads: dict[int, ImageInfo] = {}  # what each loadable image's header says (to choose)
     read = {i for _, members in groups.values() for i in members}
     if devices is not None:
         wanted = [vendors.device(d, "device") for d in devices]
