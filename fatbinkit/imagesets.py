@@ -84,15 +84,18 @@ class ImageSet:
         return self._for_kernel(self._decide(device, driver), kernel)
 
     def _decide(self, device: ArchLike, driver: DriverLike | None,
-                decided: _Decided | None = None) -> Decision:
-        # a device by itself and its future flag (not part of an Arch's equality)
-        key = (device, getattr(device, "future", None))
-        if decided is not None and (done := decided.get(key)) is not None:
-            return _moved(*done, self.images)
+                shapes: Shapes | None = None) -> Decision:
         vendor, gpu = vendors.device(device, "device")
         if vendor.name != self.vendor:  # another vendor's GPU loads nothing of this module
             return Decision(gpu, None, None, NONE, f"a {self.vendor} module holds no image for "
                             f"{vendor.name} GPUs", None, (), outcome=NO_IMAGE)
+        decided = None
+        # a device by itself and its future flag (not part of an Arch's equality)
+        key = (device, getattr(device, "future", None))
+        if shapes is not None:
+            decided = shapes.setdefault((self._shape(vendor, gpu), type(driver), repr(driver)), {})
+            if (done := decided.get(key)) is not None:
+                return _moved(*done, self.images)
         d = vendor.decide(self.images, gpu, driver, raw=self.raw)
         if self.entryless and d.floor is None:  # a device floor still says why first
             d = replace(d, reason="an empty fatbin container (no entries: its images were "
@@ -101,17 +104,20 @@ class ImageSet:
             decided[key] = (d, self.images)
         return d
 
-    @functools.cached_property
-    def _shape(self) -> Hashable:
-        """What the vendor's decide reads of the set: its kind of load and, per image, its
-        :meth:`~fatbinkit.vendors.Vendor.decision_key`; a set that holds one image object
-        twice is a shape of its own (decisions are moved to another set's images by which
+    def _shape(self, vendor: vendors.Vendor, gpu: Any) -> Hashable:
+        """What the vendor's decide reads of the set on ``gpu``: its kind of load and, per
+        image, its :meth:`~fatbinkit.vendors.Vendor.decision_key`; a set that holds one image
+        object twice is a shape of its own (decisions are moved to another set's images by which
         object they name)."""
-        if len({id(i) for i in self.images}) != len(self.images):
+        if not self._distinct:
             return object()
-        vendor = vendors.VENDORS[self.vendor]
         return (self.vendor, self.raw, self.entryless,
-                tuple(vendor.decision_key(i) for i in self.images))
+                tuple(vendor.decision_key(i, gpu) for i in self.images))
+
+    @functools.cached_property
+    def _distinct(self) -> bool:
+        """No image object twice in the set."""
+        return len({id(i) for i in self.images}) == len(self.images)
 
     def _check_kernel(self, kernel: object) -> None:
         """Refuse a kernel name no image of the set has (when every image lists its kernels)."""
@@ -165,9 +171,7 @@ class ImageSet:
         decision_key`: the same archs, PTX versions, toolkits...) as one decided before, on the
         same GPU with the same driver, gets that decision, naming its own images
         (libtorch_cuda.so's 475 modules are 5 shapes)."""
-        decided = None if shapes is None else \
-            shapes.setdefault((self._shape, type(driver), repr(driver)), {})
-        module = [self._decide(d, driver, decided) for d in devices]  # one pick per module, GPU
+        module = [self._decide(d, driver, shapes) for d in devices]  # one pick per module, GPU
         if not self.kernels:
             return [(None, module)]
         names = self.kernels
@@ -182,11 +186,11 @@ class ImageSet:
                 for k in names]
 
 
-#: the decisions made for one shape of module (:attr:`ImageSet._shape`) with one driver, by
-#: device: each with the images it names
+#: the decisions made for one shape of module on a GPU (:meth:`ImageSet._shape`) with one
+#: driver, by device: each with the images it names
 _Decided = dict[tuple[Any, Any], tuple[Decision, tuple[ImageInfo, ...]]]
-#: the decisions made in one judgement, by shape of module and driver (its type and repr: a
-#: :class:`~fatbinkit.driver.Driver` equals the CUDA version it stands for)
+#: the decisions made in one judgement, by shape of module on a GPU and driver (its type and
+#: repr: a :class:`~fatbinkit.driver.Driver` equals the CUDA version it stands for)
 Shapes = dict[Hashable, _Decided]
 
 

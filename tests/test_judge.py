@@ -55,6 +55,12 @@ MODULES = [
     ImageSet("j", (_sass(120, {"j"}, "j", toolkit=(12, 9)),)),
     ImageSet("k", (_sass(120, {"k"}, "k", toolkit=(13, 0)),)),  # a newer producer
     ImageSet("l", (_sass(120, {"l"}, "l", toolkit=(12, 9)),)),  # j's shape
+    # torch's modules: cubins of other archs left unread (no toolkit known), labelled by their
+    # offsets: alike on the GPUs those do not run on (90 and up), apart on the 7.x ones
+    ImageSet("m", (_sass(75, {"m"}, "entry at 0x100", toolkit=None),
+                   _sass(90, {"m"}, "m", toolkit=(13, 0)))),
+    ImageSet("n", (_sass(75, {"n"}, "entry at 0x900", toolkit=None),
+                   _sass(90, {"n"}, "n", toolkit=(13, 0)))),
 ]
 GPUS = [Arch(n) for n in (75, 80, 86, 89, 90, 100, 120)]
 
@@ -70,12 +76,15 @@ def test_alike_modules_get_their_own_decisions(driver: object) -> None:
             for d in decisions:
                 assert d.image is None or any(d.image is i for i in module.images)
                 assert all(any(v.image is i for i in module.images) for v in d.verdicts)
-    # a's and b's shape, j's and l's: 10 shapes among 12 modules, each decided once per GPU
-    assert len(shapes) == len(MODULES) - 2
-    assert all(len(per) == len(GPUS) for per in shapes.values())
+    # a's and b's shape, j's and l's on every GPU; e's and f's where sm_80 does not run (75,
+    # 90, 100, 120); m's and n's where sm_75 does not run (all but 75): each decided once
+    alike = 2 * len(GPUS) + 4 + len(GPUS) - 1
+    assert sum(len(per) for per in shapes.values()) == len(MODULES) * len(GPUS) - alike
     # the warning of a cubin with no toolkit names its own module's image, not the first's
     f = dict(MODULES[5].judged([Arch(86)], (13, 0), shapes))["f"][0]
     assert any("old two" in w for w in f.warnings) and not any("old one" in w for w in f.warnings)
+    n = dict(MODULES[13].judged([Arch(75)], (13, 0), shapes))["n"][0]
+    assert any("0x900" in w for w in n.warnings) and not any("0x100" in w for w in n.warnings)
 
 
 def test_one_dict_over_drivers_and_future_gpus() -> None:

@@ -245,7 +245,7 @@ class ToyVendor:
     def floors(self, image: ImageInfo) -> tuple[tuple[Any, ...], tuple[str, ...]]:
         return (), ()
 
-    def decision_key(self, image: ImageInfo) -> Any:
+    def decision_key(self, image: ImageInfo, device: Any) -> Any:
         return image.kind, image.arch
 
 

@@ -297,9 +297,10 @@ class Vendor(Protocol):
         """The runtime floors of one image, and what could not be known about them."""
         ...
 
-    def decision_key(self, image: ImageInfo) -> Hashable:
-        """What :meth:`decide` reads of an image: two modules whose images have equal keys,
-        position by position, are decided alike, but for which of their images the decision
+    def decision_key(self, image: ImageInfo, device: Any) -> Hashable:
+        """What :meth:`decide` reads of an image for ``device`` (one of the vendor's GPUs: as
+        :meth:`decide` gets it): two modules whose images have equal keys, position by
+        position, are decided alike on that GPU, but for which of their images the decision
         names (:meth:`fatbinkit.imagesets.ImageSet.judged` decides each such shape once per
         GPU and runtime). :meth:`decide` must name the very image objects it is given (they
         are swapped for the other module's by position)."""

@@ -342,12 +342,17 @@ class CudaVendor:
 
         return image_floors(image)
 
-    def decision_key(self, image: ImageInfo) -> Hashable:
+    def decision_key(self, image: ImageInfo, device: Arch) -> Hashable:
         """The image but its kernels, offset and variables, which :func:`.loading.decide`
-        does not read, and its label, which only a cubin of unknown toolkit's warning names."""
+        does not read, and its label, which only the warning about a cubin of unknown toolkit
+        names, made where that cubin runs on ``device`` (an image that does not run there is
+        refused by its arch alone: torch's modules hold such cubins of other archs, unread,
+        so they share a key on the GPUs they do not run on)."""
         from ...decision import SASS
+        from .loading import sass_runs_on
 
-        label = image.label if image.kind == SASS and image.toolkit is None else ""
+        label = image.label if image.kind == SASS and image.toolkit is None and \
+            sass_runs_on(image.arch, Arch(device.number)) else ""
         return image.key("kernels", "offset", "variables", "label"), label
 
 

@@ -278,9 +278,9 @@ class HipVendor:
 
         return image_floors(image)
 
-    def decision_key(self, image: ImageInfo) -> Hashable:
-        """The image but its kernels, offset and label (its decide reads its kind and
-        target; a label names the image's offset)."""
+    def decision_key(self, image: ImageInfo, device: Any) -> Hashable:
+        """The image but its kernels, offset and label, whatever the GPU (its decide reads
+        its kind and target; a label names the image's offset)."""
         return image.key("kernels", "offset", "label")
 
 
