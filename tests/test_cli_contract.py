@@ -23,6 +23,7 @@ import pytest
 from fatbin_kernels import Kernels, kernels_in, system_tool
 
 import fatbinkit
+from fatbinkit import cli
 from fatbinkit.cli import build_parser, main
 from fatbinkit.errors import FormatError
 from fatbinkit.scan import scan
@@ -193,6 +194,35 @@ def test_every_command_has_a_summary() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert sorted(a.dest for a in sub._choices_actions if a.help) == COMMANDS
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_command_imports_its_own_group_alone(command: str) -> None:
+    """``fatbinkit COMMAND`` builds the parser of COMMAND's group alone: it knows exactly the
+    group's commands (so the table of groups names what each registers) and parses and helps
+    as the whole parser does; a fresh interpreter running ``check`` never imports the object
+    writers, nor ``ls`` the report (each test fails where the group is found wrong or every
+    group is imported)."""
+    lean = build_parser(command)
+    sub = next(a for a in lean._actions if isinstance(a, argparse._SubParsersAction))
+    group = next(g for g, names in cli._GROUPS.items() if command in names)
+    assert tuple(sub.choices) == cli._GROUPS[group]
+    assert sub.choices[command].format_help() == commands()[command].format_help()
+
+
+@pytest.mark.parametrize(("command", "absent"), [("check", "fatbinkit.formats.elf_writer"),
+                                                 ("ls", "fatbinkit.report"),
+                                                 ("diff", "fatbinkit.cli.embed")])
+def test_a_command_leaves_the_other_groups_unimported(command: str, absent: str,
+                                                      tmp_path: Path) -> None:
+    program = ("import sys; from fatbinkit.cli import main\n"
+               "try: main(sys.argv[1:])\nexcept SystemExit: pass\n"
+               f"print({absent!r} in sys.modules, 'fatbinkit.cli.' + {command!r} in sys.modules "
+               "or 'fatbinkit.cli.fatbin' in sys.modules)")
+    missing = tmp_path / "missing.so"
+    proc = subprocess.run([sys.executable, "-c", program, command, str(missing), str(missing)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["False", "True"], proc.stdout + proc.stderr
 
 
 # -- usage errors: exit 2, the sub-command's usage -------------------------------------------

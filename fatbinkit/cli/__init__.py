@@ -8,12 +8,14 @@ Exit status, the same for every command (README "Exit status", each command's ``
 :class:`~fatbinkit.errors.FatbinkitError`: an input unreadable, malformed or without device
 code, an output not writable, a tool or the driver failed): one ``fatbinkit: error: FILE: ...``
 line on stderr naming the file it is about; 130 interrupted; 141 stdout closed early.
-Each command group lives in its own module and adds its sub-commands through ``register``.
+Each command group lives in its own module and adds its sub-commands through ``register``; a
+command imports only its own group (:data:`_GROUPS`).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import os
 import sys
@@ -21,7 +23,6 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import FatbinkitError, spelled_for_cli
-from . import check, demo, diff, embed, fatbin, load, report, slim, survey
 from .args import (
     EXIT_BROKEN_PIPE,
     EXIT_ERROR,
@@ -33,7 +34,23 @@ from .args import (
     exit_status,
 )
 
-_GROUPS = (embed, fatbin, check, diff, report, survey, slim, load, demo)
+# Each group (a module of this package, in the order `fatbinkit --help` lists them) and the
+# commands it registers. `fatbinkit COMMAND ...` imports only COMMAND's group, not the others and
+# what they import (embed's object writers, the report's, the survey's...): 20 ms of each
+# command's start, a tenth of what a check of libtorch_cuda.so spends before reading. Help, a
+# version or an unknown command builds the whole parser. tests/test_cli_contract.py holds this
+# table to what the groups register.
+_GROUPS: dict[str, tuple[str, ...]] = {
+    "embed": ("embed", "inject"),
+    "fatbin": ("ls", "extract", "build"),
+    "check": ("check",),
+    "diff": ("diff", "gate"),
+    "report": ("report",),
+    "survey": ("survey",),
+    "slim": ("prune", "recompress"),
+    "load": ("load",),
+    "demo": ("demo",),
+}
 # The commands that read and print only. Run as the process's own command (``main()`` without
 # ``argv``: the console script, ``python -m fatbinkit``), each leaves through ``os._exit`` once
 # its output is flushed, as mypy's does: the hundreds of thousands of records it made are not
@@ -49,7 +66,9 @@ _FAILS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command``'s group alone when it names one (the
+    commands of the other groups are then unknown to it)."""
     parser = argparse.ArgumentParser(
         prog="fatbinkit",
         description="Build, embed, inspect, check and load GPU kernel binaries. "
@@ -65,8 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                 parser_class=CommandParser)
-    for group in _GROUPS:
-        group.register(sub)
+    own = [g for g, commands in _GROUPS.items() if command in commands]
+    for group in own or _GROUPS:
+        importlib.import_module(f"{__name__}.{group}").register(sub)
     for name, command in sub.choices.items():  # handlers report usage errors through their
         command.set_defaults(parser=command)  # parser; every --help ends with the exit statuses
         command.epilog = exit_status(_FAILS.get(name)) + "\n" + (command.epilog or "")
@@ -77,8 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (also used as the console entry point)."""
     if isinstance(sys.stdout, io.TextIOWrapper):  # file names that are not UTF-8 print as
         sys.stdout.reconfigure(errors="surrogateescape")  # their bytes, as ls and cuobjdump do
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(given[0] if given else None)  # the command, where it comes first
+    args = parser.parse_args(given)
     try:
         with spelled_for_cli():  # advice in errors and reports names flags, not keywords
             status: int = args.func(args)
