@@ -87,9 +87,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     own = [g for g, commands in _GROUPS.items() if command in commands]
     for group in own or _GROUPS:
         importlib.import_module(f"{__name__}.{group}").register(sub)
-    for name, command in sub.choices.items():  # handlers report usage errors through their
-        command.set_defaults(parser=command)  # parser; every --help ends with the exit statuses
-        command.epilog = exit_status(_FAILS.get(name)) + "\n" + (command.epilog or "")
+    for name, each in sub.choices.items():  # handlers report usage errors through their
+        each.set_defaults(parser=each)  # parser; every --help ends with the exit statuses
+        each.epilog = exit_status(_FAILS.get(name)) + "\n" + (each.epilog or "")
     return parser
 
 
