@@ -118,10 +118,31 @@ typedef struct {
     int64_t *own; /* per section: the .nv.info.<f> section whose sh_info it is (-1: none) */
 } Walk;
 
-static uint64_t hash(const char *p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ull;
-    return h;
+/* No byte of p[0:n] is 0x80 or above: eight at a time (a section-name table runs to 160 KiB,
+ * and the byte-by-byte loop was half of the walk's time). */
+static int ascii(const char *p, size_t n) {
+    uint64_t all = 0, v;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&v, p + i, 8);
+        all |= v;
+    }
+    for (; i < n; i++) all |= (uint8_t)p[i];
+    return !(all & 0x8080808080808080ull);
+}
+
+static uint64_t hash(const char *p, size_t n) { /* eight bytes at a time: names run long */
+    uint64_t h = 1469598103934665603ull ^ n, v;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&v, p + i, 8);
+        h = (h ^ v) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+    }
+    v = 0;
+    memcpy(&v, p + i, n - i);
+    h = (h ^ v) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 32);
 }
 
 static Slot *slot(Names *t, const char *p, size_t n) {
@@ -284,8 +305,7 @@ static int table(Walk *w, unsigned *abi, uint32_t *flags, uint32_t *version) {
     if (strtab->off > n || strtab->size > n - strtab->off || strtab->size == 0) return -1;
     const char *names = (const char *)d + strtab->off;
     size_t nsize = (size_t)strtab->size;
-    for (size_t i = 0; i < nsize; i++)
-        if ((uint8_t)names[i] >= 0x80) return -1; /* decoded by the pure reader */
+    if (!ascii(names, nsize)) return -1; /* decoded by the pure reader */
     uint64_t inner = 0;
     for (size_t i = 0; i < shnum; i++) {
         Sec *s = &w->sec[i];
