@@ -888,7 +888,10 @@ class Diff:
                kernel: str | KernelFilter | None = None, *, regressions: bool = False) -> Diff:
         """The changes about ``arch`` (any of several, as ``ls --arch``: ``sm_90`` matches SASS
         and PTX of SM 9.0, ``compute_90`` PTX only), kernels matching ``kernel`` (module
-        changes: a module holding one), and with ``regressions`` only those."""
+        changes: a module holding one), and with ``regressions`` only those; no filter
+        returns this diff itself."""
+        if arch is None and kernel is None and not regressions:
+            return self  # every change kept: 0.05 s of copying a torch pair's 10^5 changes
         filters: list[ArchFilter] = []
         if arch is not None:
             values = [arch] if isinstance(arch, (str, Arch, ArchFilter)) else list(arch)
