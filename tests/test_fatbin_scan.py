@@ -67,6 +67,21 @@ def test_nvcc_hosts_match_cuobjdump(
     assert {p.name: p.read_bytes() for p in (tmp_path / "o").iterdir()} == expected
 
 
+def test_other_vendors_readers_stay_unimported(hosts: dict[str, Path]) -> None:
+    """An NVIDIA-only file's scan asks AMD and Intel whether a section could be theirs by its
+    name alone: their readers (``finding``, with the bundle and OffloadBinary formats, 12 ms of
+    imports) stay unimported. (tests/test_hip_read.py and tests/test_xpu.py read their files
+    through the same scan.)"""
+    import sys
+
+    program = ("import sys, fatbinkit; fatbinkit.open(sys.argv[1], all=True)\n"
+               "print(*(f'fatbinkit.vendors.{v}.finding' in sys.modules for v in "
+               "('cuda', 'hip', 'xpu')))")
+    got = subprocess.run([sys.executable, "-c", program, str(hosts["rdc_exe"])],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert got == ["True", "False", "False"]
+
+
 def test_relfatbin_only_with_all(hosts: dict[str, Path]) -> None:
     default = scan(hosts["rdc_exe"])
     every = scan(hosts["rdc_exe"], all=True)

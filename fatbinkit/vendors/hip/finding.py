@@ -39,6 +39,7 @@ from ...formats.offload_bundle import (
     read_bundle,
     read_bundles,
 )
+from . import FATBIN_SECTION, OBJECT_PREFIX, OFFLOADING_SECTION, PE_FATBIN_SECTION
 from .images import BITCODE, HSACO, SPIRV, CodeTarget, HipImage
 from .wrappers import WrapperRef, elf_wrappers, pe_wrappers
 
@@ -58,10 +59,6 @@ __all__ = [
     "sections",
 ]
 
-FATBIN_SECTION = ".hip_fatbin"
-PE_FATBIN_SECTION = ".hip_fat"  # .hip_fatbin in a PE image's eight-byte section names
-OFFLOADING_SECTION = ".llvm.offloading"
-OBJECT_PREFIX = "__CLANG_OFFLOAD_BUNDLE__"
 #: where a ``HIPK`` module's device code is (rocm-kpack's docs/multi_arch_packaging_with_kpack.md)
 KPACK = "a .kpack file (rocm-kpack)"
 SPIRV_TARGET = "amdgcnspirv"

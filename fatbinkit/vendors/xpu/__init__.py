@@ -35,6 +35,9 @@ __all__ = ["NOT_FOUND", "XPU", "XpuDevice", "XpuFilter", "XpuVendor", "image_of"
 
 #: what ``zeKernelCreate`` returns for a kernel the module lacks (Level Zero specification)
 NOT_FOUND = "ZE_RESULT_ERROR_INVALID_KERNEL_NAME"
+#: the host sections Intel's device code is in, in an object file (read by .finding, imported
+#: only for a file that has one)
+OBJECT_PREFIX = "__CLANG_OFFLOAD_BUNDLE__"  # formats.offload_bundle's BUNDLE_MAGIC, as text
 _KIND_ORDER = {ZEBIN: 0, OPENCL_ELF: 1, SPIRV: 2}
 _IP = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 # a device named otherwise (ocloc's product names in fat-binary members, ``intel:tgllp``), or
@@ -108,6 +111,8 @@ class XpuVendor:
                     "module creation"}))
 
     def sections(self, present: Collection[str], all: bool, pe: bool) -> frozenset[str]:
+        if not any(s.startswith(OBJECT_PREFIX) for s in present):
+            return frozenset()  # none could be Intel's
         from .finding import sections
 
         return sections(present, all, pe)

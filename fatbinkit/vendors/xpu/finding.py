@@ -29,11 +29,11 @@ from ...formats.archive import ar_members, is_archive
 from ...formats.codec import MAX_DATA_SIZE, DecompressionBudget, decompress
 from ...formats.elf import Buffer
 from ...formats.offload_bundle import object_section_id
+from . import OBJECT_PREFIX
 from .images import OPENCL_ELF, SPIR64, SPIRV, ZEBIN, XpuImage
 
 __all__ = ["OBJECT_PREFIX", "is_fat_archive", "read", "sections"]
 
-OBJECT_PREFIX = "__CLANG_OFFLOAD_BUNDLE__"
 _MEMBER = re.compile(r"(?P<ptr>32|64)\.(?P<device>[A-Za-z0-9][A-Za-z0-9._-]*)")
 _PAD = re.compile(r"pad_[0-9]+")
 _IP = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
