@@ -129,6 +129,9 @@ class KernelFilter:
     pattern: str
     regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        import cxxfilt  # noqa: F401  (matches demangles, in workers too: loaded before a fork)
+
     @classmethod
     def parse(cls, pattern: str) -> KernelFilter:
         if not isinstance(pattern, str) or not pattern:

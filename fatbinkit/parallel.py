@@ -108,10 +108,12 @@ _WORK: dict[int, tuple[Callable[[DeviceCode], Any], Sequence[DeviceCode]]] = {}
 _LOCK = threading.Lock()
 _TOKENS = itertools.count()
 _IN_WORKER = False
-#: modules the work of fatbinkit's own callers imports in workers (reading cubins and PTX,
-#: demangling for a kernel filter): imported before a fork, once, rather than in every worker
-#: (and a module another thread is importing at the fork is left locked in the child)
-_WORKER_MODULES = (".formats.cubin", ".formats.ptx", ".vendors", ".vendors.cuda.loading", "cxxfilt",
+#: modules the work of fatbinkit's own callers imports in workers (reading cubins and PTX):
+#: imported before a fork, once, rather than in every worker (and a module another thread is
+#: importing at the fork is left locked in the child). The demangler a kernel filter uses in
+#: workers is loaded by the filter itself (:class:`fatbinkit.binary.KernelFilter`): its
+#: import runs ``ldconfig`` twice, 25 ms that a read without a filter does not pay
+_WORKER_MODULES = (".formats.cubin", ".formats.ptx", ".vendors", ".vendors.cuda.loading",
                    "zstandard", "lz4.block")
 
 

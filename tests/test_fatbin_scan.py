@@ -82,6 +82,24 @@ def test_other_vendors_readers_stay_unimported(hosts: dict[str, Path]) -> None:
     assert got == ["True", "False", "False"]
 
 
+def test_the_demangler_loads_only_for_a_kernel_filter(hosts: dict[str, Path]) -> None:
+    """Importing cxxfilt runs ``ldconfig`` twice (25 ms): a check, or a read on forked
+    workers, without a kernel filter never loads it; a filter does as it is made (before any
+    worker forks: the workers' matching demangles)."""
+    import sys
+
+    program = ("import os, sys, fatbinkit; from fatbinkit.binary import KernelFilter\n"
+               "fatbinkit.parallel.PARALLEL_MIN_BYTES = 0  # workers fork, however small\n"
+               "b = fatbinkit.open(sys.argv[1]); b.check(['sm_90'])\n"
+               "pids = b.map(lambda c: os.getpid(), list(b.select()) * 2, jobs=2)\n"
+               "assert os.getpid() not in pids, 'read in place'\n"
+               "print('cxxfilt' in sys.modules, end=' '); KernelFilter('*k*')\n"
+               "print('cxxfilt' in sys.modules)")
+    got = subprocess.run([sys.executable, "-c", program, str(hosts["rdc_exe"])],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert got == ["False", "True"]
+
+
 def test_relfatbin_only_with_all(hosts: dict[str, Path]) -> None:
     default = scan(hosts["rdc_exe"])
     every = scan(hosts["rdc_exe"], all=True)
