@@ -7,6 +7,7 @@ from __future__ import annotations
 import mmap
 from pathlib import Path
 
+import pytest
 import zstandard
 from resident import mapped_kib, needs_smaps
 
@@ -75,3 +76,45 @@ def test_a_frame_read_in_steps_leaves_its_input_behind(tmp_path: Path) -> None:
 def test_trimming_the_heap_is_harmless() -> None:
     """glibc's malloc_trim where there is one, nothing elsewhere; either way no error."""
     memory.trim_heap()
+
+
+_ARENAS = """
+import ctypes, sys, threading
+from fatbinkit import memory
+if sys.argv[1] == "shared":
+    memory.share_one_arena()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+together = threading.Barrier(4)
+
+def work():
+    block = libc.malloc(4096)  # each thread's first: glibc gives it an arena
+    together.wait()  # all four hold theirs at once
+    libc.free(block)
+
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+sys.stderr.flush()
+libc.malloc_stats()  # glibc: one "Arena N:" block per arena, on stderr
+"""
+
+
+@pytest.mark.skipif(memory._glibc() is None, reason="glibc's mallopt and malloc_stats")
+def test_threads_share_one_arena() -> None:
+    """With share_one_arena (prune's and recompress's command), threads started after it
+    allocate from glibc's main arena: its malloc_stats lists one arena; four threads holding
+    blocks at once otherwise get arenas of their own (each keeps what its thread frees)."""
+    import subprocess
+    import sys
+
+    def arenas(mode: str) -> int:
+        err = subprocess.run([sys.executable, "-c", _ARENAS, mode], capture_output=True,
+                             text=True, check=True).stderr
+        return sum(line.startswith("Arena ") for line in err.splitlines())
+
+    assert arenas("shared") == 1
+    assert arenas("own") > 1

@@ -129,8 +129,11 @@ def _gpu(text: str) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     from ..formats.archive import is_archive_file
+    from ..memory import share_one_arena
     from ..slim import slim, slim_archive, slim_wheel
     from ..wheel import is_wheel
+
+    share_one_arena()  # this process's threads free large images into one arena, not one each
 
     if args.level is not None:
         if args.codec in (None, "none"):
