@@ -315,7 +315,7 @@ def _modules(groups: dict[tuple[str, str, int], tuple[str, list[int]]],
              host: str | None, found: Iterator[tuple[int, ImageInfo | None]],
              ) -> Generator[ImageSet, None, None]:
     """Each group of codes as a module, as soon as its images ``read`` have come back from
-    ``found`` (in code order); the others from their headers (``heads`` where made)."""
+    ``found`` (in code order); the others from their headers (``heads``)."""
     images: dict[int, ImageInfo | None] = {}
     for (member, src, c), (vendor, members) in groups.items():
         own = []
@@ -325,8 +325,8 @@ def _modules(groups: dict[tuple[str, str, int], tuple[str, list[int]]],
                     at, img = next(found)
                     images[at] = img
                 img = images.pop(i)
-            else:
-                img = heads[i] if i in heads else _header(codes[i])
+            else:  # not read: chosen by its header, made then
+                img = heads[i]
             assert img is not None  # loadable images only
             own.append(img.at(codes[i].offset, host))
         yield ImageSet(module_label(src, c, member), tuple(own), raw=c < 0, source=src,

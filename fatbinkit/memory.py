@@ -95,8 +95,8 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 def share_one_arena() -> None:
     """From now on, threads that have no arena yet share the ones that exist (in a process
     that has started no thread: glibc's main arena alone; ``mallopt(M_ARENA_MAX, 1)``;
-    elsewhere nothing). By default a thread that allocates while another holds an arena's lock
-    gets an arena of its own, and what it frees stays there: prune of cuBLASLt on two threads
+    elsewhere nothing). By default glibc gives each thread that allocates an arena of its own
+    (up to eight per core), and what it frees stays there: prune of cuBLASLt on two threads
     held two worker arenas of about 16 MiB resident each, while glibc counted 7 MiB in use in
     all its arenas together. Process-wide and never undone (glibc fixes its limit the next
     time a thread wants an arena; where more than eight were made, it fixed it then), so it is
