@@ -23,7 +23,10 @@ before and after. Each fatbinkit command runs with the cubin walk in C
 Inputs come through the package registry into the fixtures cache (``benchmarks/inputs.py``).
 Each command runs in a new process under GNU time (Python start-up included): wall and CPU (user
 + system) seconds are medians of ``--runs``, memory the highest peak RSS of the process and the
-workers it waited for; the page cache is warm (each input was read before). The profile is
+workers it waited for; the page cache is warm (each input was read before). The commands of
+one comparison (this checkout, its pure-Python reader, the baseline, cuobjdump, the floor) run in
+rounds, one run of each per round, so that a machine whose speed drifts slows them alike (on this
+2-core VM the same floor took 0.59-0.73 s within one hour). The profile is
 cProfile's (Python calls slowed) of the resource path in one process (``FATBINKIT_JOBS=1``):
 every cubin of libtorch_cuda.so inflated, parsed and rendered as ``ls --resources`` renders it.
 
@@ -40,6 +43,7 @@ import platform
 import re
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,7 +56,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))  # this checkout's fatbinkit, as in the children
 
 from floor import images_read  # noqa: E402  (benchmarks/floor.py)
-from hidden import Figure, measure, worktree  # noqa: E402  (benchmarks/hidden.py)
+from hidden import Figure, child, measure, worktree  # noqa: E402  (benchmarks/hidden.py)
 from inputs import TORCH, TORCH_OLD, member, torch_cuda  # noqa: E402
 from thirdparty import CUBLASLT131, JAX_CUDA12_PRNG, NCCL13  # noqa: E402
 
@@ -107,49 +111,68 @@ def bench(cuobjdump: str, old: Path, baseline: str, runs: int, libs: dict[str, P
     torch = libs[TORCH]
     out = tmp / "out"
 
-    def both(label: str, argv: list[str], versus: Figure | None, note: str = "") -> Figure:
+    def both(label: str, argv: list[str], versus: list[str] | None = None,
+             versus_label: str = "", floor: list[str] | None = None, note: str = "",
+             ) -> tuple[Figure, Figure | None, Figure | None]:
         """``argv`` with this checkout (with the cubin walk in C, and with the pure-Python
-        reader alone) and with the baseline; the rows of each."""
-        now = measure(sh(*argv, out=out), runs, ROOT)
-        pure = measure(["env", "FATBINKIT_PURE_PYTHON=1", *sh(*argv, out=out)], runs, ROOT)
-        then = measure(sh(*argv, out=out), runs, old)
+        reader alone) and with the baseline, in rounds with the command it is measured against
+        (``versus``: cuobjdump, its row first) and its floor; the rows of the four commands.
+        Returns the figures of this checkout's command, of ``versus`` and of the floor."""
+        commands: list[tuple[list[str], Path | None]] = [
+            (sh(*argv, out=out), ROOT),
+            (["env", "FATBINKIT_PURE_PYTHON=1", *sh(*argv, out=out)], ROOT),
+            (sh(*argv, out=out), old)]
+        if versus is not None:
+            commands.append((versus, None))
+        if floor is not None:
+            commands.append((floor, None))
+        now, pure, then, *more = together(commands, runs)
+        them = more.pop(0) if versus is not None else None
+        lowest = more.pop(0) if floor is not None else None
+        if them is not None:
+            rows.append((versus_label, str(them), f"in rounds with {label.split(': ', 1)[1]}"))
         rows.append((label, str(now), "; ".join(
-            ([f"{ratio(now, versus)} than cuobjdump"] if versus else [])
+            ([f"{ratio(now, them)} than cuobjdump"] if them else [])
             + ([note] if note else []))))
         rows.append((f"{label}, pure-Python reader (FATBINKIT_PURE_PYTHON=1)", str(pure),
-                     "; ".join(([f"{ratio(pure, versus)} than cuobjdump"] if versus else [])
+                     "; ".join(([f"{ratio(pure, them)} than cuobjdump"] if them else [])
                                + [f"the C walk {ratio(now, pure)}"])))
         rows.append((f"{label} at {baseline}", str(then), "; ".join(
-            ([f"{ratio(then, versus)} than cuobjdump"] if versus else [])
+            ([f"{ratio(then, them)} than cuobjdump"] if them else [])
             + [f"now {ratio(now, then)}"])))
-        return now
+        return now, them, lowest
 
     # resources
-    res = measure(sh(cuobjdump, "-res-usage", torch, out=out), runs)
-    rows.append(("libtorch_cuda.so: cuobjdump -res-usage", str(res), ""))
-    both("libtorch_cuda.so: fatbinkit ls --resources", fk("ls", "--resources", torch), res)
+    res = sh(cuobjdump, "-res-usage", torch, out=out)
+    both("libtorch_cuda.so: fatbinkit ls --resources", fk("ls", "--resources", torch), res,
+         "libtorch_cuda.so: cuobjdump -res-usage")
     both("libtorch_cuda.so: fatbinkit ls --resources --json",
-         fk("ls", "--resources", "--json", torch), res)
+         fk("ls", "--resources", "--json", torch), res, "libtorch_cuda.so: cuobjdump -res-usage")
     # check
     arch_args = [x for a in ARCHS for x in ("--arch", a)]
-    checked = both(f"libtorch_cuda.so: fatbinkit check {' '.join(arch_args)}",
-                   fk("check", *arch_args, torch), None, "goal: under 1 s")
+    payloads = images_read("check", [torch], ARCHS)
+    checked, _, floor = both(f"libtorch_cuda.so: fatbinkit check {' '.join(arch_args)}",
+                             fk("check", *arch_args, torch),
+                             floor=floor_argv(payloads, tmp / "check.json"),
+                             note="goal: under 1 s")
+    assert floor is not None
     rows.append(floor_row(f"libtorch_cuda.so: the floor of check {' '.join(arch_args)}",
-                          images_read("check", [torch], ARCHS), runs, tmp, checked, 1.0))
+                          payloads, floor, checked, 1.0))
     # diff
     a, b = libs[TORCH_OLD], torch
     listed = [tmp / "old.txt", tmp / "new.txt"]
     listings = [sh(cuobjdump, "-res-usage", lib, out=to)[2]
                 for lib, to in zip((a, b), listed, strict=True)]
     text_diff = shlex.join(["diff", *map(str, listed)])
-    pipeline = measure(["bash", "-c", f"{'; '.join(listings)}; {text_diff} > "
-                        f"{shlex.quote(str(out))}; true"], runs)
-    rows.append((f"libtorch_cuda.so {TORCH_OLD} -> {TORCH}: cuobjdump -res-usage x2 + diff",
-                 str(pipeline), ""))
-    diffed = both(f"libtorch_cuda.so {TORCH_OLD} -> {TORCH}: fatbinkit diff", fk("diff", a, b),
-                  pipeline, "goal: 3x faster")
+    payloads = images_read("diff", [a, b])
+    diffed, pipeline, floor = both(
+        f"libtorch_cuda.so {TORCH_OLD} -> {TORCH}: fatbinkit diff", fk("diff", a, b),
+        ["bash", "-c", f"{'; '.join(listings)}; {text_diff} > {shlex.quote(str(out))}; true"],
+        f"libtorch_cuda.so {TORCH_OLD} -> {TORCH}: cuobjdump -res-usage x2 + diff",
+        floor_argv(payloads, tmp / "diff.json"), "goal: 3x faster")
+    assert pipeline is not None and floor is not None
     rows.append(floor_row(f"libtorch_cuda.so {TORCH_OLD} -> {TORCH}: the floor of diff",
-                          images_read("diff", [a, b]), runs, tmp, diffed, pipeline.wall / 3))
+                          payloads, floor, diffed, pipeline.wall / 3))
     # prune and recompress: peak memory against the largest container, and the constant of the
     # goal (1.2x the largest container plus a constant): the same command on a library with 24
     # KiB of device code in one module, which takes the command's whole path (its imports, its
@@ -182,20 +205,36 @@ def bench(cuobjdump: str, old: Path, baseline: str, runs: int, libs: dict[str, P
     return rows
 
 
-def floor_row(label: str, payloads: list[Any], runs: int, tmp: Path, ours: Figure,
-              goal: float) -> Row:
-    """A row: the images a command reads inflated and nothing else, on this machine's cores
-    (benchmarks/floor.py), beside the command (``ours``) and the goal (``goal`` seconds)."""
-    listed = tmp / "floor.json"
+def together(commands: list[tuple[list[str], Path | None]], runs: int) -> list[Figure]:
+    """:func:`~hidden.measure` of each ``(argv, tree)``, in ``runs`` rounds of one run of each,
+    in the order given: a machine whose speed drifts in the minutes a row takes slows each of
+    its commands alike, and their ratios hold."""
+    found: list[list[tuple[float, float, int]]] = [[] for _ in commands]
+    for _ in range(runs):
+        for each, (argv, tree) in zip(found, commands, strict=True):
+            env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
+            each.append(child(argv, tree, env))
+    return [Figure(statistics.median(w for w, _, _ in each),
+                   statistics.median(c for _, c, _ in each), max(m for _, _, m in each))
+            for each in found]
+
+
+def floor_argv(payloads: list[Any], listed: Path) -> list[str]:
+    """The floor of a command that reads ``payloads`` (benchmarks/floor.py): the images
+    inflated and nothing else, on as many processes as the command's own reading uses."""
     listed.write_text(json.dumps(payloads))
-    jobs = default_jobs()  # as many processes as the command's own reading uses
-    floor = measure([sys.executable, str(ROOT / "benchmarks" / "floor.py"), str(listed),
-                     str(jobs)], runs)
+    return [sys.executable, str(ROOT / "benchmarks" / "floor.py"), str(listed),
+            str(default_jobs())]
+
+
+def floor_row(label: str, payloads: list[Any], floor: Figure, ours: Figure, goal: float) -> Row:
+    """A row: the floor of a command (:func:`floor_argv`), beside the command (``ours``) and
+    the goal (``goal`` seconds)."""
     return (f"{label}: {len(payloads):,} images inflated "
-                 f"({sum(p[4] for p in payloads) / 2**30:.2f} GiB), nothing else, on "
-                 f"{jobs} processes", str(floor),
-                 f"the command takes {ours.wall - floor.wall:.2f} s more; the goal "
-                 f"({goal:.2f} s) leaves {goal - floor.wall:.2f} s for everything else")
+            f"({sum(p[4] for p in payloads) / 2**30:.2f} GiB), nothing else, on "
+            f"{default_jobs()} processes", str(floor),
+            f"the command takes {ours.wall - floor.wall:.2f} s more; the goal "
+            f"({goal:.2f} s) leaves {goal - floor.wall:.2f} s for everything else")
 
 
 def largest_container(lib: Path) -> int:

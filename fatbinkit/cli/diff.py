@@ -28,7 +28,15 @@ from .args import (
     kernel_filter,
     positive,
 )
-from .fatbin import dump, dump_rows, progress, progress_done, skipped, without_cyclic_gc
+from .fatbin import (
+    dump,
+    dump_rows,
+    progress,
+    progress_done,
+    skipped,
+    without_cyclic_gc,
+    write_lines,
+)
 
 if TYPE_CHECKING:
     from ..gate import SizeLimit
@@ -145,8 +153,7 @@ def _diff(args: argparse.Namespace) -> int:
     if args.json:
         dump_rows(changes.to_dict())
     else:
-        sys.stdout.write("".join(f"{line}\n" for line in changes.lines(
-            demangled=not args.mangled, top=args.top)))
+        write_lines(changes.lines(demangled=not args.mangled, top=args.top))
     return 1 if args.exit_code and not changes.empty else 0
 
 
