@@ -304,8 +304,9 @@ def main() -> int:
         f"against {args.baseline}; cuobjdump {version}. Each figure: median wall and CPU "
         f"(user + system) seconds of {args.runs} runs in a new process (Python start-up "
         "included), highest peak RSS (GNU time), warm page cache; every command writes its "
-        "output to a file. Ratios: how many times faster in wall time, then CPU time and "
-        "memory as fractions of the other's.",
+        "output to a file; the commands of one comparison run in rounds, one run of each per "
+        "round. Ratios: how many times faster in wall time, then CPU time and memory as "
+        "fractions of the other's.",
         "",
         "| measurement | result | ratio |",
         "|---|---|---|",
