@@ -8,10 +8,12 @@ trailing NULs, as cuobjdump writes it).
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import dataclasses
 import functools
 import heapq
+import io
 import itertools
 import json
 import os
@@ -658,40 +660,72 @@ def _table(args: argparse.Namespace, tables: list[tuple[str | None, list[_Row]]]
 def write_lines(lines: Iterable[str], chunk: int = 2048) -> None:
     """``lines`` on stdout, each ended by a newline: made and encoded here ``chunk`` at a time
     while a thread writes the chunks before them, so that the kernel's copy of a large text (a
-    torch diff's 64 MB: 0.05-0.2 s into a file) overlaps the making of the rest. Where stdout is
-    no file (a test's capture) or ends lines otherwise, one string through ``sys.stdout``. A
-    write that fails (a closed pipe) is raised here, and no later line is made."""
+    torch diff's 64 MB: 0.05-0.2 s into a file) overlaps the making of the rest. That is done
+    only where stdout is a text file over an OS file, in an encoding that writes each chunk
+    alike (UTF-8, ASCII, Latin-1: no byte-order mark, no state) and lines end with ``\n``;
+    elsewhere (a test's capture, a wrapper that compresses, UTF-16, Windows) one string goes
+    through ``sys.stdout``. A write that fails (a closed pipe) is raised here, and no later line
+    is made; when making the lines raises, the chunks not yet written are dropped."""
     out = sys.stdout
-    try:
-        fd = out.fileno()
-    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
-        fd = -1
-    if fd < 0 or os.linesep != "\n":  # TextIOWrapper would end lines with \r\n there
+    fd = _os_file(out)
+    if fd is None:
         out.write("".join(f"{line}\n" for line in lines))
         return
     out.flush()
     pending: queue.Queue[bytes | None] = queue.Queue(8)  # at most 8 chunks wait
     failed: list[Exception] = []
+    stop = threading.Event()  # the caller raised: write nothing more
 
     def write() -> None:
         while (data := pending.get()) is not None:  # taken to the end: put never blocks long
             view = memoryview(data)
             try:
-                while view and not failed:
+                while view and not failed and not stop.is_set():
                     view = view[os.write(fd, view):]
             except Exception as e:  # raised again by the caller
                 failed.append(e)
 
     writer = threading.Thread(target=write, name="fatbinkit stdout", daemon=True)
     writer.start()  # daemon: an interrupt here does not wait on a reader that stopped reading
-    rest = iter(lines)
-    while not failed and (part := list(itertools.islice(rest, chunk))):
-        part.append("")
-        pending.put("\n".join(part).encode(out.encoding, out.errors or "strict"))
+    try:
+        rest = iter(lines)
+        while not failed and (part := list(itertools.islice(rest, chunk))):
+            part.append("")
+            pending.put("\n".join(part).encode(out.encoding, out.errors or "strict"))
+    except BaseException:
+        stop.set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                pending.get_nowait()
+        pending.put(None)  # the writer ends after the chunk it may be writing
+        raise
     pending.put(None)
     writer.join()
     if failed:
         raise failed[0]
+
+
+# encodings whose chunks, encoded one by one, join into what one encoding of the whole gives
+_STATELESS = frozenset({"utf-8", "ascii", "iso8859-1"})  # codecs.lookup names
+
+
+def _os_file(out: TextIO) -> int | None:
+    """The file descriptor under ``out`` where :func:`write_lines` may write to it directly:
+    ``out`` a :class:`io.TextIOWrapper` over an OS file (buffered or not), in a stateless
+    encoding, with ``\n`` line ends; else None."""
+    if os.linesep != "\n" or type(out) is not io.TextIOWrapper:
+        return None
+    raw = out.buffer  # a FileIO itself where Python runs unbuffered (-u, PYTHONUNBUFFERED)
+    if type(raw) in (io.BufferedWriter, io.BufferedRandom):
+        raw = raw.raw
+    if type(raw) is not io.FileIO:
+        return None
+    try:
+        if codecs.lookup(out.encoding).name not in _STATELESS:
+            return None
+    except LookupError:
+        return None
+    return raw.fileno()
 
 
 def dump_rows(doc: dict[str, Any]) -> None:
@@ -703,6 +737,8 @@ def dump_rows(doc: dict[str, Any]) -> None:
 
 def _rows_json(doc: dict[str, Any]) -> Iterator[str]:
     yield "{"
+    if not doc:
+        yield ""  # as the document joined in one string was
     last = len(doc) - 1
     for i, (key, value) in enumerate(doc.items()):
         end = "," if i < last else ""
