@@ -101,12 +101,21 @@ def child(argv: list[str], cwd: Path | None, env: dict[str, str] | None
 def measure(argv: list[str], runs: int, tree: Path | None = None) -> Figure:
     """:class:`Figure` of ``runs`` runs of ``argv``; a Python command with ``tree`` first on
     its path."""
-    env = None
-    if tree is not None:
-        env = {**os.environ, "PYTHONPATH": str(tree)}
-    found = [child(argv, tree, env) for _ in range(runs)]
-    return Figure(statistics.median(w for w, _, _ in found),
-                  statistics.median(c for _, c, _ in found), max(m for _, _, m in found))
+    return together([(argv, tree)], runs)[0]
+
+
+def together(commands: list[tuple[list[str], Path | None]], runs: int) -> list[Figure]:
+    """:func:`measure` of each ``(argv, tree)``, in ``runs`` rounds of one run of each, in the
+    order given: a machine whose speed drifts in the minutes a row takes slows each of its
+    commands alike, and their ratios hold."""
+    found: list[list[tuple[float, float, int]]] = [[] for _ in commands]
+    for _ in range(runs):
+        for each, (argv, tree) in zip(found, commands, strict=True):
+            env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
+            each.append(child(argv, tree, env))
+    return [Figure(statistics.median(w for w, _, _ in each),
+                   statistics.median(c for _, c, _ in each), max(m for _, _, m in each))
+            for each in found]
 
 
 def api(lib: Path, tree: Path, everywhere: bool) -> list[str]:

@@ -43,7 +43,6 @@ import platform
 import re
 import shlex
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,7 +55,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))  # this checkout's fatbinkit, as in the children
 
 from floor import images_read  # noqa: E402  (benchmarks/floor.py)
-from hidden import Figure, child, measure, worktree  # noqa: E402  (benchmarks/hidden.py)
+from hidden import Figure, measure, together, worktree  # noqa: E402  (benchmarks/hidden.py)
 from inputs import TORCH, TORCH_OLD, member, torch_cuda  # noqa: E402
 from thirdparty import CUBLASLT131, JAX_CUDA12_PRNG, NCCL13  # noqa: E402
 
@@ -203,20 +202,6 @@ def bench(cuobjdump: str, old: Path, baseline: str, runs: int, libs: dict[str, P
                          f"(1.2x it + the constant: {goal / 2**20:.0f} MiB)"))
             rows.append((f"{label} at {baseline}", str(then), f"now {ratio(now, then)}"))
     return rows
-
-
-def together(commands: list[tuple[list[str], Path | None]], runs: int) -> list[Figure]:
-    """:func:`~hidden.measure` of each ``(argv, tree)``, in ``runs`` rounds of one run of each,
-    in the order given: a machine whose speed drifts in the minutes a row takes slows each of
-    its commands alike, and their ratios hold."""
-    found: list[list[tuple[float, float, int]]] = [[] for _ in commands]
-    for _ in range(runs):
-        for each, (argv, tree) in zip(found, commands, strict=True):
-            env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
-            each.append(child(argv, tree, env))
-    return [Figure(statistics.median(w for w, _, _ in each),
-                   statistics.median(c for _, c, _ in each), max(m for _, _, m in each))
-            for each in found]
 
 
 def floor_argv(payloads: list[Any], listed: Path) -> list[str]:

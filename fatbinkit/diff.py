@@ -361,21 +361,6 @@ def _figures(row: _Row, context: Any) -> _Row:
     return row[2:] if type(context) is not tuple or context[1] else _NO_FIGURES
 
 
-def _values(row: _Row, context: Any) -> dict[str, int | None]:
-    """:meth:`KernelImage.values` of a keyed kernel, without making the KernelImage (a torch
-    release has 10^4 changed)."""
-    if type(context) is not tuple:
-        return context.values()  # type: ignore[no-any-return]
-    if not context[1]:
-        return dict.fromkeys(FIELDS)
-    _, _, registers, stack, shared, local, constant, stores, loads, size = row
-    out: dict[str, int | None] = {"registers": registers, "stack": stack,
-                                  "spill_stores": stores, "spill_loads": loads,
-                                  "shared": shared, "local": local, "size": size}
-    out.update({f"constant[{bank}]": v for bank, v in sorted(dict(constant).items())})
-    return out
-
-
 def _entry(row: _Row, context: Any) -> bool:
     return bool(row[1]) if type(context) is not tuple or context[1] else True
 
@@ -1077,7 +1062,8 @@ def diff(old: Snapshot, new: Snapshot) -> Diff:
             if row == hit[0] or _figures(row, context) == _figures(*hit):
                 unchanged += 1
                 continue
-            a, b = _values(row, context), _values(*hit)
+            a = _kernel(name, key, row, context).values()
+            b = _kernel(name, key, *hit).values()
             fields = [f for f in dict.fromkeys((*a, *b)) if a.get(f) != b.get(f)]
             for f in fields:
                 changed.append(FieldChange(name, key[0], key[1], key[2], f, a.get(f), b.get(f)))

@@ -720,10 +720,7 @@ def _os_file(out: TextIO) -> int | None:
         raw = raw.raw
     if type(raw) is not io.FileIO:
         return None
-    try:
-        if codecs.lookup(out.encoding).name not in _STATELESS:
-            return None
-    except LookupError:
+    if codecs.lookup(out.encoding).name not in _STATELESS:  # known: the stream was made with it
         return None
     return raw.fileno()
 
