@@ -65,7 +65,8 @@ def frame(path: str) -> str:
     stored = largest.stored[: largest.header.compressed_size]
     for _ in zstd_steps(stored, largest.data_size, largest.offset):
         pass
-    return f"window {size / 2**20:.1f} MiB, {content / 2**20:.1f} MiB inflated"
+    kind = {1: "PTX", 2: "SASS"}.get(largest.header.kind, f"kind {largest.header.kind}")
+    return f"{kind}: window {size / 2**20:.1f} MiB, {content / 2**20:.1f} MiB inflated"
 
 
 def images(path: str) -> str:
