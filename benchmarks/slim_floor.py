@@ -45,10 +45,13 @@ def _entries(path: str) -> Iterator[Any]:
         yield from FatbinContainer.parse(src, off, head).entries
 
 
-def frame(path: str) -> str:
+def largest_frame(path: str) -> tuple[Any, str]:
+    """The entry of ``path`` whose zstd frame has the largest window (of those, the largest
+    content), with what it is (``SASS: window 8.0 MiB, 15.9 MiB inflated``); the pages the
+    search read are given back as it goes."""
     import zstandard
 
-    from fatbinkit.formats.codec import zstd_steps
+    from fatbinkit.formats.fatbin import EntryKind
     from fatbinkit.memory import give_back
 
     best: tuple[tuple[int, int], Any] | None = None
@@ -62,20 +65,29 @@ def frame(path: str) -> str:
     assert best is not None, "no zstd payload"
     (size, content), largest = best
     give_back(largest.stored)
+    kind = {EntryKind.PTX: "PTX", EntryKind.ELF: "SASS"}.get(largest.header.kind,
+                                                             f"kind {largest.header.kind}")
+    return largest, f"{kind}: window {size / 2**20:.1f} MiB, {content / 2**20:.1f} MiB inflated"
+
+
+def frame(path: str) -> str:
+    from fatbinkit.formats.codec import zstd_steps
+
+    largest, what = largest_frame(path)
     stored = largest.stored[: largest.header.compressed_size]
     for _ in zstd_steps(stored, largest.data_size, largest.offset):
         pass
-    kind = {1: "PTX", 2: "SASS"}.get(largest.header.kind, f"kind {largest.header.kind}")
-    return f"{kind}: window {size / 2**20:.1f} MiB, {content / 2**20:.1f} MiB inflated"
+    return what
 
 
 def images(path: str) -> str:
+    from fatbinkit.formats.fatbin import EntryKind
     from fatbinkit.memory import give_back, trim_heap
     from fatbinkit.vendors.cuda.loading import image_from_entry
 
     read = count = 0
     for e in _entries(path):
-        if e.header.kind not in (1, 2):  # SASS (2) and PTX (1): the images prune reads
+        if e.header.kind not in (EntryKind.ELF, EntryKind.PTX):  # the images prune reads
             continue
         image_from_entry(e, streamed=True)
         count += 1

@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's fatbinkit, as in the children
 from floor import images_read  # noqa: E402  (benchmarks/floor.py)
 from hidden import Figure, measure, together, worktree  # noqa: E402  (benchmarks/hidden.py)
 from inputs import TORCH, TORCH_OLD, member, torch_cuda  # noqa: E402
+from slim_floor import largest_frame  # noqa: E402  (benchmarks/slim_floor.py)
 from thirdparty import CUBLASLT131, JAX_CUDA12_PRNG, NCCL13  # noqa: E402
 
 from fatbinkit.parallel import default_jobs  # noqa: E402
@@ -194,17 +195,15 @@ def bench(cuobjdump: str, old: Path, baseline: str, runs: int, libs: dict[str, P
     for key, name in (("cublaslt", "libcublasLt.so.13 13.1.1.3"), ("nccl", "libnccl.so.2 2.28.9")):
         lib = libs[key]
         largest = largest_container(lib)
-        frame = subprocess.run([*floor_py, "frame", str(lib)], cwd=ROOT, check=True,
-                               capture_output=True, text=True).stdout.strip()
+        frame = largest_frame(str(lib))[1]
         window = measure([*floor_py, "frame", str(lib)], runs, ROOT)
         one_by_one = measure([*floor_py, "images", str(lib)], runs, ROOT)
         goal = 1.2 * largest + constant["prune"].rss
+        gap = (window.rss - goal) / 2**20
         rows.append((f"{name}: the floor of its memory: its largest zstd frame ({frame}) "
                      "read in 1 MiB steps after the command's imports, nothing else",
                      str(window), f"the prune goal ({goal / 2**20:.0f} MiB) is "
-                     f"{(window.rss - goal) / 2**20:.0f} MiB under it" if window.rss > goal
-                     else f"the prune goal ({goal / 2**20:.0f} MiB) is "
-                     f"{(goal - window.rss) / 2**20:.0f} MiB above it"))
+                     f"{abs(gap):.0f} MiB {'under' if gap > 0 else 'above'} it"))
         rows.append((f"{name}: every image read once, one at a time, as prune reads it, "
                      "nothing kept", str(one_by_one), "the floor of prune's reading on one core"))
         for what in commands:
